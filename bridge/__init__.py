@@ -1,0 +1,1 @@
+"""bridge: OpenAI Chat Completions <-> Anthropic Messages translator."""

@@ -1,0 +1,101 @@
+"""create_app(): settings, one upstream session, the blueprints, and error handling.
+
+Every error leaves as JSON in the protocol of the client that asked: the
+path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` is
+OpenAI, `/v1/models` follows `anthropic-version`), never as an HTML page.
+"""
+import logging
+import re
+import types
+import uuid
+
+from flask import Flask, g, request
+from werkzeug.exceptions import HTTPException
+
+from . import auth, models, settings as settings_module
+from .chat_to_messages.routes import bp as chat_to_messages_bp
+from .errors import ANTHROPIC, OPENAI, BridgeError
+from .http import json_response
+from .messages_to_chat.routes import bp as messages_to_chat_bp
+from .upstream import Upstream
+
+log = logging.getLogger("bridge")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_UNAUTHENTICATED = ("/healthz", "/readyz")
+
+
+def create_app(settings=None):
+    settings = settings or settings_module.load()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.extensions["bridge"] = types.SimpleNamespace(settings=settings, upstream=Upstream(settings))
+
+    app.register_blueprint(messages_to_chat_bp)
+    app.register_blueprint(chat_to_messages_bp)
+    app.register_blueprint(models.bp)
+
+    @app.get("/healthz")
+    def healthz():
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz():
+        return json_response({"status": "ready"})
+
+    @app.before_request
+    def identify_and_authenticate():
+        incoming = request.headers.get("x-request-id", "")
+        g.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{uuid.uuid4().hex}"
+        if request.path not in _UNAUTHENTICATED:
+            g.client_name = auth.authenticate(settings, request.headers)
+
+    @app.after_request
+    def add_request_id(response):
+        request_id = g.get("request_id")
+        if request_id:
+            response.headers["request-id"] = request_id
+            response.headers["x-request-id"] = request_id
+        return response
+
+    @app.errorhandler(BridgeError)
+    def bridge_error(error):
+        return _render(error)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc):
+        if exc.code == 413:
+            return _render(BridgeError("request_too_large", f"request body is larger than "
+                                       f"{settings.max_body_bytes} bytes (BRIDGE_MAX_BODY_BYTES)"))
+        if exc.code == 404:
+            return _render(BridgeError("not_found", f"no route {request.method} {request.path}"))
+        if exc.code == 405:
+            return _render(BridgeError("invalid_request", f"method {request.method} is not allowed on "
+                                       f"{request.path}", status=405))
+        return _render(BridgeError("invalid_request", exc.description or exc.name, status=exc.code))
+
+    @app.errorhandler(Exception)
+    def unexpected(exc):
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return _render(BridgeError("api_error", "internal error in the bridge; see its log for "
+                                   f"request id {g.get('request_id', 'unknown')}"))
+
+    return app
+
+
+def client_protocol():
+    """Which protocol the current client speaks, for rendering errors."""
+    path = request.path
+    if path.startswith("/v1/messages"):
+        return ANTHROPIC
+    if path.startswith("/v1/chat/"):
+        return OPENAI
+    if request.headers.get("anthropic-version") or request.headers.get("x-api-key"):
+        return ANTHROPIC
+    return OPENAI
+
+
+def _render(error):
+    protocol = client_protocol()
+    return json_response(error.body_for(protocol), error.status_for(protocol), error.headers())

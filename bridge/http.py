@@ -1,0 +1,50 @@
+"""Small request/response helpers shared by the routes of both directions."""
+import json
+
+from flask import Response, current_app, request
+
+from .errors import BridgeError, invalid
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def bridge():
+    """The per-app state built once in create_app: settings and the upstream client."""
+    return current_app.extensions["bridge"]
+
+
+def read_json():
+    """The request body as a JSON object, or a 4xx that says what is wrong with it."""
+    content_type = (request.mimetype or "").lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise BridgeError("invalid_request", "Content-Type must be application/json, got "
+                          + repr(request.content_type or "nothing"), status=415)
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        raise invalid("request body is empty; expected a JSON object")
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise invalid("request body is not valid UTF-8") from None
+    except ValueError as exc:
+        raise invalid(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise invalid("request body is nested too deeply") from None
+    if not isinstance(body, dict):
+        raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def json_response(body, status=200, headers=None):
+    return Response(json.dumps(body, ensure_ascii=False), status=status,
+                    headers=headers or {}, mimetype="application/json")
+
+
+def sse_response(chunks, headers=None):
+    return Response(chunks, headers={**SSE_HEADERS, **(headers or {})},
+                    mimetype="text/event-stream", direct_passthrough=True)
+
+
+def dropped_header(names):
+    """Report parameters dropped for lack of an equivalent upstream."""
+    return {"x-bridge-dropped-params": ", ".join(names)} if names else {}

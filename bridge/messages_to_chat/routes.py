@@ -1,0 +1,36 @@
+"""POST /v1/messages and /v1/messages/count_tokens, served by an OpenAI-compatible upstream."""
+from flask import Blueprint, request
+
+from .. import auth
+from ..errors import ANTHROPIC
+from ..http import bridge, dropped_header, json_response, read_json, sse_response
+from ..schemas import anthropic as schema
+from ..streaming import relay
+from ..upstream import read_json as upstream_json
+from .request import to_chat_request
+from .response import to_anthropic_message
+from .stream import StreamTranslator
+from .tokens import count_tokens
+
+bp = Blueprint("messages_to_chat", __name__)
+
+
+@bp.post("/v1/messages")
+def create_message():
+    state = bridge()
+    body = schema.validate_messages(read_json())
+    chat_body, context = to_chat_request(body, state.settings)
+    response = state.upstream.request(
+        "POST", f"{state.settings.openai_base_url}/chat/completions",
+        auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
+    headers = dropped_header(context.dropped)
+    if context.stream:
+        translator = StreamTranslator(context)
+        return sse_response(relay(response, translator, ANTHROPIC, state.settings.ping_interval), headers)
+    return json_response(to_anthropic_message(upstream_json(response), context), headers=headers)
+
+
+@bp.post("/v1/messages/count_tokens")
+def count_message_tokens():
+    body = schema.validate_count_tokens(read_json())
+    return json_response({"input_tokens": count_tokens(body)})

@@ -1,0 +1,1 @@
+"""marshmallow schemas that validate client requests before any translation."""

@@ -1,0 +1,211 @@
+"""Every setting, read once from the environment at start-up and validated.
+
+A bad value stops start-up with a SettingsError naming the variable, so an
+operator finds the typo in the journal instead of in a 3 a.m. incident.
+Values may also come from a KEY=VALUE file named by BRIDGE_SETTINGS_FILE;
+the environment wins over the file.
+"""
+import dataclasses
+import hashlib
+import json
+import os
+from urllib.parse import urlsplit
+
+
+class SettingsError(Exception):
+    """A setting is missing, malformed or unsafe."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientKey:
+    name: str
+    digest: bytes  # sha256 of the key: the key itself is never kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: str | None = None
+    anthropic_version: str = "2023-06-01"
+    model_map: tuple = ()
+    client_keys: tuple = ()
+    allow_open_relay: bool = False
+    connect_timeout: float = 10.0
+    read_timeout: float = 600.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    default_max_tokens: int = 8192
+    openai_max_tokens_param: str = "max_completion_tokens"
+    openai_stream_usage: bool = True
+    openai_reasoning_effort: bool = False
+    openai_reasoning_history: bool = False
+    ping_interval: float = 10.0
+    retries: int = 2
+    retry_backoff: float = 0.5
+    retry_max_wait: float = 10.0
+    pool_size: int = 256
+    log_level: str = "INFO"
+
+    def __repr__(self):
+        # Keys never reach a log line, even through a debug print of settings.
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for secret in ("openai_api_key", "anthropic_api_key"):
+            shown[secret] = "<set>" if shown[secret] else None
+        shown["client_keys"] = [k.name for k in self.client_keys]
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+def _read_file(path):
+    values = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                key, sep, value = line.partition("=")
+                if not sep:
+                    raise SettingsError(f"BRIDGE_SETTINGS_FILE {path}:{number}: expected KEY=VALUE")
+                values[key.strip()] = value.strip().strip('"').strip("'")
+    except OSError as exc:
+        raise SettingsError(f"BRIDGE_SETTINGS_FILE: cannot read {path}: {exc.strerror}") from None
+    return values
+
+
+def _url(name, value):
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SettingsError(f"{name}: must be an http(s) URL, got {value!r}")
+    if parts.query or parts.fragment:
+        raise SettingsError(f"{name}: must not carry a query or fragment")
+    return value.rstrip("/")
+
+
+def _number(name, value, kind=float, minimum=0):
+    try:
+        number = kind(value)
+    except ValueError:
+        raise SettingsError(f"{name}: must be a {kind.__name__}, got {value!r}") from None
+    if number < minimum:
+        raise SettingsError(f"{name}: must be at least {minimum}, got {value!r}")
+    return number
+
+
+def _flag(name, value):
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise SettingsError(f"{name}: must be true or false, got {value!r}")
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise SettingsError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _model_map(name, value):
+    text = value.strip()
+    if text and not text.startswith("{"):
+        try:
+            with open(text, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise SettingsError(f"{name}: not a JSON object and not a readable file: {exc.strerror}") from None
+    try:
+        mapping = json.loads(text or "{}")
+    except ValueError as exc:
+        raise SettingsError(f"{name}: invalid JSON: {exc}") from None
+    if not isinstance(mapping, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v for k, v in mapping.items()):
+        raise SettingsError(f"{name}: must map model names to non-empty model names")
+    return tuple(mapping.items())
+
+
+def _client_keys(name, value):
+    """Entries are `key`, `name:key` or `name:sha256:<hex>`, comma-separated or one per line of a file."""
+    text = value.strip()
+    if text and os.path.isfile(text):
+        with open(text, encoding="utf-8") as fh:
+            entries = [line.strip() for line in fh if line.strip() and not line.startswith("#")]
+    else:
+        entries = [part.strip() for part in text.split(",") if part.strip()]
+    keys = []
+    for number, entry in enumerate(entries, 1):
+        parts = entry.split(":")
+        if len(parts) == 3 and parts[1] == "sha256":
+            try:
+                digest = bytes.fromhex(parts[2])
+            except ValueError:
+                digest = b""
+            if len(digest) != 32:
+                raise SettingsError(f"{name}: entry {number} ({parts[0]}): sha256 must be 64 hex digits")
+            keys.append(ClientKey(parts[0], digest))
+        elif len(parts) in (1, 2) and parts[-1]:
+            label = parts[0] if len(parts) == 2 else f"key{number}"
+            keys.append(ClientKey(label, hashlib.sha256(parts[-1].encode()).digest()))
+        else:
+            raise SettingsError(f"{name}: entry {number} is not `key`, `name:key` or `name:sha256:<hex>`")
+    return tuple(keys)
+
+
+# variable -> (field, parser)
+_PARSERS = {
+    "BRIDGE_OPENAI_BASE_URL": ("openai_base_url", _url),
+    "BRIDGE_OPENAI_API_KEY": ("openai_api_key", lambda n, v: v or None),
+    "BRIDGE_ANTHROPIC_BASE_URL": ("anthropic_base_url", _url),
+    "BRIDGE_ANTHROPIC_API_KEY": ("anthropic_api_key", lambda n, v: v or None),
+    "BRIDGE_ANTHROPIC_VERSION": ("anthropic_version", lambda n, v: v),
+    "BRIDGE_MODEL_MAP": ("model_map", _model_map),
+    "BRIDGE_CLIENT_KEYS": ("client_keys", _client_keys),
+    "BRIDGE_ALLOW_OPEN_RELAY": ("allow_open_relay", _flag),
+    "BRIDGE_CONNECT_TIMEOUT": ("connect_timeout", lambda n, v: _number(n, v, float, 0.1)),
+    "BRIDGE_READ_TIMEOUT": ("read_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_MAX_BODY_BYTES": ("max_body_bytes", lambda n, v: _number(n, v, int, 1024)),
+    "BRIDGE_DEFAULT_MAX_TOKENS": ("default_max_tokens", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_OPENAI_MAX_TOKENS_PARAM": ("openai_max_tokens_param",
+                                       lambda n, v: _choice(n, v, ("max_completion_tokens", "max_tokens"))),
+    "BRIDGE_OPENAI_STREAM_USAGE": ("openai_stream_usage", _flag),
+    "BRIDGE_OPENAI_REASONING_EFFORT": ("openai_reasoning_effort", _flag),
+    "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
+    "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
+    "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
+    "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
+    "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),
+    "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_LOG_LEVEL": ("log_level",
+                         lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
+}
+
+
+# Read by deploy/gunicorn.conf.py (process model), not by the app.
+_READ_ELSEWHERE = {"BRIDGE_SETTINGS_FILE", "BRIDGE_BIND", "BRIDGE_WORKERS", "BRIDGE_THREADS",
+                   "BRIDGE_GRACEFUL_TIMEOUT", "BRIDGE_KEEPALIVE"}
+
+
+def load(environ=None):
+    """Build Settings from the environment (and BRIDGE_SETTINGS_FILE), or raise SettingsError."""
+    environ = os.environ if environ is None else environ
+    values = {}
+    if environ.get("BRIDGE_SETTINGS_FILE"):
+        values.update(_read_file(environ["BRIDGE_SETTINGS_FILE"]))
+    values.update({k: v for k, v in environ.items() if k.startswith("BRIDGE_")})
+    unknown = sorted(k for k in values if k not in _PARSERS and k not in _READ_ELSEWHERE)
+    if unknown:
+        raise SettingsError(f"unknown setting {unknown[0]} (known: {', '.join(sorted(_PARSERS))})")
+    fields = {}
+    for variable, raw in values.items():
+        if variable in _PARSERS:
+            field, parse = _PARSERS[variable]
+            fields[field] = parse(variable, raw)
+    settings = Settings(**fields)
+    holds_key = settings.openai_api_key or settings.anthropic_api_key
+    if holds_key and not settings.client_keys and not settings.allow_open_relay:
+        raise SettingsError(
+            "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
+            "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
+            "if the network in front of the bridge already restricts who can call it.")
+    return settings

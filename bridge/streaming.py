@@ -1,0 +1,111 @@
+"""Relay an upstream event stream to the client, translating as it goes.
+
+A reader thread decodes the upstream body into SSE events and hands them
+over a queue, so the response generator can send a keep-alive while the
+upstream is silent (a reasoning model thinking) and nginx or the client do
+not time out. Each event is translated and written the moment it arrives;
+nothing is buffered beyond the SSE decoder's unfinished line.
+
+Translators are pure state machines with two methods:
+`feed(event_name, payload) -> [outgoing]` and `finish() -> [outgoing]`,
+where payload is the parsed JSON data or the string "[DONE]". They raise
+BridgeError when the stream cannot go on; the relay renders it as the
+client protocol's error event and ends the stream.
+"""
+import json
+import queue
+import threading
+
+from . import sse
+from .errors import ANTHROPIC, BridgeError
+from .upstream import transport_error
+
+DONE = "[DONE]"
+_END = object()
+_READ_SIZE = 65536
+
+
+def relay(response, translator, protocol, ping_interval):
+    """Yield the client's bytes for one upstream streaming response."""
+    frame = _anthropic_event if protocol == ANTHROPIC else _openai_chunk
+    keepalive = _anthropic_event({"type": "ping"}) if protocol == ANTHROPIC else sse.comment()
+    events = queue.SimpleQueue()
+    reader = threading.Thread(target=_read, args=(response, events.put), daemon=True,
+                              name="upstream-reader")
+    reader.start()
+    try:
+        while True:
+            try:
+                batch = events.get(timeout=ping_interval)
+            except queue.Empty:
+                yield keepalive
+                continue
+            if batch is _END:
+                break
+            if isinstance(batch, BaseException):
+                raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
+            for event in batch:
+                for item in translator.feed(event.event, _payload(event)):
+                    yield frame(item)
+        for item in translator.finish():
+            yield frame(item)
+    except BridgeError as error:
+        yield error_event(error, protocol)
+    finally:
+        _close(response)
+
+
+def error_event(error, protocol):
+    """The mid-stream form of an error: after the first byte no status can change."""
+    body = error.body_for(protocol)
+    if protocol == ANTHROPIC:
+        return sse.encode(json.dumps(body), event="error")
+    return sse.encode(json.dumps(body))
+
+
+def _payload(event):
+    data = event.data.strip()
+    if data == DONE:
+        return DONE
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise BridgeError("api_error", "upstream sent a stream event that is not JSON: "
+                          + repr(data[:80]), status=502) from None
+
+
+def _anthropic_event(item):
+    return sse.encode(json.dumps(item, ensure_ascii=False), event=item["type"])
+
+
+def _openai_chunk(item):
+    if item == DONE:
+        return sse.encode(DONE)
+    return sse.encode(json.dumps(item, ensure_ascii=False))
+
+
+def _read(response, put):
+    """Reader thread: push lists of decoded events, then _END or the exception."""
+    decoder = sse.Decoder()
+    try:
+        raw = response.raw
+        while True:
+            chunk = raw.read1(_READ_SIZE)
+            if not chunk:
+                break
+            events = decoder.feed(chunk)
+            if events:
+                put(events)
+        put(decoder.close())
+        put(_END)
+    except BaseException as exc:  # handed to the generator, which reports it
+        put(exc)
+
+
+def _close(response):
+    """Close the upstream at once, waking a reader blocked in recv()."""
+    try:
+        response.raw.shutdown()
+    except Exception:
+        pass
+    response.close()

@@ -1,0 +1,131 @@
+"""The one pooled HTTP client for upstream calls.
+
+One requests.Session per process: keep-alive connections are reused across
+requests and threads, `trust_env` is off so no proxy variable or netrc can
+redirect traffic or leak a key, and every transport failure becomes a
+BridgeError before it can reach a client as a stack trace.
+
+Retries happen only here, before a single byte went to the client: for
+connection failures and for 429/5xx answers, with capped exponential
+backoff that honours a short `retry-after`.
+"""
+import json
+import logging
+import time
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from .errors import BridgeError, kind_for_status
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUSES = {429, 500, 502, 503, 504, 529}
+
+
+class Upstream:
+    def __init__(self, settings):
+        self.settings = settings
+        self.session = requests.Session()
+        self.session.trust_env = False
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    def request(self, method, url, headers, body=None, stream=False):
+        """Send and return a 2xx requests.Response, or raise BridgeError."""
+        data = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
+        attempt = 0
+        while True:
+            try:
+                response = self.session.request(
+                    method, url, data=data, headers=headers, stream=stream,
+                    timeout=(self.settings.connect_timeout, self.settings.read_timeout),
+                    allow_redirects=False)
+            except requests.RequestException as exc:
+                error = transport_error(exc)
+                wait = self._backoff(attempt)
+            else:
+                if response.status_code < 400:
+                    return response
+                error = upstream_error(response)
+                wait = self._backoff(attempt, response.headers.get("retry-after"))
+                if response.status_code not in _RETRY_STATUSES:
+                    wait = None
+            if wait is None:
+                raise error
+            log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
+            time.sleep(wait)
+            attempt += 1
+
+    def _backoff(self, attempt, retry_after=None):
+        """Seconds to wait before the next try, or None when no retry is left or worth it."""
+        if attempt >= self.settings.retries:
+            return None
+        wait = self.settings.retry_backoff * (2 ** attempt)
+        if retry_after is not None:
+            try:
+                wait = max(wait, float(retry_after))
+            except ValueError:
+                pass
+        return wait if wait <= self.settings.retry_max_wait else None
+
+
+def transport_error(exc):
+    """A requests exception as the 502/504 a client should see."""
+    if isinstance(exc, requests.Timeout):
+        return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})",
+                           status=504)
+    if isinstance(exc, requests.ConnectionError):
+        return BridgeError("api_error", "could not connect to the upstream: "
+                           + _reason(exc), status=502)
+    return BridgeError("api_error", f"upstream request failed: {type(exc).__name__}", status=502)
+
+
+def _reason(exc):
+    text = str(exc)
+    for marker in ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
+                   "Connection refused", "Connection reset", "Remote end closed", "timed out"):
+        if marker in text:
+            return marker.lower()
+    return type(exc).__name__
+
+
+def upstream_error(response):
+    """An upstream 4xx/5xx answer as a BridgeError that keeps its message and retry-after."""
+    status = response.status_code
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    finally:
+        response.close()
+    message = code = param = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        # OpenAI: {"error": {"message", "type", "param", "code"}}
+        # Anthropic: {"type": "error", "error": {"type", "message"}}
+        inner = payload["error"]
+        message = inner.get("message")
+        code = inner.get("code") if isinstance(inner.get("code"), str) else None
+        param = inner.get("param") if isinstance(inner.get("param"), str) else None
+    if not isinstance(message, str) or not message:
+        content_type = response.headers.get("content-type", "unknown").split(";")[0]
+        message = f"upstream answered HTTP {status} with a non-JSON body ({content_type})"
+    kind = kind_for_status(status)
+    client_status = status if status in (400, 401, 403, 404, 413, 422, 429, 502, 504, 529) else None
+    if kind == "api_error" and client_status is None:
+        client_status = 500 if status == 500 else 502
+    return BridgeError(kind, message, status=client_status, code=code, param=param,
+                       retry_after=response.headers.get("retry-after"), upstream_status=status)
+
+
+def read_json(response):
+    """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none."""
+    try:
+        return response.json()
+    except requests.RequestException as exc:
+        raise transport_error(exc) from None
+    except ValueError:
+        content_type = response.headers.get("content-type", "unknown").split(";")[0]
+        raise BridgeError("api_error", f"upstream answered HTTP {response.status_code} with a "
+                          f"body that is not JSON ({content_type})", status=502) from None

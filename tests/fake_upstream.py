@@ -1,0 +1,155 @@
+"""A real HTTP server that plays the upstream: it replays recorded bodies and streams.
+
+Tests queue replies with `fake.reply(...)`; every request that reaches the
+fake is recorded (path, headers, parsed JSON body) so a test can check what
+the bridge actually sent upstream. Streams are written with chunked
+transfer encoding, optionally paced, so the bridge sees them arrive the way
+a real server sends them.
+"""
+import dataclasses
+import json
+import pathlib
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+@dataclasses.dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict = dataclasses.field(default_factory=dict)
+    events: list = None        # SSE events (bytes) written one by one, for streams
+    pace: float = 0.0          # seconds to wait before each event
+    drop_after: int = None     # close the connection after this many events
+    delay_headers: float = 0.0 # seconds to wait before sending the status line
+
+
+@dataclasses.dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict
+    body: object
+
+
+def split_events(raw):
+    """Split a recorded SSE body into events, keeping each one's bytes unchanged."""
+    text = raw.replace(b"\r\n", b"\n")
+    parts = [p + b"\n\n" for p in text.split(b"\n\n") if p.strip()]
+    return parts
+
+
+def fixture(name, **overrides):
+    """A Reply that replays tests/fixtures/<name> (.sse stream or .json body with .meta.json)."""
+    path = FIXTURES / name
+    raw = path.read_bytes()
+    if path.suffix == ".sse":
+        reply = Reply(headers={"content-type": "text/event-stream"}, events=split_events(raw))
+    else:
+        reply = Reply(body=raw, headers={"content-type": "application/json"})
+        meta = path.with_name(path.stem + ".meta.json")
+        if meta.exists():
+            info = json.loads(meta.read_text())
+            reply.status = info["status"]
+            reply.headers = dict(info["headers"])
+    for key, value in overrides.items():
+        setattr(reply, key, value)
+    return reply
+
+
+def json_reply(body, status=200, headers=None):
+    return Reply(status=status, body=json.dumps(body).encode(),
+                 headers={"content-type": "application/json", **(headers or {})})
+
+
+class FakeUpstream:
+    def __init__(self):
+        self.requests = []
+        self._replies = []
+        self.default = None
+        self.closed_streams = []  # (path, events written) of streams the client closed early
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def reply(self, *replies):
+        with self._lock:
+            self._replies.extend(replies)
+
+    def reset(self):
+        with self._lock:
+            self.requests.clear()
+            self._replies.clear()
+            self.closed_streams.clear()
+            self.default = None
+
+    @property
+    def last(self):
+        return self.requests[-1]
+
+    def _next(self):
+        with self._lock:
+            if self._replies:
+                return self._replies.pop(0)
+        return self.default or json_reply({"error": {"message": "fake upstream: no reply queued"}}, 599)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _handler(fake):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _serve(self):
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw
+            fake.requests.append(Recorded(self.command, self.path,
+                                          {k.lower(): v for k, v in self.headers.items()}, body))
+            reply = fake._next()
+            if reply.delay_headers:
+                time.sleep(reply.delay_headers)
+            self.send_response(reply.status)
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            if reply.events is None:
+                self.send_header("content-length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+                return
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            written = 0
+            try:
+                for event in reply.events:
+                    if reply.drop_after is not None and written >= reply.drop_after:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    if reply.pace:
+                        time.sleep(reply.pace)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                    written += 1
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                fake.closed_streams.append((self.path, written))
+                self.close_connection = True
+
+        do_GET = do_POST = _serve
+
+    return Handler

@@ -1,0 +1,4 @@
+"""WSGI entry point: `gunicorn wsgi:app`."""
+from bridge.app import create_app
+
+app = create_app()
