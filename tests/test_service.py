@@ -1,0 +1,172 @@
+"""The service itself over real HTTP: health, request ids, bad bodies, auth, upstream failures.
+
+Each error must come back as JSON in the protocol of the client that asked.
+"""
+import socket
+
+import pytest
+import requests
+
+from tests.fake_upstream import Reply, fixture, json_reply
+
+ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def is_anthropic_error(response, status, error_type):
+    body = response.json()
+    return (response.status_code == status and body["type"] == "error"
+            and body["error"]["type"] == error_type and body["error"]["message"])
+
+
+def is_openai_error(response, status):
+    body = response.json()
+    return response.status_code == status and set(body["error"]) >= {"message", "type", "param", "code"}
+
+
+def test_health_and_readiness(bridge):
+    assert requests.get(f"{bridge.url}/healthz").json() == {"status": "ok"}
+    assert requests.get(f"{bridge.url}/readyz").status_code == 200
+
+
+def test_every_response_carries_a_request_id_and_a_sane_incoming_one_is_kept(bridge):
+    generated = requests.get(f"{bridge.url}/healthz")
+    assert generated.headers["request-id"] == generated.headers["x-request-id"]
+    assert generated.headers["request-id"].startswith("req_bridge_")
+    kept = requests.get(f"{bridge.url}/healthz", headers={"x-request-id": "nginx-abc123"})
+    assert kept.headers["request-id"] == "nginx-abc123"
+    hostile = requests.get(f"{bridge.url}/healthz", headers={"x-request-id": "a b<script>"})
+    assert hostile.headers["request-id"].startswith("req_bridge_")
+
+
+def test_unknown_route_is_a_json_404_in_each_protocol(bridge):
+    assert is_anthropic_error(requests.post(f"{bridge.url}/v1/messages/nope", json={}), 404, "not_found_error")
+    assert is_openai_error(requests.get(f"{bridge.url}/v1/nope"), 404)
+
+
+def test_wrong_method_is_a_json_405(bridge):
+    assert is_anthropic_error(requests.get(f"{bridge.url}/v1/messages"), 405, "invalid_request_error")
+    assert is_openai_error(requests.get(f"{bridge.url}/v1/chat/completions"), 405)
+
+
+@pytest.mark.parametrize("path, check", [
+    ("/v1/messages", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
+    ("/v1/messages/count_tokens", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
+    ("/v1/chat/completions", is_openai_error),
+])
+def test_bodies_that_are_not_a_json_object_are_rejected_in_the_clients_protocol(bridge, path, check):
+    url = bridge.url + path
+    json_type = {"content-type": "application/json"}
+    wrong_type = requests.post(url, data="{}", headers={"content-type": "text/plain"})
+    assert check(wrong_type, 415) and "Content-Type" in wrong_type.text
+    assert check(requests.post(url, data="{", headers=json_type), 400)
+    assert check(requests.post(url, data="", headers=json_type), 400)
+    assert check(requests.post(url, data="[1, 2]", headers=json_type), 400)
+    assert check(requests.post(url, data=b'{"a": "\xff"}', headers=json_type), 400)
+    assert check(requests.post(url, data="[" * 100000 + "]" * 100000, headers=json_type), 400)
+    assert requests.get(f"{bridge.url}/healthz").status_code == 200
+
+
+def test_a_body_over_the_limit_is_a_413_in_the_clients_protocol(start_bridge):
+    live = start_bridge(BRIDGE_MAX_BODY_BYTES=2048)
+    big = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 4096}]}
+    anthropic_reply = requests.post(f"{live.url}/v1/messages", json=big)
+    assert is_anthropic_error(anthropic_reply, 413, "request_too_large")
+    assert "BRIDGE_MAX_BODY_BYTES" in anthropic_reply.json()["error"]["message"]
+    assert is_openai_error(requests.post(f"{live.url}/v1/chat/completions", json=big), 413)
+
+
+def test_client_keys_are_required_when_configured(start_bridge, fake):
+    live = start_bridge(BRIDGE_CLIENT_KEYS="ci:sk-good")
+    assert is_anthropic_error(requests.post(f"{live.url}/v1/messages", json={}), 401, "authentication_error")
+    assert is_openai_error(requests.post(f"{live.url}/v1/chat/completions", json={},
+                                         headers={"authorization": "Bearer sk-bad"}), 401)
+    assert requests.get(f"{live.url}/healthz").status_code == 200
+    fake.reply(json_reply({"data": []}))
+    ok = requests.get(f"{live.url}/v1/models", headers={"authorization": "Bearer sk-good"})
+    assert ok.status_code == 200
+    assert "authorization" not in fake.last.headers and "x-api-key" not in fake.last.headers
+
+
+def test_in_pass_through_mode_the_clients_key_goes_upstream_in_the_upstreams_style(bridge, fake):
+    fake.reply(json_reply({"data": []}), json_reply({"data": []}))
+    requests.get(f"{bridge.url}/v1/models", headers={"x-api-key": "sk-ant-client", **ANTHROPIC_HEADERS})
+    assert fake.last.path == "/v1/models" and fake.last.headers["authorization"] == "Bearer sk-ant-client"
+    requests.get(f"{bridge.url}/v1/models", headers={"authorization": "Bearer sk-openai-client"})
+    assert fake.last.headers["x-api-key"] == "sk-openai-client"
+    assert fake.last.headers["anthropic-version"]
+
+
+def test_a_held_upstream_key_replaces_the_clients_key(start_bridge, fake):
+    live = start_bridge(BRIDGE_CLIENT_KEYS="sk-client", BRIDGE_OPENAI_API_KEY="sk-upstream-held")
+    fake.reply(json_reply({"data": []}))
+    requests.get(f"{live.url}/v1/models", headers={"x-api-key": "sk-client", **ANTHROPIC_HEADERS})
+    assert fake.last.headers["authorization"] == "Bearer sk-upstream-held"
+    assert "sk-client" not in str(fake.last.headers)
+
+
+def test_only_allow_listed_headers_go_upstream(bridge, fake):
+    fake.reply(json_reply({"data": []}))
+    requests.get(f"{bridge.url}/v1/models", headers={
+        "cookie": "session=1", "x-forwarded-for": "10.0.0.1", "connection": "keep-alive, x-secret",
+        "x-secret": "1", **ANTHROPIC_HEADERS})
+    sent = set(fake.last.headers)
+    assert not sent & {"cookie", "x-forwarded-for", "x-secret", "anthropic-version"}
+
+
+def test_an_upstream_429_keeps_its_status_message_and_retry_after(bridge, fake):
+    fake.reply(fixture("openai/error_429.json"))
+    reply = requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert is_anthropic_error(reply, 429, "rate_limit_error")
+    assert reply.headers["retry-after"] == "1"
+    assert "Rate limit" in reply.json()["error"]["message"]
+
+
+def test_an_html_502_from_a_load_balancer_becomes_a_json_502(bridge, fake):
+    page = fixture("common/html_502.html").body
+    fake.reply(Reply(status=502, body=page, headers={"content-type": "text/html"}))
+    reply = requests.get(f"{bridge.url}/v1/models")
+    assert is_openai_error(reply, 502)
+    assert "<html" not in reply.text and "text/html" in reply.json()["error"]["message"]
+
+
+def test_an_overloaded_upstream_is_529_for_anthropic_clients_and_503_for_openai_clients(bridge, fake):
+    fake.reply(fixture("anthropic/error_529.json"), fixture("openai/error_503.json"))
+    assert is_openai_error(requests.get(f"{bridge.url}/v1/models"), 503)
+    assert is_anthropic_error(requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS),
+                              529, "overloaded_error")
+
+
+def test_connection_refused_is_a_502_and_a_silent_upstream_a_504(start_bridge, fake):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    refused = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1")
+    reply = requests.get(f"{refused.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert is_anthropic_error(reply, 502, "api_error") and "connect" in reply.json()["error"]["message"]
+    slow = start_bridge(BRIDGE_READ_TIMEOUT=1)
+    fake.reply(Reply(body=b"{}", delay_headers=1.5))
+    assert is_anthropic_error(requests.get(f"{slow.url}/v1/models", headers=ANTHROPIC_HEADERS),
+                              504, "api_error")
+
+
+def test_retries_happen_before_the_first_byte_for_5xx_and_429(start_bridge, fake):
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
+    fake.reply(fixture("openai/error_503.json"), fixture("openai/error_429.json", headers={}),
+               json_reply({"data": [{"id": "gpt-x"}]}))
+    reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert reply.status_code == 200 and len(fake.requests) == 3
+
+
+def test_a_4xx_other_than_429_is_never_retried(start_bridge, fake):
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
+    fake.reply(fixture("openai/error_401.json"), json_reply({"data": []}))
+    assert requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS).status_code == 401
+    assert len(fake.requests) == 1
+
+
+def test_a_retry_after_longer_than_the_cap_is_passed_to_the_client_instead(start_bridge, fake):
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_MAX_WAIT=1)
+    fake.reply(fixture("openai/error_429.json", headers={"retry-after": "30"}))
+    reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert reply.status_code == 429 and reply.headers["retry-after"] == "30"
+    assert len(fake.requests) == 1

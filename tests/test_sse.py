@@ -1,0 +1,44 @@
+"""The SSE decoder: every line ending, comments, multi-line data, events split across reads."""
+from bridge import sse
+
+
+def decode_all(chunks):
+    decoder = sse.Decoder()
+    events = []
+    for chunk in chunks:
+        events.extend(decoder.feed(chunk))
+    return events + decoder.close()
+
+
+def test_lf_crlf_and_cr_line_endings_decode_the_same():
+    body = "event: a\ndata: 1\n\nevent: b\ndata: 2\n\n"
+    expected = [sse.Event("a", "1"), sse.Event("b", "2")]
+    for ending in ("\n", "\r\n", "\r"):
+        assert decode_all([body.replace("\n", ending).encode()]) == expected
+
+
+def test_events_split_at_every_byte_boundary_decode_the_same():
+    body = 'event: message_start\r\ndata: {"a": "\xe9\xe8"}\r\n\r\ndata: [DONE]\r\n\r\n'.encode()
+    whole = decode_all([body])
+    assert whole == [sse.Event("message_start", '{"a": "\xe9\xe8"}'), sse.Event(None, "[DONE]")]
+    for cut in range(1, len(body)):
+        assert decode_all([body[:cut], body[cut:]]) == whole
+
+
+def test_comments_are_skipped_and_data_lines_join_with_newlines():
+    body = b": OPENROUTER PROCESSING\n\ndata: line1\ndata: line2\n\n"
+    assert decode_all([body]) == [sse.Event(None, "line1\nline2")]
+
+
+def test_a_stream_without_the_final_blank_line_still_yields_its_last_event():
+    assert decode_all([b"event: message_stop\ndata: {}"]) == [sse.Event("message_stop", "{}")]
+
+
+def test_space_after_colon_is_optional_and_trailing_padding_kept():
+    assert decode_all([b"data:x\n\ndata:  y \n\n"]) == [sse.Event(None, "x"), sse.Event(None, " y ")]
+
+
+def test_encode_frames_named_and_data_only_events():
+    assert sse.encode('{"type":"ping"}', event="ping") == b'event: ping\ndata: {"type":"ping"}\n\n'
+    assert sse.encode("[DONE]") == b"data: [DONE]\n\n"
+    assert decode_all([sse.encode("x", event="e") + sse.comment()]) == [sse.Event("e", "x")]

@@ -1,0 +1,98 @@
+"""The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
+import time
+
+import pytest
+import requests
+
+from bridge import sse
+from bridge.errors import ANTHROPIC, OPENAI, BridgeError
+from bridge.streaming import DONE, relay
+from tests.fake_upstream import Reply
+
+
+class Echo:
+    """A translator that passes each Anthropic-style event through and counts what it saw."""
+
+    def __init__(self):
+        self.fed = []
+        self.finished = False
+
+    def feed(self, name, payload):
+        self.fed.append(payload)
+        if payload == DONE:
+            return [DONE]
+        if payload.get("type") == "boom":
+            raise BridgeError("api_error", "translator gave up")
+        return [payload]
+
+    def finish(self):
+        self.finished = True
+        return []
+
+
+def open_stream(fake, *events, **reply):
+    fake.reply(Reply(events=[sse.encode(e, event="x") for e in events], **reply))
+    return requests.get(f"{fake.url}/stream", stream=True)
+
+
+def decoded(chunks):
+    decoder = sse.Decoder()
+    return [event for chunk in chunks for event in decoder.feed(chunk)]
+
+
+def test_each_event_is_translated_and_framed_in_order(fake):
+    translator = Echo()
+    response = open_stream(fake, '{"type":"a","n":1}', '{"type":"b","n":2}')
+    events = decoded(relay(response, translator, ANTHROPIC, ping_interval=5))
+    assert [(e.event, e.data) for e in events] == [("a", '{"type": "a", "n": 1}'), ("b", '{"type": "b", "n": 2}')]
+    assert translator.finished
+
+
+def test_openai_framing_is_data_only_and_done_is_passed_as_is(fake):
+    response = open_stream(fake, '{"type":"a"}', "[DONE]")
+    events = decoded(relay(response, Echo(), OPENAI, ping_interval=5))
+    assert [e.event for e in events] == [None, None] and events[-1].data == "[DONE]"
+
+
+def test_a_silent_upstream_gets_keepalives_in_the_clients_protocol(fake):
+    response = open_stream(fake, '{"type":"late"}', pace=0.5)
+    chunks = list(relay(response, Echo(), ANTHROPIC, ping_interval=0.1))
+    assert chunks[0].startswith(b"event: ping")
+    assert decoded(chunks)[-1].event == "late"
+    response = open_stream(fake, '{"type":"late"}', pace=0.5)
+    assert list(relay(response, Echo(), OPENAI, ping_interval=0.1))[0].startswith(b": ")
+
+
+@pytest.mark.parametrize("protocol, check", [
+    (ANTHROPIC, lambda e: e.event == "error" and '"api_error"' in e.data),
+    (OPENAI, lambda e: e.event is None and e.data.startswith('{"error"')),
+])
+def test_an_upstream_dropped_mid_stream_ends_with_an_error_event(fake, protocol, check):
+    response = open_stream(fake, '{"type":"a"}', '{"type":"b"}', drop_after=1)
+    translator = Echo()
+    events = decoded(relay(response, translator, protocol, ping_interval=5))
+    assert events[0].data == '{"type": "a"}' and check(events[-1])
+    assert not translator.finished
+
+
+def test_a_translator_error_ends_the_stream_with_that_error(fake):
+    response = open_stream(fake, '{"type":"boom"}', '{"type":"never"}')
+    events = decoded(relay(response, Echo(), ANTHROPIC, ping_interval=5))
+    assert len(events) == 1 and "translator gave up" in events[0].data
+
+
+def test_non_json_data_is_an_error_event_not_a_crash(fake):
+    response = open_stream(fake, "<html>oops</html>")
+    events = decoded(relay(response, Echo(), ANTHROPIC, ping_interval=5))
+    assert events[-1].event == "error" and "not JSON" in events[-1].data
+
+
+def test_closing_the_client_side_closes_the_upstream_at_once(fake):
+    response = open_stream(fake, *['{"type":"a"}'] * 50, pace=0.05)
+    stream = relay(response, Echo(), ANTHROPIC, ping_interval=5)
+    next(stream)
+    stream.close()
+    deadline = time.monotonic() + 2
+    while not fake.closed_streams and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.closed_streams and fake.closed_streams[0][1] < 50
