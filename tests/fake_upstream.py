@@ -9,6 +9,8 @@ a real server sends them.
 import dataclasses
 import json
 import pathlib
+import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +27,8 @@ class Reply:
     pace: float = 0.0          # seconds to wait before each event
     drop_after: int = None     # close the connection after this many events
     delay_headers: float = 0.0 # seconds to wait before sending the status line
+    stall_after: int = None    # go silent after this many events, holding the connection open
+    stall_for: float = 30.0    # ... for this long at most, or until the bridge closes it
 
 
 @dataclasses.dataclass
@@ -65,15 +69,19 @@ def json_reply(body, status=200, headers=None):
                  headers={"content-type": "application/json", **(headers or {})})
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # a burst of connects from a loaded bridge must not hit SYN retries
+
+
 class FakeUpstream:
     def __init__(self):
         self.requests = []
         self._replies = []
-        self.default = None
+        self.default = None  # a Reply, or a function of the Recorded request returning one
         self.closed_streams = []  # (path, events written) of streams the client closed early
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
@@ -93,10 +101,12 @@ class FakeUpstream:
     def last(self):
         return self.requests[-1]
 
-    def _next(self):
+    def _next(self, recorded):
         with self._lock:
             if self._replies:
                 return self._replies.pop(0)
+        if callable(self.default):
+            return self.default(recorded)
         return self.default or json_reply({"error": {"message": "fake upstream: no reply queued"}}, 599)
 
     def close(self):
@@ -118,9 +128,10 @@ def _handler(fake):
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw
-            fake.requests.append(Recorded(self.command, self.path,
-                                          {k.lower(): v for k, v in self.headers.items()}, body))
-            reply = fake._next()
+            recorded = Recorded(self.command, self.path,
+                                {k.lower(): v for k, v in self.headers.items()}, body)
+            fake.requests.append(recorded)
+            reply = fake._next(recorded)
             if reply.delay_headers:
                 time.sleep(reply.delay_headers)
             self.send_response(reply.status)
@@ -140,6 +151,8 @@ def _handler(fake):
                         self.close_connection = True
                         self.connection.shutdown(2)
                         return
+                    if written == reply.stall_after and self._closed_within(reply.stall_for):
+                        raise ConnectionResetError  # recorded below, like any client that left
                     if reply.pace:
                         time.sleep(reply.pace)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
@@ -149,6 +162,16 @@ def _handler(fake):
             except (BrokenPipeError, ConnectionResetError):
                 fake.closed_streams.append((self.path, written))
                 self.close_connection = True
+
+        def _closed_within(self, seconds):
+            """Stay silent for `seconds`; True as soon as the peer closes the connection."""
+            readable, _, _ = select.select([self.connection], [], [], seconds)
+            if not readable:
+                return False
+            try:
+                return self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
 
         do_GET = do_POST = _serve
 
