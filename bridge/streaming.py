@@ -16,11 +16,14 @@ import json
 import queue
 import threading
 
-from . import sse
+from . import observability, sse
 from .errors import ANTHROPIC, BridgeError
 from .upstream import transport_error
 
 DONE = "[DONE]"
+# A translator returns this to send the client a keep-alive (for OpenAI clients an SSE comment),
+# e.g. for an upstream ping: the upstream is alive even when nothing in its events is for the client.
+KEEPALIVE = "keep-alive"
 _END = object()
 _READ_SIZE = 65536
 
@@ -29,6 +32,7 @@ def relay(response, translator, protocol, ping_interval):
     """Yield the client's bytes for one upstream streaming response."""
     frame = _anthropic_event if protocol == ANTHROPIC else _openai_chunk
     keepalive = _anthropic_event({"type": "ping"}) if protocol == ANTHROPIC else sse.comment()
+    record = observability.current()
     events = queue.SimpleQueue()
     reader = threading.Thread(target=_read, args=(response, events.put), daemon=True,
                               name="upstream-reader")
@@ -46,10 +50,13 @@ def relay(response, translator, protocol, ping_interval):
                 raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
             for event in batch:
                 for item in translator.feed(event.event, _payload(event)):
+                    record.saw(item)
                     yield frame(item)
         for item in translator.finish():
+            record.saw(item)
             yield frame(item)
     except BridgeError as error:
+        record.failed_mid_stream(error, protocol)
         yield error_event(error, protocol)
     finally:
         _close(response)
@@ -81,6 +88,8 @@ def _anthropic_event(item):
 def _openai_chunk(item):
     if item == DONE:
         return sse.encode(DONE)
+    if item == KEEPALIVE:
+        return sse.comment()
     return sse.encode(json.dumps(item, ensure_ascii=False))
 
 
