@@ -1,5 +1,435 @@
-"""marshmallow schemas for OpenAI Chat Completions requests."""
+"""marshmallow schemas for OpenAI Chat Completions requests.
+
+Validation happens here, before any translation, so every rejection names
+the field the way the client wrote it (`messages.2.tool_calls.0.function.arguments`).
+Besides shape, the schemas refuse what the Anthropic upstream cannot express
+without changing the answer (DESIGN.md section 4): several choices, log
+probabilities, audio, custom tools, legacy function calling, content parts
+it cannot read, and conversations with nothing to answer.
+
+Unknown top-level fields are kept (the translator reports them as dropped);
+unknown fields inside messages and parts are ignored, because clients echo
+whole response messages back (`refusal`, `annotations`, SDK-only fields).
+"""
+import json
+import re
+
+from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates_schema
+
+from ..errors import invalid
+
+DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+class TaggedUnion(fields.Field):
+    """An object whose `tag` field picks its schema; some tags are refused with a reason."""
+
+    def __init__(self, tag, schemas, refused=None, **kwargs):
+        super().__init__(**kwargs)
+        self.tag, self.schemas, self.refused = tag, schemas, refused or {}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError(f"must be an object, got {_json_type(value)}")
+        tag = value.get(self.tag)
+        if tag in self.refused:
+            raise ValidationError({self.tag: [self.refused[tag]]})
+        if tag not in self.schemas:
+            raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
+                                              f"got {tag!r}"]})
+        return self.schemas[tag]().load(value)
+
+
+class OneOrMany(fields.Field):
+    """Chat's `string or array of parts` (and `string or array of strings`) fields."""
+
+    def __init__(self, single, item, **kwargs):
+        super().__init__(**kwargs)
+        self.single, self.many = single, fields.List(item)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, list):
+            return self.many.deserialize(value, attr, data, **kwargs)
+        return self.single.deserialize(value, attr, data, **kwargs)
+
+
+def _json_type(value):
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _strict_bool(**kwargs):
+    return fields.Boolean(truthy={True}, falsy={False}, allow_none=True, **kwargs)
+
+
+def _int(check):
+    return fields.Integer(strict=True, allow_none=True, validate=check)
+
+
+def _must_be_absent(reason):
+    """A field that is fine when absent or null and refused with `reason` otherwise."""
+    def check(value):
+        if value is not None:
+            raise ValidationError(reason)
+    return fields.Raw(allow_none=True, validate=check)
+
+
+class Strict(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+
+# -- content parts -------------------------------------------------------------------------
+
+class TextPart(Strict):
+    type = fields.String(required=True)
+    text = fields.String(required=True)
+    cache_control = fields.Dict(allow_none=True)
+
+
+def _image_url(url):
+    match = DATA_URL.match(url)
+    if match:
+        if match["media_type"] not in IMAGE_TYPES:
+            raise ValidationError(f"image type {match['media_type']!r} is not supported by the Anthropic "
+                                  f"upstream; use one of {', '.join(IMAGE_TYPES)}")
+    elif not url.startswith(("https://", "http://")):
+        raise ValidationError("must be an http(s) URL or a base64 data URL (data:image/png;base64,...)")
+
+
+class ImageUrl(Strict):
+    url = fields.String(required=True, validate=_image_url)
+    detail = fields.String(validate=validate.OneOf(("auto", "low", "high")))
+
+
+class ImagePart(Strict):
+    type = fields.String(required=True)
+    image_url = fields.Nested(ImageUrl, required=True)
+    cache_control = fields.Dict(allow_none=True)
+
+
+def _pdf_data_url(value):
+    match = DATA_URL.match(value)
+    if not match:
+        raise ValidationError("must be a base64 data URL (data:application/pdf;base64,...)")
+    if match["media_type"] != "application/pdf":
+        raise ValidationError(f"file type {match['media_type']!r} is not supported by the Anthropic "
+                              "upstream; only application/pdf documents are")
+
+
+class File(Strict):
+    file_data = fields.String(validate=_pdf_data_url)
+    file_id = _must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
+                              "send the document inline as file_data")
+    filename = fields.String(allow_none=True)
+
+    @validates_schema
+    def _has_data(self, data, **kwargs):
+        if "file_data" not in data:
+            raise ValidationError("file_data is required", "file_data")
+
+
+class FilePart(Strict):
+    type = fields.String(required=True)
+    file = fields.Nested(File, required=True)
+    cache_control = fields.Dict(allow_none=True)
+
+
+class RefusalPart(Strict):
+    type = fields.String(required=True)
+    refusal = fields.String(required=True)
+
+
+_AUDIO_INPUT = "audio input is not supported by the Anthropic upstream"
+TEXT_PARTS = TaggedUnion("type", {"text": TextPart})
+USER_PARTS = TaggedUnion("type", {"text": TextPart, "image_url": ImagePart, "file": FilePart},
+                         refused={"input_audio": _AUDIO_INPUT})
+ASSISTANT_PARTS = TaggedUnion("type", {"text": TextPart, "refusal": RefusalPart})
+
+
+def _content(parts, **kwargs):
+    return OneOrMany(fields.String(), parts, **kwargs)
+
+
+# -- messages ------------------------------------------------------------------------------
+
+class SystemMessage(Strict):
+    role = fields.String(required=True)
+    content = _content(TEXT_PARTS, required=True)
+    name = fields.String()
+
+
+class UserMessage(Strict):
+    role = fields.String(required=True)
+    content = _content(USER_PARTS, required=True)
+    name = fields.String()
+
+
+def _arguments(text):
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
+    if not isinstance(value, dict):
+        raise ValidationError(f"must be a JSON object encoded as a string, got {_json_type(value)}")
+
+
+class FunctionCall(Strict):
+    name = fields.String(required=True)
+    arguments = fields.String(required=True, validate=_arguments)
+
+
+class ToolCall(Strict):
+    id = fields.String(required=True, validate=validate.Length(min=1))
+    type = fields.String(required=True)
+    function = fields.Nested(FunctionCall, required=True)
+
+
+class ThinkingBlock(Strict):
+    type = fields.String(required=True)
+    thinking = fields.String(required=True)
+    signature = fields.String(allow_none=True)
+
+
+class RedactedThinkingBlock(Strict):
+    type = fields.String(required=True)
+    data = fields.String(required=True)
+
+
+_CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_use blocks cannot "
+                "express; use function tools")
+
+
+class AssistantMessage(Strict):
+    role = fields.String(required=True)
+    content = _content(ASSISTANT_PARTS, allow_none=True)
+    refusal = fields.String(allow_none=True)
+    name = fields.String()
+    tool_calls = fields.List(TaggedUnion("type", {"function": ToolCall}, refused={"custom": _CUSTOM_CALL}),
+                             allow_none=True)
+    # The bridge's extension: signed thinking blocks echoed back from an earlier response.
+    thinking_blocks = fields.List(TaggedUnion("type", {"thinking": ThinkingBlock,
+                                                       "redacted_thinking": RedactedThinkingBlock}),
+                                  allow_none=True)
+    reasoning_content = fields.String(allow_none=True)
+    function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
+    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
+
+
+class ToolMessage(Strict):
+    role = fields.String(required=True)
+    tool_call_id = fields.String(required=True, validate=validate.Length(min=1))
+    content = _content(TEXT_PARTS, required=True)
+
+
+MESSAGE = TaggedUnion(
+    "role",
+    {"system": SystemMessage, "developer": SystemMessage, "user": UserMessage,
+     "assistant": AssistantMessage, "tool": ToolMessage},
+    refused={"function": 'role "function" (legacy function calling) is not supported: its results '
+                         'carry no tool_call_id to link them to a call; use tool_calls and role "tool"'})
+
+
+# -- tools and options ---------------------------------------------------------------------
+
+class FunctionDefinition(Strict):
+    name = fields.String(required=True, validate=validate.Regexp(
+        NAME, error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -"))
+    description = fields.String(allow_none=True)
+    parameters = fields.Dict(allow_none=True)
+    strict = _strict_bool()
+
+
+class FunctionTool(Strict):
+    type = fields.String(required=True)
+    function = fields.Nested(FunctionDefinition, required=True)
+
+
+class ChosenFunction(Strict):
+    name = fields.String(required=True)
+
+
+class NamedToolChoice(Strict):
+    type = fields.String(required=True)
+    function = fields.Nested(ChosenFunction, required=True)
+
+
+class ToolChoice(fields.Field):
+    """"auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}."""
+
+    _named = TaggedUnion("type", {"function": NamedToolChoice}, refused={
+        "custom": "custom tool choices are not supported; only function tools can be chosen",
+        "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model "
+                         "may call"})
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if value not in ("auto", "none", "required"):
+                raise ValidationError(f"must be 'auto', 'none', 'required' or a named function, got {value!r}")
+            return value
+        return self._named.deserialize(value, attr, data, **kwargs)
+
+
+class JsonSchemaFormat(Strict):
+    name = fields.String(required=True, validate=validate.Regexp(
+        NAME, error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -"))
+    description = fields.String(allow_none=True)
+    schema = fields.Dict(allow_none=True)
+    strict = _strict_bool()
+
+    @validates_schema
+    def _object_root(self, data, **kwargs):
+        root = data.get("schema") or {}
+        if root.get("type", "object") != "object":
+            raise ValidationError("the root of the schema must be an object (type: object)", "schema")
+
+
+class ResponseFormatText(Strict):
+    type = fields.String(required=True)
+
+
+class ResponseFormatJsonSchema(Strict):
+    type = fields.String(required=True)
+    json_schema = fields.Nested(JsonSchemaFormat, required=True)
+
+
+class StreamOptions(Strict):
+    include_usage = _strict_bool()
+    include_obfuscation = _strict_bool()
+
+
+def _thinking(value):
+    if not isinstance(value, dict) or value.get("type") not in ("enabled", "disabled", "adaptive"):
+        raise ValidationError("must be Anthropic's thinking object: {\"type\": \"enabled\", \"budget_tokens\": N}, "
+                              "{\"type\": \"adaptive\"} or {\"type\": \"disabled\"}")
+    budget = value.get("budget_tokens")
+    if value["type"] == "enabled" and (type(budget) is not int or budget < 1024):
+        raise ValidationError("budget_tokens must be an integer of at least 1024 when thinking is enabled")
+
+
+def _one(value):
+    if value != 1:
+        raise ValidationError(f"only one choice is supported by the Anthropic upstream, got {value}")
+
+
+def _no_audio_modality(value):
+    if "audio" in value:
+        raise ValidationError("audio output is not supported by the Anthropic upstream")
+
+
+def _false(reason):
+    def check(value):
+        if value:
+            raise ValidationError(reason)
+    return check
+
+
+_NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
+
+
+class ChatRequest(Schema):
+    class Meta:
+        unknown = INCLUDE  # reported as dropped by the translator, never silently
+
+    model = fields.String(required=True, validate=validate.Length(min=1))
+    messages = fields.List(MESSAGE, required=True)
+    max_tokens = _int(validate.Range(min=1))
+    max_completion_tokens = _int(validate.Range(min=1))
+    temperature = fields.Float(allow_none=True, validate=validate.Range(0, 2))
+    top_p = fields.Float(allow_none=True, validate=validate.Range(0, 1))
+    top_k = _int(validate.Range(min=0))  # Anthropic's own, passed by the openai SDK's extra_body
+    n = _int(_one)
+    stream = _strict_bool()
+    stream_options = fields.Nested(StreamOptions, allow_none=True)
+    stop = OneOrMany(fields.String(), fields.String(), allow_none=True)
+    tools = fields.List(TaggedUnion("type", {"function": FunctionTool}, refused={
+        "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
+                  "use function tools"}), allow_none=True)
+    tool_choice = ToolChoice(allow_none=True)
+    parallel_tool_calls = _strict_bool()
+    response_format = TaggedUnion("type", {"text": ResponseFormatText, "json_object": ResponseFormatText,
+                                           "json_schema": ResponseFormatJsonSchema}, allow_none=True)
+    reasoning_effort = fields.String(allow_none=True, validate=validate.OneOf(REASONING_EFFORTS))
+    thinking = fields.Raw(allow_none=True, validate=_thinking)  # Anthropic's own, via extra_body
+    user = fields.String(allow_none=True)
+    safety_identifier = fields.String(allow_none=True)
+    logprobs = _strict_bool(validate=_false(_NO_LOGPROBS))
+    top_logprobs = fields.Raw(allow_none=True, validate=_false(_NO_LOGPROBS))
+    modalities = fields.List(fields.String(), allow_none=True, validate=_no_audio_modality)
+    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
+    functions = _must_be_absent("legacy function calling is not supported; use tools")
+    function_call = _must_be_absent("legacy function calling is not supported; use tool_choice")
+    web_search_options = _must_be_absent("web search is not supported through the Chat Completions bridge")
+
+    @validates_schema
+    def _conversation(self, data, **kwargs):
+        messages = data.get("messages") or []
+        if not any(m["role"] in ("user", "assistant", "tool") for m in messages):
+            raise ValidationError("must contain at least one user or assistant message; system and "
+                                  "developer messages alone leave nothing to answer", "messages")
+        _check_tool_links(messages)
+
+    @validates_schema
+    def _chosen_tool_exists(self, data, **kwargs):
+        choice = data.get("tool_choice")
+        if isinstance(choice, dict) and data.get("tools"):
+            name = choice["function"]["name"]
+            if name not in {tool["function"]["name"] for tool in data["tools"]}:
+                raise ValidationError({"tool_choice": {"function": {"name": [
+                    f"no function named {name!r} in tools"]}}})
+
+
+def _check_tool_links(messages):
+    """Every tool call answered by the role:"tool" messages right after it, and every answer called.
+
+    Anthropic requires each tool_use to be followed by its tool_result in the
+    next user turn; saying so here names the Chat field instead of an index
+    in a request the client never saw.
+    """
+    errors = {}
+    pending, caller = {}, None
+    for index, message in enumerate([*messages, {"role": "end"}]):
+        role = message["role"]
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in pending:
+                errors[index] = {"tool_call_id": [
+                    f"{call_id!r} does not answer a tool call of the assistant message before it"
+                    if caller is not None else
+                    'a role "tool" message must follow an assistant message with tool_calls']}
+            pending.pop(call_id, None)
+            continue
+        for call_id, position in pending.items():
+            errors.setdefault(caller, {}).setdefault("tool_calls", {})[position] = {"id": [
+                f'tool call {call_id!r} has no role "tool" message answering it']}
+        pending, caller = {}, None
+        if role == "assistant" and message.get("tool_calls"):
+            caller = index
+            pending = {call["id"]: position for position, call in enumerate(message["tool_calls"])}
+    if errors:
+        raise ValidationError({"messages": errors})
 
 
 def validate_chat(body):
-    raise NotImplementedError
+    """The loaded request, or a 400 whose message names every bad field by its path."""
+    try:
+        return ChatRequest().load(body)
+    except ValidationError as exc:
+        problems = list(_flatten(exc.messages))
+        raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
+                      param=problems[0][0] or None) from None
+
+
+def _flatten(messages, path=()):
+    """marshmallow's nested error dict as (dotted.path, message) pairs."""
+    if isinstance(messages, dict):
+        for key, value in messages.items():
+            yield from _flatten(value, path if key == "_schema" else (*path, str(key)))
+    elif isinstance(messages, list):
+        for message in messages:
+            yield from _flatten(message, path)
+    else:
+        yield ".".join(path), messages
