@@ -1,0 +1,1 @@
+"""The benchmark: bridge vs a bare reference relay vs the upstream itself."""

@@ -1,0 +1,235 @@
+"""Render the measurements as the markdown of bench/RESULTS.md."""
+import shlex
+import statistics
+
+from . import client, wrk
+
+
+def _pct(values, fraction):
+    return client.percentile(values, fraction) if values else None
+
+
+def _pool(data, key):
+    return [v for chunk in data.get(key, []) for v in chunk]
+
+
+def _median(data, key):
+    values = data.get(key)
+    return statistics.median(values) if values else None
+
+
+def _cpu_ms(data, key):
+    runs = data.get(key)
+    if not runs:
+        return None
+    return sum(cpu for cpu, _ in runs) / max(1, sum(n for _, n in runs)) * 1000
+
+
+def summarize(data):
+    """One target's raw samples -> the numbers the tables show."""
+    s = {}
+    s["lat_p50"], s["lat_p99"] = _pct(_pool(data, "latency"), .5), _pct(_pool(data, "latency"), .99)
+    s["ttfb_p50"], s["ttlb_p50"] = _pct(_pool(data, "ttfb"), .5), _pct(_pool(data, "ttlb"), .5)
+    s["ttfb_p99"], s["ttlb_p99"] = _pct(_pool(data, "ttfb"), .99), _pct(_pool(data, "ttlb"), .99)
+    for key in ("rps16", "rps64", "sps32"):
+        s[key] = _median(data, key)
+        s[f"{key}_cpu"] = _cpu_ms(data, f"{key}_cpu")
+        busy = data.get(f"{key}_upstream_busy")
+        s[f"{key}_upstream_busy"] = statistics.mean(busy) * 100 if busy else None
+    for key in ("delay", "delay_many"):
+        s[f"{key}_p50"], s[f"{key}_p99"] = _pct(_pool(data, key), .5), _pct(_pool(data, key), .99)
+    return s
+
+
+def _added(s, direct, key):
+    if s.get(key) is None or direct.get(key) is None:
+        return None
+    return s[key] - direct[key]
+
+
+def _fmt(value, digits=2):
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    return f"{value:,.{digits}f}"
+
+
+def _ratio(bridge, relay):
+    if bridge is None or relay in (None, 0):
+        return None
+    return bridge / relay
+
+
+ROWS = [  # (label, key, digits, added-over-direct?)
+    ("latency p50, concurrency 1 (ms)", "lat_p50", 2, False),
+    ("latency p99, concurrency 1 (ms)", "lat_p99", 2, False),
+    ("added latency p50 over direct (ms)", "lat_p50", 2, True),
+    ("requests/s, concurrency 16", "rps16", 0, False),
+    ("requests/s, concurrency 64", "rps64", 0, False),
+    ("server CPU per request (ms, c16 run)", "rps16_cpu", 3, False),
+    ("stream time to first byte p50 (ms)", "ttfb_p50", 2, False),
+    ("stream time to last byte p50 (ms)", "ttlb_p50", 2, False),
+    ("stream time to last byte p99 (ms)", "ttlb_p99", 2, False),
+    ("streams/s, concurrency 32 (50 events each)", "sps32", 0, False),
+    ("server CPU per stream (ms, c32 run)", "sps32_cpu", 3, False),
+    ("paced: emission → receipt p50 (ms)", "delay_p50", 3, False),
+    ("paced: emission → receipt p99 (ms)", "delay_p99", 3, False),
+    ("paced: added delay p50 over direct (ms)", "delay_p50", 3, True),
+    ("paced: added delay p99 over direct (ms)", "delay_p99", 3, True),
+    ("paced, 32 streams at once: delay p50 (ms)", "delay_many_p50", 3, False),
+    ("paced, 32 streams at once: delay p99 (ms)", "delay_many_p99", 3, False),
+    ("upstream's core busy during the c64 run (%)", "rps64_upstream_busy", 0, False),
+]
+
+
+def direction_table(targets, data):
+    s = {t.name: summarize(data[t.name]) for t in targets}
+    lines = ["| metric | direct | relay | bridge | bridge ÷ relay |", "|---|---:|---:|---:|---:|"]
+    for label, key, digits, added in ROWS:
+        cells, values = [], {}
+        for name in ("direct", "relay", "bridge"):
+            value = _added(s[name], s["direct"], key) if added else s[name].get(key)
+            if added and name == "direct":
+                value = None
+            values[name] = value
+            cells.append(_fmt(value, digits))
+        ratio = _ratio(values["bridge"], values["relay"]) if "upstream" not in key else None
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {_fmt(ratio)} |")
+    return "\n".join(lines), s
+
+
+def process_table(data, plan):
+    lines = ["| | relay | bridge |", "|---|---:|---:|"]
+
+    def row(label, pick, digits=1):
+        cells = []
+        for name in ("relay", "bridge"):
+            try:
+                cells.append(_fmt(pick(data[name]), digits))
+            except (KeyError, TypeError):
+                cells.append("—")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("RSS at idle, whole gunicorn tree (MiB)", lambda d: d["idle_rss"])
+    row("PSS at idle (MiB)", lambda d: d["idle_pss"])
+    row(f"streams opened at once ({plan.hold_events} events, {plan.hold_pace_ms} ms apart)",
+        lambda d: d["hold"]["asked"], 0)
+    row("… of which served at once (first byte before any could end)", lambda d: d["hold"]["held"], 0)
+    row("… time to first byte p50 of those served (ms)", lambda d: d["hold"]["ttfb_p50"])
+    row("RSS with those streams open (MiB)", lambda d: d["hold"]["rss"])
+    row("PSS with those streams open (MiB)", lambda d: d["hold"]["pss"])
+    row("threads in the tree with those streams open", lambda d: d["hold"]["threads"], 0)
+    row(f"one {plan.long_events}-event stream: RSS before (MiB)", lambda d: d["long"]["idle"])
+    row(f"one {plan.long_events}-event stream: peak RSS during (MiB)", lambda d: d["long"]["peak"])
+    row(f"one {plan.long_events}-event stream: seconds", lambda d: d["long"]["seconds"], 2)
+    row("server CPU per upstream event (µs, long stream)", lambda d: d["long"]["cpu_us_per_event"], 1)
+    return "\n".join(lines)
+
+
+def translation_table(rows):
+    if isinstance(rows, str):
+        return f"not measured: `{rows}`"
+    lines = ["| request | size (KB) | parse | validate | translate | encode | total (ms) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for label, size, ms in rows:
+        lines.append(f"| {label} | {size / 1000:.0f} | {ms['parse']:.2f} | {ms['validate']:.2f} | "
+                     f"{ms['translate']:.2f} | {ms['encode']:.2f} | **{ms['total']:.2f}** |")
+    return "\n".join(lines)
+
+
+def _verdict(ok):
+    return "—" if ok is None else ("yes" if ok else "**no**")
+
+
+def targets_table(s, data, translation):
+    relay, bridge, direct = s["relay"], s["bridge"], s["direct"]
+    checks = []
+
+    def check(label, measured, ok, goal):
+        checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
+
+    def ratio_check(label, key, goal, at_most, added=False):
+        b = _added(bridge, direct, key) if added else bridge.get(key)
+        r = _added(relay, direct, key) if added else relay.get(key)
+        ratio = _ratio(b, r)
+        ok = None if ratio is None else (ratio <= goal if at_most else ratio >= goal)
+        check(label, f"{_fmt(b)} vs {_fmt(r)} → {_fmt(ratio)}×", ok,
+              f"{'≤' if at_most else '≥'} {goal}× relay")
+
+    ratio_check("added latency p50, c1 (ms)", "lat_p50", 1.2, True, added=True)
+    ratio_check("server CPU per request (ms)", "rps16_cpu", 1.2, True)
+    ratio_check("requests/s, c16", "rps16", 0.85, False)
+    ratio_check("streams/s, c32", "sps32", 0.85, False)
+    for pct, goal in (("p50", 0.5), ("p99", 2.0)):
+        added = _added(bridge, direct, f"delay_{pct}")
+        check(f"paced added delay {pct} (ms)", _fmt(added, 3), None if added is None else added < goal,
+              f"< {goal} ms")
+    hold = data["bridge"].get("hold")
+    check("streams served at once, default config", f"{hold['held']} of {hold['asked']}" if hold else "—",
+          None if not hold else hold["held"] >= 256, "≥ 256")
+    rss = hold.get("rss") if hold else None
+    check("RSS with those streams open (MiB)", _fmt(rss, 1), None if rss is None else rss < 200, "< 200 MiB")
+    long = data["bridge"].get("long")
+    growth = long["peak"] - long["idle"] if long else None
+    check("RSS growth over one long stream (MiB)", _fmt(growth, 1),
+          None if growth is None else growth < 5, "flat (< 5 MiB)")
+    large = None
+    if not isinstance(translation, str):
+        large = next((ms["total"] for label, _, ms in translation if label.startswith("500 KB")), None)
+    check("validate + translate a 500 KB request (ms)", _fmt(large), None if large is None else large < 10,
+          "< 10 ms")
+    return "\n".join(["| target | measured (bridge vs relay) | goal | met |", "|---|---|---|---|"] + checks)
+
+
+def render(plan, args, titles, results, translations, commands, seconds, env):
+    command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
+    pins = env["pinning"]
+    pin_text = (f"the proxy under test (relay or bridge: gunicorn master and workers) is pinned to core "
+                f"{pins[0]} with `taskset`; the bench client, wrk and the fake upstream run on core {pins[1]}"
+                if pins else "**not pinned**: this machine has one usable core")
+    g = env["gunicorn"]
+    out = [
+        "# Benchmark results",
+        "",
+        f"Generated by `{command}` (`.venv/bin/python -m bench{' --quick' if args.quick else ''}`) "
+        f"on {env['date']} in {seconds / 60:.1f} minutes. Regenerate with the same command; "
+        "see bench/README.md for what each number means and how it is measured.",
+        "",
+        "## Machine and versions",
+        "",
+        f"- CPU: {env['cpu']}; memory {env['memory']}; Linux {env['kernel']}",
+        f"- Python {env['python']}; {env['packages']}; {env['wrk']}",
+        f"- bridge commit {env['commit']}",
+        f"- gunicorn from deploy/gunicorn.conf.py: {g['worker_class']}, {g['workers']} workers × "
+        f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge)",
+        f"- pinning: {pin_text}",
+        f"- plan: {plan.rounds} interleaved round(s) per metric; {plan.latency_requests} requests "
+        f"and {plan.streams} streams per target per round at concurrency 1; wrk runs of "
+        f"{plan.wrk_seconds} s; paced streams of {plan.paced_events} events {plan.paced_ms} ms apart",
+        "",
+        "## Exact commands",
+        "",
+    ]
+    for name, argv in commands.items():
+        out.append(f"- {name}: `{shlex.join(argv)}`")
+    out += [f"- throughput: `{shlex.join(wrk.command('<url>', '<c>', plan.wrk_seconds, 'post.lua'))}` "
+            "(post.lua sets method POST, the JSON body and headers), "
+            "run from the bench process, so on its core",
+            "- latency, streams, paced delay, streams held: bench/client.py (raw sockets, one thread, "
+            "keep-alive)", ""]
+    for name, title in titles.items():
+        targets, data = results[name]
+        table, summary = direction_table(targets, data)
+        out += [f"## {title}", ""]
+        for target in targets:
+            if target.broken:
+                out.append(f"- {target.name} was **not measured**: `{target.broken}`")
+            for error in data[target.name].get("errors", []):
+                out.append(f"- {target.name}: a measurement failed: `{error}`")
+        out += ["", "### Targets (issue 6)", "", targets_table(summary, data, translations.get(name)), "",
+                "### Per request and per stream", "", table, "",
+                "### Streams held at once and memory", "", process_table(data, plan), "",
+                "### Validate and translate one large request, in-process (median ms)", "",
+                translation_table(translations.get(name)), ""]
+    return "\n".join(out) + "\n"

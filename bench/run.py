@@ -1,0 +1,354 @@
+"""python -m bench [--quick] [--out FILE] [--direction NAME]: measure, print, write RESULTS.md.
+
+Per translation direction, three targets answer the same conversation:
+*direct* (the fake upstream itself, the floor of the machine), *relay* (the
+reference relay: gunicorn + Flask + requests forwarding bytes, the floor of
+the bridge's stack) and *bridge*. Every metric is taken in rounds that
+rotate through the targets, so drift in the machine hits all three alike.
+"""
+import argparse
+import dataclasses
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from importlib import metadata
+
+from . import client, corpus, procstat, report, servers, translate, wrk
+
+DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
+QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    rounds: int = 3
+    latency_requests: int = 400     # per target per round, concurrency 1
+    streams: int = 100              # unpaced 50-event streams per target per round, concurrency 1
+    wrk_seconds: int = 4
+    paced_streams: int = 4          # per target per round, concurrency 1
+    paced_events: int = 20
+    paced_ms: int = 20
+    paced_concurrency: int = 32
+    hold_streams: int = 512         # opened at once to find how many are served at once
+    hold_events: int = 10
+    hold_pace_ms: int = 400
+    long_events: int = 20000        # one stream this long: memory must stay flat
+    translate_repeats: int = 30
+
+
+QUICK = Plan(rounds=1, latency_requests=150, streams=40, wrk_seconds=2, paced_streams=2,
+             paced_events=10, hold_streams=300, long_events=5000, translate_repeats=5)
+
+
+@dataclasses.dataclass(frozen=True)
+class Direction:
+    name: str
+    title: str
+    client_path: str
+    upstream_path: str
+    client_body: object      # (model, stream) -> dict, in the client's protocol
+    upstream_body: object    # (model, stream) -> dict, in the upstream's protocol
+    client_headers: dict
+    upstream_headers: dict
+    client_end: bytes        # the last event of a complete stream, per protocol
+    upstream_end: bytes
+
+
+_ANTHROPIC_HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+_OPENAI_HEADERS = {"authorization": "Bearer sk-bench"}
+
+DIRECTIONS = {
+    "messages_to_chat": Direction(
+        "messages_to_chat", "messages → chat: Anthropic client, OpenAI-compatible upstream",
+        "/v1/messages", "/v1/chat/completions", corpus.anthropic_small, corpus.openai_small,
+        _ANTHROPIC_HEADERS, _OPENAI_HEADERS, b"message_stop", b"[DONE]"),
+    "chat_to_messages": Direction(
+        "chat_to_messages", "chat → messages: OpenAI client, Anthropic upstream",
+        "/v1/chat/completions", "/v1/messages", corpus.openai_small, corpus.anthropic_small,
+        _OPENAI_HEADERS, _ANTHROPIC_HEADERS, b"[DONE]", b"message_stop"),
+}
+
+
+@dataclasses.dataclass
+class Target:
+    name: str
+    url: str
+    path: str
+    make_body: object
+    headers: dict
+    end: bytes
+    pid: int
+    broken: str = ""
+
+    def body(self, model, stream):
+        return json.dumps(self.make_body(model, stream), ensure_ascii=False).encode()
+
+    def send(self, model, stream, **options):
+        return client.run(self.url, self.path, self.body(model, stream), self.headers, **options)
+
+
+def targets_for(direction, upstream, relay, bridge):
+    d = direction
+    return [Target("direct", upstream.url, d.upstream_path, d.upstream_body, d.upstream_headers,
+                   d.upstream_end, upstream.pid),
+            Target("relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers,
+                   d.upstream_end, relay.pid),
+            Target("bridge", bridge.url, d.client_path, d.client_body, d.client_headers,
+                   d.client_end, bridge.pid)]
+
+
+# ---------------------------------------------------------------- measurements
+
+def smoke(target):
+    """'' when the target answers a body and a stream correctly, else why not."""
+    for stream in (False, True):
+        result = target.send("bench-n5", stream, total=1, concurrency=1, keep_body=True, timeout=10)[0]
+        if result.error or result.status != 200:
+            return f"{'stream' if stream else 'body'}: HTTP {result.status} {result.error} {result.body[:160]!r}"
+        if stream and target.end not in result.body:
+            return f"stream did not end with {target.end!r}: {result.body[-160:]!r}"
+        if not stream:
+            try:
+                json.loads(result.body)
+            except ValueError:
+                return f"body is not JSON: {result.body[:160]!r}"
+    return ""
+
+
+def _check(results, what):
+    bad = [r for r in results if r.error or r.status != 200]
+    if bad:
+        raise RuntimeError(f"{what}: {len(bad)} of {len(results)} failed, e.g. HTTP {bad[0].status} "
+                           f"{bad[0].error} {bad[0].body[:200]!r}")
+    return results
+
+
+def latency(target, plan, _upstream_pid):
+    results = _check(target.send("bench-n50", False, total=plan.latency_requests, concurrency=1),
+                     "latency")
+    return {"latency": [r.latency * 1000 for r in results]}
+
+
+def streams(target, plan, _upstream_pid):
+    results = _check(target.send("bench-n50", True, total=plan.streams, concurrency=1), "streams")
+    return {"ttfb": [r.ttfb * 1000 for r in results], "ttlb": [r.latency * 1000 for r in results]}
+
+
+def paced(target, plan, _upstream_pid, concurrency=1):
+    model = f"bench-n{plan.paced_events}-p{plan.paced_ms}"
+    total = plan.paced_streams if concurrency == 1 else concurrency
+    results = _check(target.send(model, True, total=total, concurrency=concurrency, stamps=True),
+                     "paced")
+    delays = [d * 1000 for r in results for d in r.delays]
+    if len(delays) != total * plan.paced_events:
+        raise RuntimeError(f"paced: expected {total * plan.paced_events} stamped events, got {len(delays)}")
+    return {"delay": delays}
+
+
+def paced_many(target, plan, upstream_pid):
+    return {"delay_many": paced(target, plan, upstream_pid, plan.paced_concurrency)["delay"]}
+
+
+def throughput(key, model, stream, connections):
+    def measure(target, plan, upstream_pid):
+        cpu, upstream_cpu = procstat.cpu_seconds(target.pid), procstat.cpu_seconds(upstream_pid)
+        out = wrk.run(target.url + target.path, target.body(model, stream), target.headers,
+                      connections, plan.wrk_seconds)
+        cpu = procstat.cpu_seconds(target.pid) - cpu
+        upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream_cpu
+        if out["errors"]:
+            raise RuntimeError(f"{key}: wrk saw {out['errors']} errors of {out['requests']}")
+        return {key: out["rps"], f"{key}_cpu": (cpu, out["requests"]),
+                f"{key}_upstream_busy": upstream_cpu / plan.wrk_seconds}
+    measure.__name__ = key
+    return measure
+
+
+METRICS = [latency, streams, throughput("rps16", "bench-n50", False, 16),
+           throughput("rps64", "bench-n50", False, 64), throughput("sps32", "bench-n50", True, 32),
+           paced, paced_many]
+
+
+def warm_up(target):
+    target.send("bench-n50", False, total=200, concurrency=8)
+    target.send("bench-n50", True, total=100, concurrency=8)
+
+
+def settle(pid, limit=30):
+    """Wait until the server tree is idle again (queued work from the last test drained)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = procstat.cpu_seconds(pid)
+        time.sleep(0.5)
+        if procstat.cpu_seconds(pid) - before < 0.02:
+            return
+
+
+def hold_open(target, plan):
+    """Open many slow streams at once; count those served before any could finish."""
+    model = f"bench-n{plan.hold_events}-p{plan.hold_pace_ms}"
+    duration = plan.hold_events * plan.hold_pace_ms / 1000
+    sample = {}
+    start = time.monotonic()
+
+    def tick(now):
+        if not sample and now - start >= duration / 2:
+            sample["rss"], sample["pss"] = procstat.memory_mib(target.pid)
+            sample["threads"] = procstat.threads(target.pid)
+
+    results = target.send(model, True, total=plan.hold_streams, concurrency=plan.hold_streams,
+                          timeout=duration * 0.75, on_tick=tick)
+    served = sorted(r.ttfb * 1000 for r in results if r.first_byte)
+    settle(target.pid)
+    return {"asked": plan.hold_streams, "held": len(served),
+            "ttfb_p50": client.percentile(served, 0.5), "ttfb_max": served[-1] if served else None,
+            **sample}
+
+
+def long_stream(target, plan):
+    """One stream of many events: peak memory against idle, CPU per event."""
+    idle = procstat.memory_mib(target.pid)[0]
+    peak = [idle]
+    cpu = procstat.cpu_seconds(target.pid)
+    result = target.send(f"bench-n{plan.long_events}", True, total=1, concurrency=1, timeout=300,
+                         on_tick=lambda now: peak.append(procstat.memory_mib(target.pid)[0]))[0]
+    cpu = procstat.cpu_seconds(target.pid) - cpu
+    if result.error or result.status != 200:
+        raise RuntimeError(f"long stream failed: HTTP {result.status} {result.error}")
+    return {"idle": idle, "peak": max(peak), "seconds": result.latency,
+            "cpu_us_per_event": cpu / plan.long_events * 1e6}
+
+
+# ---------------------------------------------------------------- the run
+
+def measure_direction(direction, plan, upstream, relay, bridge, log):
+    targets = targets_for(direction, upstream, relay, bridge)
+    for target in targets:
+        target.broken = smoke(target)
+        if target.broken:
+            log(f"  {target.name}: not measured: {target.broken}")
+        else:
+            warm_up(target)
+    live = [t for t in targets if not t.broken]
+    data = {t.name: {} for t in targets}
+    for target in live:
+        if target.name != "direct":
+            settle(target.pid)
+            data[target.name]["idle_rss"], data[target.name]["idle_pss"] = procstat.memory_mib(target.pid)
+    for number in range(plan.rounds):
+        for metric in METRICS:
+            order = live[number % len(live):] + live[:number % len(live)]
+            for target in order:
+                log(f"  round {number + 1}/{plan.rounds} {metric.__name__} {target.name}")
+                try:
+                    for key, value in metric(target, plan, upstream.pid).items():
+                        data[target.name].setdefault(key, []).append(value)
+                except RuntimeError as exc:
+                    data[target.name].setdefault("errors", []).append(str(exc))
+                    log(f"    failed: {exc}")
+    for target in live:
+        if target.name == "direct":
+            continue
+        for name, test in (("hold", hold_open), ("long", long_stream)):
+            log(f"  {name} {target.name}")
+            try:
+                data[target.name][name] = test(target, plan)
+            except RuntimeError as exc:
+                data[target.name].setdefault("errors", []).append(str(exc))
+                log(f"    failed: {exc}")
+    return targets, data
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one short round (about a minute)")
+    parser.add_argument("--out", help=f"results file (default {DEFAULT_OUT.relative_to(servers.ROOT)}, "
+                                      f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)")
+    parser.add_argument("--direction", choices=sorted(DIRECTIONS), action="append",
+                        help="measure only this direction (repeatable)")
+    args = parser.parse_args(argv)
+    if not wrk.available():
+        print(wrk.INSTALL_HINT, file=sys.stderr)
+        return 2
+    plan = QUICK if args.quick else Plan()
+    out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
+    names = args.direction or list(DIRECTIONS)
+    (servers.ROOT / "bench" / "out").mkdir(exist_ok=True)
+    servers.pin_self()
+    started = time.monotonic()
+
+    def log(message):
+        print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    translations = {}
+    for name in names:
+        log(f"in-process validate+translate: {name}")
+        try:
+            translations[name] = translate.measure(name, plan.translate_repeats)
+        except Exception as exc:  # a direction not written yet must not stop the run
+            translations[name] = f"{type(exc).__name__}: {exc}".strip()
+            log(f"  not measured: {translations[name]}")
+
+    running = []
+    try:
+        upstream = servers.upstream()
+        running.append(upstream)
+        relay = servers.relay(upstream.url)
+        running.append(relay)
+        bridge = servers.bridge(upstream.url)
+        running.append(bridge)
+        results = {}
+        for name in names:
+            log(f"direction {name}")
+            results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
+        commands = {server.name: server.argv for server in running}
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        for server in reversed(running):
+            server.stop()
+
+    text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, commands,
+                         time.monotonic() - started, environment())
+    print(text)
+    out = pathlib.Path(out)
+    out.write_text(text)
+    log(f"wrote {out}")
+    return 0
+
+
+def environment():
+    """Machine and versions, for the results header."""
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, cwd=servers.ROOT).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as fh:
+        memory = int(fh.readline().split()[1]) / 1024 / 1024
+    dirty = first(["git", "status", "--porcelain", "--untracked-files=no"])
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": f"{cpu}, {len(servers.cores())} cores usable",
+        "memory": f"{memory:.1f} GiB",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": ", ".join(f"{name} {metadata.version(name)}" for name in
+                              ("gunicorn", "flask", "werkzeug", "requests", "urllib3", "marshmallow")),
+        "wrk": wrk.version(),
+        "commit": first(["git", "rev-parse", "--short", "HEAD"]) + (" (+ uncommitted changes)" if dirty else ""),
+        "gunicorn": servers.gunicorn_config(),
+        "pinning": servers.pinning(),
+    }

@@ -1,0 +1,120 @@
+"""Start and stop the processes under test: the fake upstream, the relay, the bridge.
+
+The bench itself and the upstream run on the last core, the proxy under
+test (relay or bridge, gunicorn with deploy/gunicorn.conf.py) on core 0,
+so the proxy has one core to itself and neither the load generator nor the
+upstream steals its time. On a one-core machine nothing is pinned.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
+BIN = pathlib.Path(sys.executable).parent
+
+
+def cores():
+    return sorted(os.sched_getaffinity(0))
+
+
+def pinning():
+    """(proxy core, bench core) or None when there is only one core."""
+    available = cores()
+    if len(available) < 2 or not shutil.which("taskset"):
+        return None
+    return available[0], available[-1]
+
+
+def pin_self():
+    """Move the bench (and so the upstream and wrk it starts) off the proxy's core."""
+    pins = pinning()
+    if pins:
+        os.sched_setaffinity(0, {pins[1]})
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    def __init__(self, name, argv, env, port):
+        self.name = name
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.argv = argv
+        self.log = open(ROOT / "bench" / "out" / f"{name}.log", "w")
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        _wait_for_port(port, self.proc, name)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _wait_for_port(port, proc, name, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}; see bench/out/{name}.log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{name} did not listen on {port} within {timeout}s")
+
+
+def _env(extra):
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def upstream():
+    port = free_port()
+    return Server("upstream", [sys.executable, "-m", "bench.upstream", str(port)], _env({}), port)
+
+
+def gunicorn_argv(app, port):
+    """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core."""
+    argv = [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF.relative_to(ROOT)),
+            "--bind", f"127.0.0.1:{port}", "--no-control-socket", app]
+    pins = pinning()
+    return (["taskset", "-c", str(pins[0])] + argv) if pins else argv
+
+
+def relay(upstream_url):
+    port = free_port()
+    return Server("relay", gunicorn_argv("bench.relay:app", port),
+                  _env({"BENCH_UPSTREAM": upstream_url}), port)
+
+
+def bridge(upstream_url):
+    port = free_port()
+    env = _env({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
+                      "BRIDGE_ANTHROPIC_BASE_URL": upstream_url})
+    return Server("bridge", gunicorn_argv("wsgi:app", port), env, port)
+
+
+def gunicorn_config():
+    """workers and threads as deploy/gunicorn.conf.py resolves them in this environment."""
+    values = {}
+    exec(compile(GUNICORN_CONF.read_text(), str(GUNICORN_CONF), "exec"), values)
+    return {key: values.get(key) for key in ("workers", "threads", "worker_class", "keepalive")}
