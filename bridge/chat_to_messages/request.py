@@ -1,5 +1,380 @@
-"""Chat Completions request -> Anthropic Messages request (pure functions)."""
+"""Chat Completions request -> Anthropic Messages request (pure functions).
+
+The body arrives validated by schemas/openai.py, so these functions only
+translate. Where Anthropic is stricter than Chat (alternating roles,
+non-empty text, tool id characters, thinking rules) the request is adjusted
+here so that a valid Chat conversation is a valid Messages conversation.
+"""
+import dataclasses
+import hashlib
+import json
+import re
+import time
+
+from ..errors import invalid
+from ..models import map_model
+from ..schemas.openai import DATA_URL
+
+# Parameters that only steer sampling or OpenAI's platform, with no Anthropic equivalent.
+HINTS = ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "service_tier", "store",
+         "prediction", "metadata", "verbosity", "prompt_cache_key", "prompt_cache_retention")
+# Fields this module reads; anything else the client sent is reported as dropped.
+KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
+         "stream", "stream_options", "stop", "tools", "tool_choice", "parallel_tool_calls",
+         "response_format", "reasoning_effort", "thinking", "user", "safety_identifier", "logprobs",
+         "top_logprobs", "modalities", "audio", "functions", "function_call", "web_search_options", *HINTS}
+
+# reasoning_effort -> Anthropic thinking budget. 1024 is Anthropic's minimum.
+MIN_THINKING_BUDGET = 1024
+THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "xhigh": 24576}
+
+# The forced tool that carries a json_object answer (json_schema answers use the schema's name).
+JSON_OBJECT_TOOL = "json_response"
+
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+@dataclasses.dataclass
+class Context:
+    """What the response and stream translators need to know about the request."""
+    stream: bool
+    model: str                      # the name the client asked for; responses carry it back
+    created: int
+    include_usage: bool = False
+    json_tool: str = None           # the tool whose input is the message content (response_format)
+    dropped: list = dataclasses.field(default_factory=list)
 
 
 def to_messages_request(body, settings):
-    raise NotImplementedError
+    """Translate a validated Chat body; returns (Anthropic body, Context)."""
+    stream = bool(body.get("stream"))
+    context = Context(stream=stream, model=body["model"], created=int(time.time()),
+                      include_usage=stream and bool((body.get("stream_options") or {}).get("include_usage")))
+    context.dropped = [name for name in body if name not in KNOWN or
+                       (name in HINTS and body[name] is not None)]
+    system, messages = conversation(body["messages"])
+    out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
+    if system:
+        out["system"] = system
+    out.update(tools_and_choice(body, context))
+    out.update(sampling(body, context))
+    user = body.get("safety_identifier") or body.get("user")
+    if user:
+        out["metadata"] = {"user_id": user}
+    out.update(thinking_and_max_tokens(body, out, settings.default_max_tokens, context))
+    if stream:
+        out["stream"] = True
+    return out, context
+
+
+# -- conversation --------------------------------------------------------------------------
+
+def conversation(chat_messages):
+    """(system, messages): system/developer text hoisted, the rest as alternating turns."""
+    system, turns = [], []
+    for message in chat_messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            system.extend(_text_blocks(message["content"]))
+        elif role == "user":
+            _append(turns, "user", user_blocks(message["content"]))
+        elif role == "tool":
+            _append(turns, "user", [tool_result(message)])
+        else:
+            _append(turns, "assistant", assistant_blocks(message))
+    _finish_prefill(turns)
+    if not turns:
+        raise invalid("messages: every user and assistant message is empty; there is nothing to answer",
+                      "messages")
+    return _system(system), turns
+
+
+def _append(turns, role, blocks):
+    """Anthropic requires alternating roles: consecutive same-role messages become one turn.
+
+    An empty message is skipped, so the messages around it still merge.
+    """
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": list(blocks)})
+
+
+def _system(blocks):
+    """One part is the string form; several keep their boundaries as blocks."""
+    if not blocks:
+        return None
+    if len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
+        return blocks[0]["text"]
+    return blocks
+
+
+def _text_blocks(content):
+    """Text content (string or text parts) as Anthropic text blocks; empty text is dropped."""
+    parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    return [_cache_control(part, {"type": "text", "text": part["text"]}) for part in parts if part["text"]]
+
+
+def _cache_control(part, block):
+    """Anthropic's prompt-caching marker, when a client put one on a Chat part, is kept."""
+    if part.get("cache_control"):
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def user_blocks(content):
+    if isinstance(content, str):
+        return _text_blocks(content)
+    blocks = []
+    for part in content:
+        if part["type"] == "text":
+            blocks.extend(_text_blocks([part]))
+        elif part["type"] == "image_url":
+            blocks.append(_cache_control(part, image_block(part["image_url"]["url"])))
+        else:
+            blocks.append(_cache_control(part, document_block(part["file"])))
+    return blocks
+
+
+def image_block(url):
+    """A data URL becomes a base64 source, anything else a URL source."""
+    match = DATA_URL.match(url)
+    if match:
+        return {"type": "image", "source": {"type": "base64", "media_type": match["media_type"],
+                                            "data": match["data"]}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def document_block(file):
+    match = DATA_URL.match(file["file_data"])
+    block = {"type": "document", "source": {"type": "base64", "media_type": match["media_type"],
+                                            "data": match["data"]}}
+    if file.get("filename"):
+        block["title"] = file["filename"]
+    return block
+
+
+def assistant_blocks(message):
+    """Signed thinking first (Anthropic's order), then text, then tool_use blocks."""
+    blocks = [_thinking_block(block) for block in message.get("thinking_blocks") or []
+              if block["type"] == "redacted_thinking" or block.get("signature")]
+    content = message.get("content")
+    if isinstance(content, str):
+        blocks.extend(_text_blocks(content))
+    elif content:
+        blocks.extend(_text_blocks([{"text": part.get("text", part.get("refusal", ""))} for part in content]))
+    if message.get("refusal"):
+        blocks.extend(_text_blocks(message["refusal"]))
+    for call in message.get("tool_calls") or []:
+        blocks.append({"type": "tool_use", "id": anthropic_tool_id(call["id"]),
+                       "name": call["function"]["name"], "input": json.loads(call["function"]["arguments"])})
+    if all(block["type"] in ("thinking", "redacted_thinking") for block in blocks):
+        return []  # Anthropic rejects an assistant turn that ends in thinking; reasoning alone says nothing
+    return blocks
+
+
+def _thinking_block(block):
+    """Echoed back byte-exact: a signature is never invented, an unsigned block never sent."""
+    if block["type"] == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block["data"]}
+    return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
+
+
+def tool_result(message):
+    result = {"type": "tool_result", "tool_use_id": anthropic_tool_id(message["tool_call_id"])}
+    content = message["content"]
+    if isinstance(content, str):
+        if content:
+            result["content"] = content
+    else:
+        blocks = _text_blocks(content)
+        if blocks:
+            result["content"] = blocks
+    return result
+
+
+def anthropic_tool_id(chat_id):
+    """Anthropic ids must match ^[a-zA-Z0-9_-]+$; others are cleaned, with a hash so they stay unique.
+
+    The same function serves tool_calls[].id and tool_call_id, so the call
+    and its result stay linked.
+    """
+    if _ANTHROPIC_ID.match(chat_id):
+        return chat_id
+    digest = hashlib.sha256(chat_id.encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', chat_id)}_{digest}"
+
+
+def _finish_prefill(turns):
+    """A final assistant turn is a prefill: Anthropic rejects it with trailing whitespace."""
+    if not turns or turns[-1]["role"] != "assistant":
+        return
+    last = turns[-1]["content"][-1]
+    if last["type"] == "text":
+        last["text"] = last["text"].rstrip()
+        if not last["text"]:
+            turns[-1]["content"].pop()
+            if not turns[-1]["content"]:
+                turns.pop()
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+def tools_and_choice(body, context):
+    """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
+    tools = [anthropic_tool(tool["function"]) for tool in body.get("tools") or []]
+    if any(tool["function"].get("strict") for tool in body.get("tools") or []):
+        context.dropped.append("strict")
+    choice = _tool_choice(body.get("tool_choice")) if tools else None
+    json_tool = response_format_tool(body.get("response_format"))
+    if json_tool:
+        if any(tool["name"] == json_tool["name"] for tool in tools):
+            raise invalid(f"response_format: its tool name {json_tool['name']!r} is also the name of a "
+                          "function in tools; rename one of them", "response_format")
+        context.json_tool = json_tool["name"]
+        callable_tools = tools and (choice is None or choice["type"] in ("auto", "any"))
+        if not (choice and choice["type"] == "tool"):
+            choice = {"type": "any"} if callable_tools else {"type": "tool", "name": json_tool["name"]}
+        tools.append(json_tool)
+    if not tools:
+        return {}
+    if body.get("parallel_tool_calls") is False:
+        choice = {"type": "auto", **(choice or {})}
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = True
+    return {"tools": tools, **({"tool_choice": choice} if choice else {})}
+
+
+def anthropic_tool(function):
+    schema = dict(function.get("parameters") or {})
+    schema.setdefault("type", "object")
+    tool = {"name": function["name"], "input_schema": schema}
+    if function.get("description"):
+        tool["description"] = function["description"]
+    return tool
+
+
+def _tool_choice(choice):
+    """required is Anthropic's any (not auto), a named function its tool choice."""
+    if choice is None:
+        return None
+    if isinstance(choice, dict):
+        return {"type": "tool", "name": choice["function"]["name"]}
+    return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
+
+
+def response_format_tool(response_format):
+    """The known technique for JSON output: a forced tool whose input is the answer."""
+    kind = (response_format or {}).get("type")
+    if kind == "json_object":
+        return {"name": JSON_OBJECT_TOOL, "description": "Respond with your answer as a JSON object.",
+                "input_schema": {"type": "object"}}
+    if kind == "json_schema":
+        spec = response_format["json_schema"]
+        schema = dict(spec.get("schema") or {})
+        schema.setdefault("type", "object")
+        return {"name": spec["name"], "input_schema": schema,
+                "description": spec.get("description") or "Respond with your answer in this JSON format."}
+    return None
+
+
+# -- sampling ------------------------------------------------------------------------------
+
+def sampling(body, context):
+    """temperature capped to Anthropic's 0-1; top_p dropped beside it (Claude 4 refuses both)."""
+    out = {}
+    if body.get("temperature") is not None:
+        out["temperature"] = min(body["temperature"], 1.0)
+    if body.get("top_p") is not None:
+        if "temperature" in out:
+            context.dropped.append("top_p")
+        else:
+            out["top_p"] = body["top_p"]
+    if body.get("top_k") is not None:
+        out["top_k"] = body["top_k"]
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    kept = [s for s in stops if s.strip()]
+    if len(kept) < len(stops):
+        context.dropped.append("stop")  # Anthropic refuses whitespace-only stop sequences
+    if kept:
+        out["stop_sequences"] = kept
+    return out
+
+
+# -- thinking and max_tokens ---------------------------------------------------------------
+
+def thinking_and_max_tokens(body, out, default_max_tokens, context):
+    """max_tokens, plus a thinking config when one was asked for and can be honoured.
+
+    `reasoning_effort` picks a budget (fit_budget); Anthropic's own `thinking`
+    (openai SDK extra_body) is passed as given, max_tokens raised above its
+    budget when needed. Thinking is left off, and the parameter reported as
+    dropped, when Anthropic would refuse it (thinking_allowed): a forced tool
+    choice (including the response_format tool), an assistant prefill, or a
+    final assistant tool-use turn without a signed thinking block (the Chat
+    client did not echo `thinking_blocks`).
+    With thinking on Anthropic requires the default sampling, so
+    temperature, top_p and top_k go.
+    """
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    thinking, max_tokens = requested_thinking(body, cap, default_max_tokens)
+    if thinking and thinking["type"] != "disabled" and not thinking_allowed(out):
+        context.dropped.append("thinking" if body.get("thinking") else "reasoning_effort")
+        thinking = None
+    if not thinking or thinking["type"] == "disabled":
+        _strip_final_thinking(out["messages"])
+        return {"max_tokens": cap or default_max_tokens, **({"thinking": thinking} if thinking else {})}
+    for name in ("temperature", "top_p", "top_k"):
+        if out.pop(name, None) is not None:
+            context.dropped.append(name)
+    return {"max_tokens": max_tokens, "thinking": thinking}
+
+
+def requested_thinking(body, cap, default_max_tokens):
+    """(thinking config or None, max_tokens that leaves room for it)."""
+    max_tokens = cap or default_max_tokens
+    thinking = body.get("thinking")
+    if thinking:
+        budget = thinking.get("budget_tokens", 0)
+        return thinking, max_tokens + budget if max_tokens <= budget else max_tokens
+    if body.get("reasoning_effort") in THINKING_BUDGETS:
+        budget, max_tokens = fit_budget(THINKING_BUDGETS[body["reasoning_effort"]], cap, default_max_tokens)
+        return {"type": "enabled", "budget_tokens": budget}, max_tokens
+    return None, max_tokens
+
+
+def fit_budget(budget, cap, default_max_tokens):
+    """(budget_tokens, max_tokens) with MIN_THINKING_BUDGET <= budget < max_tokens.
+
+    Without a client cap the default bounds the answer and the budget comes
+    on top. A client cap bounds reasoning and answer together (as OpenAI's
+    max_completion_tokens does), thinking taking at most half; a cap too
+    small for the minimum budget is raised to twice that minimum.
+    """
+    if cap is None:
+        return budget, default_max_tokens + budget
+    budget = max(MIN_THINKING_BUDGET, min(budget, cap // 2))
+    return budget, max(cap, 2 * budget)
+
+
+def thinking_allowed(out):
+    """Anthropic refuses thinking with a forced tool, a prefill, or an unsigned tool-use turn."""
+    if (out.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        return False
+    messages = out["messages"]
+    if messages[-1]["role"] == "assistant":
+        return False
+    assistant = [turn["content"] for turn in messages if turn["role"] == "assistant"]
+    if not assistant or not any(block["type"] == "tool_use" for block in assistant[-1]):
+        return True
+    return assistant[-1][0]["type"] in ("thinking", "redacted_thinking")
+
+
+def _strip_final_thinking(messages):
+    """Without thinking, Anthropic refuses thinking blocks in a final (prefill) assistant turn."""
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1]["content"] = [block for block in messages[-1]["content"]
+                                   if block["type"] not in ("thinking", "redacted_thinking")]
