@@ -1,9 +1,103 @@
-"""Anthropic Messages response -> Chat Completions response (pure functions)."""
+"""Anthropic Messages response -> Chat Completions response (pure functions).
+
+The stream translator (stream.py) builds its chunks from the same helpers,
+so a streamed answer accumulates to exactly what the non-streamed one is.
+"""
 import datetime
+import json
+
+# Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
+# that paused) has no Chat meaning beyond "the turn ended here": stop.
+FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
+                  "max_tokens": "length", "model_context_window_exceeded": "length",
+                  "tool_use": "tool_calls", "refusal": "content_filter"}
+STANDARD_REFUSAL = "The model declined to answer this request."
 
 
 def to_chat_completion(message, context):
-    raise NotImplementedError
+    """One Anthropic message as one Chat choice; blocks Chat cannot show (server tools) are left out."""
+    text, reasoning, signed, calls = [], [], [], []
+    for block in message.get("content") or []:
+        kind = block.get("type")
+        if kind == "text":
+            text.append(block.get("text", ""))
+        elif kind == "tool_use" and block.get("name") == context.json_tool:
+            text.append(arguments(block.get("input")))
+        elif kind == "tool_use":
+            calls.append(tool_call(block["id"], block["name"], arguments(block.get("input"))))
+        elif kind == "thinking":
+            reasoning.append(block.get("thinking", ""))
+            if block.get("signature"):
+                signed.append(thinking_entry(block))
+        elif kind == "redacted_thinking":
+            signed.append(thinking_entry(block))
+    finish = finish_reason(message.get("stop_reason"), bool(calls))
+    chat_message = {"role": "assistant", "content": "".join(text) if text else None,
+                    "refusal": refusal_text(message.get("stop_details")) if finish == "content_filter" else None}
+    if calls:
+        chat_message["tool_calls"] = calls
+    if reasoning:
+        chat_message["reasoning_content"] = "".join(reasoning)
+    if signed:
+        chat_message["thinking_blocks"] = signed
+    return {"id": completion_id(message.get("id")), "object": "chat.completion",
+            "created": context.created, "model": context.model,
+            "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
+            "usage": chat_usage(message.get("usage") or {})}
+
+
+def completion_id(message_id):
+    return f"chatcmpl-{message_id or 'bridge'}"
+
+
+def arguments(tool_input):
+    """Chat carries tool input as a JSON string."""
+    return json.dumps(tool_input if tool_input is not None else {}, ensure_ascii=False)
+
+
+def tool_call(call_id, name, args):
+    """Anthropic ids (toolu_...) are valid Chat ids as they are, so they stay stable both ways."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def thinking_entry(block):
+    """The `thinking_blocks` extension entry: the signed block byte-exact, for the client to echo back."""
+    if block["type"] == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block["data"]}
+    return {"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]}
+
+
+def finish_reason(stop_reason, made_tool_calls):
+    """A tool_use stop that only produced the response_format tool is a plain stop for Chat."""
+    if stop_reason == "tool_use" and not made_tool_calls:
+        return "stop"
+    return FINISH_REASONS.get(stop_reason, "stop")
+
+
+def refusal_text(stop_details):
+    explanation = (stop_details or {}).get("explanation")
+    return explanation if isinstance(explanation, str) and explanation else STANDARD_REFUSAL
+
+
+def chat_usage(usage):
+    """Chat's prompt_tokens include cached tokens; Anthropic's input_tokens exclude them.
+
+    With server-side compaction the top-level counts are only the last
+    iteration's; `iterations` holds every billed one, so those are summed.
+    """
+    def total(name):
+        parts = usage.get("iterations") if isinstance(usage.get("iterations"), list) else [usage]
+        return sum(part.get(name) or 0 for part in parts if isinstance(part, dict))
+
+    cache_read = total("cache_read_input_tokens")
+    prompt = total("input_tokens") + cache_read + total("cache_creation_input_tokens")
+    completion = total("output_tokens")
+    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+           "prompt_tokens_details": {"cached_tokens": cache_read}}
+    thinking_tokens = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
+    if thinking_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": thinking_tokens}
+    return out
 
 
 def to_openai_model_list(anthropic_list, aliases):
