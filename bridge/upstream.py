@@ -59,10 +59,14 @@ class Upstream:
             attempt += 1
 
     def _backoff(self, attempt, retry_after=None):
-        """Seconds to wait before the next try, or None when no retry is left or worth it."""
+        """Seconds to wait before the next try, or None when no retry is left or worth it.
+
+        Our own doubling backoff is capped at retry_max_wait; an upstream that asks for a
+        longer wait gets no retry, and its retry-after goes back to the client instead.
+        """
         if attempt >= self.settings.retries:
             return None
-        wait = self.settings.retry_backoff * (2 ** attempt)
+        wait = min(self.settings.retry_backoff * (2 ** attempt), self.settings.retry_max_wait)
         if retry_after is not None:
             try:
                 wait = max(wait, float(retry_after))
