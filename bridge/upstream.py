@@ -44,7 +44,9 @@ class Upstream:
                     allow_redirects=False)
             except requests.RequestException as exc:
                 error = transport_error(exc)
-                wait = self._backoff(attempt)
+                # A read timeout means the upstream has the request and may still be working
+                # on it: asking again would double the cost and the wait.
+                wait = None if isinstance(exc, requests.ReadTimeout) else self._backoff(attempt)
             else:
                 if response.status_code < 400:
                     return response

@@ -77,6 +77,16 @@ def test_backoff_longer_than_BRIDGE_RETRY_MAX_WAIT_is_capped_not_abandoned(start
     assert reply.status_code == 200 and len(fake.requests) == 4
 
 
+def test_a_read_timeout_is_not_retried(start_bridge, fake):
+    """The upstream took the request and may still be generating: asking again doubles the
+    cost and the wait. Only a request that never got through is worth repeating."""
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01, BRIDGE_READ_TIMEOUT=1)
+    fake.reply(Reply(body=b"{}", delay_headers=1.5), json_reply({"data": []}))
+    assert is_anthropic_error(requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS),
+                              504, "api_error")
+    assert len(fake.requests) == 1
+
+
 def test_a_connect_timeout_is_a_504_in_each_protocol(start_bridge):
     with full_backlog() as port:
         live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
