@@ -1,0 +1,270 @@
+"""Access log and Prometheus metrics: what each request did, never what it said.
+
+Every request gets a Record as it enters the WSGI app. Whoever learns
+something fills it in: the after-request hook (status, client key name,
+models, a non-streamed body's usage), the upstream client (which model went
+upstream, how the upstream answered) and the stream relay (first event,
+usage, a mid-stream error). The record is written when the server closes
+the response - for a stream, when it ends or the client leaves - as one
+JSON line on the `bridge.access` logger and as Prometheus metrics. Only
+metadata is kept: ids, model names, statuses, timings, token counts; never
+message content, never a key.
+
+GET /metrics needs no client key (nginx restricts who may reach it). Under
+gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
+(deploy/gunicorn.conf.py prepares it), so a scrape answered by any worker
+reports the whole service.
+"""
+import contextvars
+import datetime
+import functools
+import json
+import logging
+import os
+import sys
+import time
+
+from flask import Response, g, request
+from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge,
+                               Histogram, generate_latest, multiprocess)
+
+from .errors import BridgeError
+
+access_log = logging.getLogger("bridge.access")
+
+_DIRECTIONS = ("chat_to_messages", "messages_to_chat")
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.",
+                   ["direction", "status"])
+DURATION = Histogram("bridge_request_duration_seconds",
+                     "From request to the end of the response (a stream's whole length).",
+                     ["direction", "stream"], buckets=_SECONDS)
+FIRST_BYTE = Histogram("bridge_time_to_first_byte_seconds",
+                       "From request to the first translated event (the whole body when not streamed).",
+                       ["direction", "stream"], buckets=_SECONDS)
+TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.",
+                 ["direction", "kind"])
+UPSTREAM_ERRORS = Counter("bridge_upstream_errors",
+                          "Upstream calls or streams that failed, by error kind.", ["direction", "type"])
+OPEN_STREAMS = Gauge("bridge_open_streams", "Streams being relayed right now.", ["direction"],
+                     multiprocess_mode="livesum")
+
+_current = contextvars.ContextVar("bridge_access_record")
+
+
+class Record:
+    """What one request did: filled in as it goes, written once when its response is closed."""
+
+    def __init__(self, method=None, quiet=False):
+        self.start = time.monotonic()
+        self.time = datetime.datetime.now(datetime.timezone.utc)
+        self.method = method
+        self.quiet = quiet
+        self.request_id = self.route = self.direction = self.client = None
+        self.model = self.upstream_model = None
+        self.status = self.upstream_status = None
+        self.first_byte = None
+        self.stream = False
+        self.usage = {}
+        self.error = None
+        self.upstream_error = None
+
+    @property
+    def label(self):
+        return self.direction or "none"
+
+    def saw(self, item):
+        """A translated stream item goes to the client; usage rides on some events."""
+        if not isinstance(item, dict):
+            return  # "[DONE]" or a keep-alive: no content, no usage
+        if self.first_byte is None:
+            self.first_byte = time.monotonic()
+        usage = item.get("usage")  # Anthropic message_delta, OpenAI usage chunk
+        if usage is None and isinstance(item.get("message"), dict):
+            usage = item["message"].get("usage")  # Anthropic message_start
+        if isinstance(usage, dict):
+            self.count(usage)
+
+    def count(self, usage):
+        """Merge usage fields: later events refine earlier ones, missing fields keep their value."""
+        self.usage.update((k, v) for k, v in usage.items() if isinstance(v, int))
+
+    def upstream_failed(self, error):
+        self.upstream_status = error.upstream_status
+        if error.upstream_status is None and error.kind != "timeout":
+            self.upstream_error = "connection"
+        else:
+            self.upstream_error = error.kind
+
+    def failed_mid_stream(self, error, protocol):
+        self.error = error.body_for(protocol)["error"]["type"]
+        self.upstream_error = error.kind
+
+    def finish(self, ended=True):
+        """Write the access line and the metrics; `ended` is false when the client left early."""
+        if self.quiet:
+            return
+        if not ended and self.error is None:
+            self.error = "client_closed"
+        duration = time.monotonic() - self.start
+        first_byte = self.first_byte - self.start if self.first_byte is not None else None
+        input_tokens, output_tokens = _tokens(self.usage)
+        access_log.info(json.dumps({
+            "time": self.time.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "request_id": self.request_id, "method": self.method, "route": self.route,
+            "direction": self.direction, "client": self.client,
+            "model": self.model, "upstream_model": self.upstream_model,
+            "status": self.status, "upstream_status": self.upstream_status,
+            "duration_ms": round(duration * 1000),
+            "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
+            "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "stream": self.stream, "error": self.error,
+        }, ensure_ascii=False))
+        stream = "true" if self.stream else "false"
+        REQUESTS.labels(self.label, str(self.status)).inc()
+        DURATION.labels(self.label, stream).observe(duration)
+        if first_byte is not None:
+            FIRST_BYTE.labels(self.label, stream).observe(first_byte)
+        if input_tokens:
+            TOKENS.labels(self.label, "input").inc(input_tokens)
+        if output_tokens:
+            TOKENS.labels(self.label, "output").inc(output_tokens)
+        if self.upstream_error:
+            UPSTREAM_ERRORS.labels(self.label, self.upstream_error).inc()
+
+
+def _tokens(usage):
+    """(input, output) from either protocol's usage; input counts cached tokens too."""
+    if "prompt_tokens" in usage or "completion_tokens" in usage:
+        return usage.get("prompt_tokens"), usage.get("completion_tokens")
+    parts = [usage[k] for k in ("input_tokens", "cache_read_input_tokens",
+                                "cache_creation_input_tokens") if k in usage]
+    return (sum(parts) if parts else None), usage.get("output_tokens")
+
+
+def current():
+    """The record of the request this thread is serving (a throwaway one outside requests)."""
+    return _current.get(None) or Record()
+
+
+def install(app):
+    """Log and measure every request `app` serves, and serve GET /metrics."""
+    if not access_log.handlers:
+        access_log.addHandler(_StderrLines())
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
+    state = app.extensions["bridge"]
+    state.upstream.request = _observing(state.upstream.request)
+    app.after_request(_note_response)
+    app.add_url_rule("/metrics", "metrics", metrics)
+    app.wsgi_app = _Observed(app.wsgi_app)
+
+
+def metrics():
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _note_response(response):
+    record = current()
+    record.request_id = g.get("request_id")
+    record.client = g.get("client_name") or None
+    record.model = g.get("requested_model")
+    record.route = request.url_rule.rule if request.url_rule else None
+    record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
+    record.status = response.status_code
+    record.stream = response.mimetype == "text/event-stream"
+    if not record.stream:
+        record.first_byte = time.monotonic()
+        if response.is_json and (record.status >= 400 or record.direction):
+            body = response.get_json(silent=True)
+            if isinstance(body, dict):
+                _note_body(record, body)
+    return response
+
+
+def _note_body(record, body):
+    """Usage of a non-streamed answer, or the error type the client was told."""
+    if isinstance(body.get("usage"), dict):
+        record.count(body["usage"])
+    if isinstance(body.get("error"), dict):
+        record.error = body["error"].get("type")
+
+
+def _observing(send):
+    """Wrap the app's Upstream.request to note the model sent upstream and the upstream's answer."""
+    @functools.wraps(send)
+    def request_upstream(method, url, headers, body=None, stream=False):
+        record = current()
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            record.upstream_model = body["model"]
+        try:
+            response = send(method, url, headers, body, stream)
+        except BridgeError as error:
+            record.upstream_failed(error)
+            raise
+        record.upstream_status = response.status_code
+        return response
+    return request_upstream
+
+
+class _Observed:
+    """WSGI middleware: start a Record per request; closing the response writes it."""
+
+    def __init__(self, wsgi_app):
+        self.wsgi_app = wsgi_app
+
+    def __call__(self, environ, start_response):
+        record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
+        _current.set(record)
+        return _Body(self.wsgi_app(environ, start_response), record)
+
+
+class _Body:
+    """The response body as the server iterates it (PEP 3333: the server always calls close)."""
+
+    def __init__(self, iterable, record):
+        self._iterable = iterable
+        self._chunks = iter(iterable)
+        self._record = record
+        self._ended = False
+        if record.stream:
+            OPEN_STREAMS.labels(record.label).inc()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._ended = True
+            raise
+        except Exception:
+            self._record.error = self._record.error or "internal_error"
+            self._ended = True
+            raise
+
+    def close(self):
+        try:
+            if hasattr(self._iterable, "close"):
+                self._iterable.close()
+        finally:
+            if self._record.stream:
+                OPEN_STREAMS.labels(self._record.label).dec()
+            self._record.finish(ended=self._ended)
+
+
+class _StderrLines(logging.StreamHandler):
+    """Bare JSON lines on whatever sys.stderr is when a line is written (test runners swap it)."""
+
+    def __init__(self):
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self):
+        return sys.stderr
