@@ -12,7 +12,7 @@ import uuid
 from flask import Flask, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import auth, models, settings as settings_module
+from . import auth, models, observability, settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError
 from .http import json_response
@@ -22,7 +22,7 @@ from .upstream import Upstream
 log = logging.getLogger("bridge")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_UNAUTHENTICATED = ("/healthz", "/readyz")
+_UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
 def create_app(settings=None):
@@ -35,6 +35,7 @@ def create_app(settings=None):
     app.register_blueprint(messages_to_chat_bp)
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(models.bp)
+    observability.install(app)
 
     @app.get("/healthz")
     def healthz():

@@ -1,7 +1,7 @@
 """Small request/response helpers shared by the routes of both directions."""
 import json
 
-from flask import Response, current_app, request
+from flask import Response, current_app, g, request
 
 from .errors import BridgeError, invalid
 
@@ -32,6 +32,7 @@ def read_json():
         raise invalid("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
+    g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
     return body
 
 
