@@ -8,6 +8,7 @@ from .chat_to_messages.response import to_openai_model_list
 from .errors import ANTHROPIC, OPENAI
 from .http import bridge, json_response
 from .messages_to_chat.response import to_anthropic_model_list
+from .upstream import read_json
 
 bp = Blueprint("models", __name__)
 
@@ -39,7 +40,7 @@ def list_models():
     if protocol_of_models_request(request.headers) == ANTHROPIC:
         response = state.upstream.request("GET", f"{settings.openai_base_url}/models",
                                           auth.openai_headers(settings, request.headers))
-        return json_response(to_anthropic_model_list(response.json(), aliases(settings.model_map)))
+        return json_response(to_anthropic_model_list(read_json(response), aliases(settings.model_map)))
     response = state.upstream.request("GET", f"{settings.anthropic_base_url}/v1/models?limit=1000",
                                       auth.anthropic_headers(settings, request.headers))
-    return json_response(to_openai_model_list(response.json(), aliases(settings.model_map)))
+    return json_response(to_openai_model_list(read_json(response), aliases(settings.model_map)))

@@ -129,9 +129,9 @@ def read_json(response):
     """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none."""
     try:
         return response.json()
-    except requests.RequestException as exc:
-        raise transport_error(exc) from None
-    except ValueError:
+    except ValueError:  # first: requests' JSONDecodeError is also a RequestException
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         raise BridgeError("api_error", f"upstream answered HTTP {response.status_code} with a "
                           f"body that is not JSON ({content_type})", status=502) from None
+    except requests.RequestException as exc:
+        raise transport_error(exc) from None

@@ -96,3 +96,10 @@ def test_a_connect_timeout_is_a_504_in_each_protocol(start_bridge):
         openai_reply = requests.get(f"{live.url}/v1/models")
     assert is_anthropic_error(anthropic_reply, 504, "api_error")
     assert is_openai_error(openai_reply, 504) and openai_reply.json()["error"]["type"] == "timeout"
+
+
+def test_a_200_whose_body_is_not_json_is_a_502_not_a_crash(bridge, fake):
+    page = fixture("common/html_502.html").body
+    fake.reply(Reply(body=page, headers={"content-type": "text/html"}))
+    reply = requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert is_anthropic_error(reply, 502, "api_error") and "text/html" in reply.text
