@@ -1,5 +1,325 @@
-"""Anthropic Messages request -> Chat Completions request (pure functions)."""
+"""Anthropic Messages request -> Chat Completions request (pure functions).
+
+The body arrives validated (schemas/anthropic.py); what is left here is
+where the two protocols place things differently:
+
+- System text (top-level `system`, and `role:"system"` entries inside
+  `messages`) is hoisted into one leading system message, in order.
+- A user turn's `tool_result` blocks become `role:"tool"` messages placed
+  first, right after the assistant message that called them; the rest of
+  the turn (and any image or PDF a tool returned, which a tool message
+  cannot carry) follows in one user message. Every tool_use must be answered
+  in the next user turn and every tool_result must answer one: OpenAI
+  rejects anything else, so the bridge says which block is wrong instead.
+- An assistant turn's text (also text after a tool_use) becomes `content`,
+  its tool_use blocks `tool_calls`; thinking is dropped, or sent as
+  `reasoning_content` for upstreams that need it back (DeepSeek), and
+  redacted thinking is always dropped.
+- Text-only content is flattened to one string (strict servers reject
+  arrays), text blocks joined by a blank line; empty text is dropped; an
+  `is_error` tool result is prefixed "Error: " since a tool message has no
+  error flag; `cache_control` and `citations` go nowhere.
+- PDFs travel as Chat `file` parts with a data URL. A `url` document is
+  refused (400): the upstream cannot fetch it, and answering without the
+  document would change the answer.
+- Tool names OpenAI would refuse (over 64 characters or outside
+  [a-zA-Z0-9_-]) are shortened deterministically (prefix + hash); the map
+  back travels in the context, so responses and streams restore them.
+"""
+import dataclasses
+import hashlib
+import json
+import re
+
+from ..errors import invalid
+from ..models import map_model
+from .response import upstream_tool_id
+from .tokens import count_tokens
+
+MAX_STOP_SEQUENCES = 4
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+# Fields with no Chat equivalent: consumed here, never forwarded, reported as dropped.
+_ANTHROPIC_ONLY = ("top_k", "context_management", "container", "mcp_servers", "service_tier",
+                   "inference_geo", "speed", "diagnostics", "user_profile_id", "workspace_id")
+
+
+@dataclasses.dataclass
+class Context:
+    """What the response and stream translators need to know about the request."""
+    model: str                 # the name the client asked for; responses carry it back
+    stream: bool
+    dropped: list              # request fields not forwarded, for x-bridge-dropped-params
+    tool_names: dict           # upstream tool name -> the client's name
+    stop_sequences: tuple
+    input_tokens: int          # estimate for message_start, before the upstream counts
 
 
 def to_chat_request(body, settings):
-    raise NotImplementedError
+    """(Chat request body, Context) for a validated Messages request body."""
+    names = {}
+    dropped = [field for field in _ANTHROPIC_ONLY if field in body]
+    chat = {"model": map_model(settings.model_map, body["model"]),
+            "messages": _messages(body, names, settings.openai_reasoning_history)}
+    chat[settings.openai_max_tokens_param] = body["max_tokens"]
+    for field in ("temperature", "top_p"):
+        if field in body:
+            chat[field] = body[field]
+    stop = _stop_sequences(body.get("stop_sequences") or [])
+    if stop:
+        chat["stop"] = stop
+    user = (body.get("metadata") or {}).get("user_id")
+    if user:
+        chat["user"] = _user(user)
+    chat.update(_tools(body, names, dropped))
+    chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
+    output_format = (body.get("output_config") or {}).get("format")
+    if output_format:
+        chat["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "structured_output", "schema": output_format["schema"]}}
+    stream = bool(body.get("stream"))
+    if stream:
+        chat["stream"] = True
+        if settings.openai_stream_usage:
+            chat["stream_options"] = {"include_usage": True}
+    context = Context(model=body["model"], stream=stream, dropped=dropped,
+                      tool_names={short: name for name, short in names.items()},
+                      stop_sequences=tuple(stop), input_tokens=count_tokens(body))
+    return chat, context
+
+
+# -- messages --------------------------------------------------------------------
+
+def _messages(body, names, reasoning_history):
+    system = _texts(body.get("system"))
+    out = []
+    unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
+    for i, message in enumerate(body["messages"]):
+        role, blocks = message["role"], _blocks(message["content"])
+        if role == "system":
+            system.extend(_texts(blocks))
+            continue
+        if role == "assistant":
+            _require_answered(unanswered)
+            unanswered = {b["id"]: f"messages.{i}.content.{j}"
+                          for j, b in enumerate(blocks) if b["type"] == "tool_use"}
+            out.extend(_assistant_turn(blocks, names, reasoning_history))
+        else:
+            out.extend(_user_turn(i, blocks, unanswered))
+            _require_answered(unanswered)
+    _require_answered(unanswered)
+    if system:
+        out.insert(0, {"role": "system", "content": _join(system)})
+    return out
+
+
+def _blocks(content):
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _texts(content):
+    """The non-empty texts of a system string or list of text blocks."""
+    if content is None:
+        return []
+    return [block["text"] for block in _blocks(content) if block["text"]]
+
+
+def _join(texts):
+    return "\n\n".join(texts)
+
+
+def _require_answered(unanswered):
+    if unanswered:
+        tool_id, path = next(iter(unanswered.items()))
+        raise invalid(f"{path}: tool_use {tool_id!r} has no tool_result in the next user message; "
+                      "every tool call must be answered before the conversation goes on", path)
+
+
+def _assistant_turn(blocks, names, reasoning_history):
+    texts, calls, reasoning = [], [], []
+    for block in blocks:
+        if block["type"] == "text" and block["text"]:
+            texts.append(block["text"])
+        elif block["type"] == "tool_use":
+            calls.append({"id": upstream_tool_id(block["id"]), "type": "function",
+                          "function": {"name": _upstream_name(block["name"], names),
+                                       "arguments": json.dumps(block["input"], ensure_ascii=False)}})
+        elif block["type"] == "thinking" and block["thinking"]:
+            reasoning.append(block["thinking"])
+    if not texts and not calls:
+        return []  # thinking only: nothing a Chat assistant message can hold
+    message = {"role": "assistant", "content": _join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    if reasoning_history and reasoning:
+        message["reasoning_content"] = _join(reasoning)
+    return [message]
+
+
+def _user_turn(i, blocks, unanswered):
+    """Tool messages first (answering the previous assistant turn), then one user message."""
+    tool_messages, attachments, parts = [], [], []
+    for j, block in enumerate(blocks):
+        path = f"messages.{i}.content.{j}"
+        if block["type"] != "tool_result":
+            parts.extend(_user_parts(block, path))
+            continue
+        if unanswered.pop(block["tool_use_id"], None) is None:
+            raise invalid(f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the "
+                          "previous assistant message", f"{path}.tool_use_id")
+        text, media = _tool_result(block, path)
+        tool_messages.append({"role": "tool", "tool_call_id": upstream_tool_id(block["tool_use_id"]),
+                              "content": text})
+        if media:
+            attachments.append({"type": "text", "text": f"(attachments of tool result {block['tool_use_id']})"})
+            attachments.extend(media)
+    content = attachments + parts
+    if not content:
+        return tool_messages
+    return [*tool_messages, {"role": "user", "content": _flattened(content)}]
+
+
+def _tool_result(block, path):
+    """(text for the tool message, image/file parts it cannot carry)."""
+    content = block.get("content")
+    texts, media = [], []
+    if isinstance(content, str):
+        texts = [content] if content else []
+    for j, inner in enumerate(content if isinstance(content, list) else []):
+        for part in _user_parts(inner, f"{path}.content.{j}"):
+            if part["type"] == "text":
+                texts.append(part["text"])
+            else:
+                media.append(part)
+    text = _join(texts)
+    if block.get("is_error"):
+        text = f"Error: {text}" if text else "Error"
+    return text, media
+
+
+def _user_parts(block, path):
+    """Chat content parts for a text, image or document block."""
+    kind = block["type"]
+    if kind == "text":
+        return [{"type": "text", "text": block["text"]}] if block["text"] else []
+    if kind == "image":
+        return [{"type": "image_url", "image_url": {"url": _url(block["source"])}}]
+    return _document_parts(block, path)
+
+
+def _url(source):
+    if source["type"] == "url":
+        return source["url"]
+    return f"data:{source['media_type']};base64,{source['data']}"
+
+
+def _document_parts(block, path):
+    source = block["source"]
+    heading = [text for text in (block.get("title"), block.get("context")) if text]
+    if source["type"] == "url":
+        raise invalid(f"{path}.source.url: an OpenAI-compatible upstream cannot fetch documents by URL; "
+                      "send the PDF as a base64 source", f"{path}.source.url")
+    if source["type"] == "text":
+        texts = [*heading, source["data"]] if source["data"] else []
+        return [{"type": "text", "text": _join(texts)}] if texts else []
+    if source["type"] == "content":
+        inner = source["content"]
+        parts = [p for j, b in enumerate(_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
+        return ([{"type": "text", "text": _join(heading)}] if heading and parts else []) + parts
+    filename = re.sub(r"[^\w.\- ]", "_", block.get("title") or "") or "document.pdf"
+    return [{"type": "file", "file": {"filename": filename, "file_data": _url(source)}}]
+
+
+def _flattened(parts):
+    """A text-only list of parts as one string, for servers that only take strings."""
+    if all(part["type"] == "text" for part in parts):
+        return _join([part["text"] for part in parts])
+    return parts
+
+
+# -- tools -------------------------------------------------------------------------
+
+def _upstream_name(name, names):
+    """The name OpenAI will accept for a tool, remembered so responses can restore it."""
+    if name not in names:
+        if _TOOL_NAME.match(name):
+            names[name] = name
+        else:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            names[name] = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:55] + "_" + digest
+    return names[name]
+
+
+def _tools(body, names, dropped):
+    tools = []
+    for i, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") not in (None, "custom"):
+            raise invalid(f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
+                          "OpenAI-compatible upstream cannot run it", f"tools.{i}.type")
+        function = {"name": _upstream_name(tool["name"], names), "parameters": tool["input_schema"]}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        if tool.get("strict") is True:
+            function["strict"] = True
+        tools.append({"type": "function", "function": function})
+    choice = body.get("tool_choice")
+    if not tools:
+        if choice:
+            dropped.append("tool_choice")
+        return {}
+    out = {"tools": tools}
+    if choice:
+        out["tool_choice"] = _tool_choice(choice, names)
+        if choice.get("disable_parallel_tool_use"):
+            out["parallel_tool_calls"] = False
+    return out
+
+
+def _tool_choice(choice, names):
+    kind = choice["type"]
+    if kind == "tool":
+        if choice["name"] not in names:
+            raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
+        return {"type": "function", "function": {"name": names[choice["name"]]}}
+    return {"auto": "auto", "any": "required", "none": "none"}[kind]
+
+
+# -- sampling and the rest -------------------------------------------------------------
+
+def _stop_sequences(sequences):
+    if len(sequences) > MAX_STOP_SEQUENCES:
+        raise invalid(f"stop_sequences: an OpenAI-compatible upstream accepts at most "
+                      f"{MAX_STOP_SEQUENCES} stop sequences, got {len(sequences)}", "stop_sequences")
+    return [s for s in sequences if s]
+
+
+def _user(user_id):
+    """metadata.user_id as `user`; OpenAI caps it at 64 characters, so longer ids go as a stable hash."""
+    if len(user_id) <= 64:
+        return user_id
+    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
+
+
+def _reasoning(body, enabled, dropped):
+    """thinking / output_config.effort as reasoning_effort, for upstreams configured to take it.
+
+    An explicit effort wins; else an enabled budget picks low/medium/high; a
+    disabled thinking asks for "low", the least every reasoning_effort server
+    accepts; adaptive thinking leaves the upstream's default.
+    """
+    thinking = body.get("thinking") or {}
+    effort = (body.get("output_config") or {}).get("effort")
+    if not enabled:
+        if thinking and thinking["type"] != "disabled":
+            dropped.append("thinking")
+        if effort:
+            dropped.append("output_config.effort")
+        return {}
+    if effort:
+        return {"reasoning_effort": _EFFORTS[effort]}
+    if thinking.get("type") == "enabled":
+        budget = thinking["budget_tokens"]
+        return {"reasoning_effort": "low" if budget < 4096 else "medium" if budget < 16384 else "high"}
+    if thinking.get("type") == "disabled":
+        return {"reasoning_effort": "low"}
+    return {}

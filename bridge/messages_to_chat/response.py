@@ -1,9 +1,206 @@
-"""Chat Completions response -> Anthropic Messages response (pure functions)."""
+"""Chat Completions response -> Anthropic Messages response (pure functions).
+
+The rules the stream translator shares live here too: finish_reason ->
+stop_reason, usage, tool-call ids, reading `content` that may be an array.
+
+Decisions:
+- Exactly one choice: Chat `choices` are alternative answers, an Anthropic
+  message is one answer; anything else is a 502 naming the count.
+- Reasoning (`reasoning_content`, or `reasoning` on Groq/OpenRouter/Ollama,
+  or Mistral's `{type: thinking}` content parts) becomes a `thinking` block
+  with an empty `signature`: the anthropic SDK accepts "", and a signature
+  the bridge made up would look verifiable when it is not.
+- Tool arguments that are not a JSON object are never replaced by `{}`: the
+  raw text is kept as `{"_invalid_json_arguments": "<raw>"}` so the client
+  (and, through its tool-input validation error, the model) sees what came.
+  Empty arguments are a call without arguments: `{}`.
+- stop_reason precedence: refusal/content_filter, then length (a tool call
+  cut by max_tokens must not be executed), then tool use, then a matched
+  stop sequence, then end_turn.
+"""
+import base64
+import binascii
 import datetime
+import hashlib
+import json
+import re
+import uuid
+
+from ..errors import BridgeError
+
+INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ENCODED_ID = "toolu_b64_"
+_OPENAI_ID_MAX = 40
 
 
 def to_anthropic_message(completion, context):
-    raise NotImplementedError
+    choice = only_choice(completion.get("choices"))
+    message = choice.get("message") or {}
+    parts = content_parts(message.get("content"))
+    thinking = reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking")
+    text = "".join(text for kind, text in parts if kind == "text")
+    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
+
+    content = []
+    if thinking:
+        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
+    if text:
+        content.append({"type": "text", "text": text})
+    if refusal:
+        content.append({"type": "text", "text": refusal})
+    calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    for call in calls:
+        function = call.get("function") or {}
+        content.append({"type": "tool_use", "id": client_tool_id(call.get("id")),
+                        "name": client_tool_name(context, function.get("name")),
+                        "input": tool_input(function.get("arguments"))})
+
+    finish_reason = choice.get("finish_reason")
+    reason, sequence = stop_reason(finish_reason, bool(calls), bool(refusal),
+                                   matched_stop(choice, context.stop_sequences))
+    result = {"id": message_id(completion.get("id")), "type": "message", "role": "assistant",
+              "model": context.model, "content": content, "stop_reason": reason,
+              "stop_sequence": sequence, "usage": usage(completion.get("usage"))}
+    if reason == "refusal":
+        result["stop_details"] = refusal_details(finish_reason)
+    return result
+
+
+def only_choice(choices):
+    """The single choice of an answer; alternatives cannot be one Anthropic message."""
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        count = len(choices) if isinstance(choices, list) else 0
+        raise BridgeError("api_error", f"upstream returned {count} choices; an Anthropic message carries "
+                          "exactly one answer (the bridge never asks for n>1)", status=502)
+    return choices[0]
+
+
+def content_parts(content):
+    """(kind, text) pairs of a Chat `content`: a string, or an array of text/thinking parts (Mistral)."""
+    if isinstance(content, str):
+        return [("text", content)] if content else []
+    parts = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            parts.append(("text", part["text"]))
+        elif part.get("type") == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, list):
+                inner = "".join(p.get("text", "") for p in inner if isinstance(p, dict))
+            if isinstance(inner, str) and inner:
+                parts.append(("thinking", inner))
+    return [(kind, text) for kind, text in parts if text]
+
+
+def reasoning_text(message):
+    """`reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (Groq, OpenRouter, Ollama)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def stop_reason(finish_reason, tool_called, refused, stop_sequence):
+    """(stop_reason, stop_sequence) for how the upstream ended."""
+    if refused or finish_reason == "content_filter":
+        return "refusal", None
+    if finish_reason == "length":
+        return "max_tokens", None
+    if tool_called or finish_reason in ("tool_calls", "function_call"):
+        return "tool_use", None
+    if stop_sequence is not None:
+        return "stop_sequence", stop_sequence
+    return "end_turn", None
+
+
+def matched_stop(choice, stop_sequences):
+    """The request's stop sequence vLLM names in `stop_reason` (it may also be an end-of-text token id)."""
+    matched = choice.get("stop_reason")
+    if choice.get("finish_reason") == "stop" and isinstance(matched, str) and matched in stop_sequences:
+        return matched
+    return None
+
+
+def refusal_details(finish_reason):
+    explanation = "stopped by the upstream's content filter" if finish_reason == "content_filter" else None
+    return {"type": "refusal", "category": None, "explanation": explanation}
+
+
+def usage(openai_usage):
+    """Anthropic usage from Chat usage: input_tokens excludes what was read from or written to cache."""
+    openai_usage = openai_usage if isinstance(openai_usage, dict) else {}
+    details = openai_usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    prompt = _count(openai_usage.get("prompt_tokens"))
+    cached = _count(details.get("cached_tokens")) or _count(openai_usage.get("prompt_cache_hit_tokens"))
+    written = _count(details.get("cache_write_tokens"))
+    return {"input_tokens": max(prompt - cached - written, 0),
+            "output_tokens": _count(openai_usage.get("completion_tokens")),
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": cached}
+
+
+def _count(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def tool_input(arguments):
+    """A tool call's `arguments` JSON string as the object Anthropic's `input` must be."""
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except (TypeError, ValueError):
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: arguments}
+
+
+def client_tool_name(context, upstream_name):
+    """The client's own name for a tool the request had to rename for OpenAI."""
+    return context.tool_names.get(upstream_name, upstream_name) if upstream_name else ""
+
+
+def client_tool_id(upstream_id):
+    """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
+
+    Ids that do not fit (Kimi's `functions.get_weather:0`) are base64url-encoded
+    so the next request can give the upstream its own id back (upstream_tool_id).
+    A missing id gets a fresh one.
+    """
+    if not isinstance(upstream_id, str) or not upstream_id:
+        return f"toolu_{uuid.uuid4().hex}"
+    if _ANTHROPIC_ID.match(upstream_id):
+        return upstream_id
+    return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
+
+
+def upstream_tool_id(client_id):
+    """The tool-call id to send upstream for a tool_use id of the conversation.
+
+    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
+    stable hash, the same for the assistant's call and its tool message.
+    """
+    if client_id.startswith(_ENCODED_ID):
+        encoded = client_id[len(_ENCODED_ID):]
+        try:
+            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+    if len(client_id) <= _OPENAI_ID_MAX:
+        return client_id
+    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]
+
+
+def message_id(upstream_id):
+    """msg_ + the upstream completion id (for tracing), or a fresh id when it has none."""
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "", upstream_id) if isinstance(upstream_id, str) else ""
+    return f"msg_{cleaned or uuid.uuid4().hex}"
 
 
 def to_anthropic_model_list(openai_list, aliases):
