@@ -1,0 +1,402 @@
+"""End to end: the official openai SDK -> the bridge over HTTP -> a fake Anthropic upstream.
+
+The fake replays the recorded Anthropic bodies and streams in
+tests/fixtures/anthropic; every expectation is read from those recordings.
+"""
+import json
+import socket
+
+import openai
+import pydantic
+import pytest
+import requests
+
+from tests.fake_upstream import FIXTURES, fixture, json_reply
+from tests.test_chat_to_messages_stream import COMPLETE, events, expected_message, expected_usage, fold
+
+USER = {"role": "user", "content": "What's the weather in Paris?"}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a place",
+                                            "parameters": {"type": "object",
+                                                           "properties": {"location": {"type": "string"}}}}}
+PELICAN = {"type": "function", "function": {"name": "pelican_name_generator", "parameters": {"type": "object"}}}
+
+
+def recorded(name):
+    return json.loads((FIXTURES / "anthropic" / name).read_text())
+
+
+def message_from_stream(name):
+    """A recorded stream as the Messages body the same answer has when not streamed."""
+    blocks, stop_reason, usage = fold(name)
+    content = []
+    for block in blocks:
+        joined = "".join(block.pop("deltas"))
+        if block["type"] == "text":
+            block["text"] = joined
+        elif block["type"] == "thinking":
+            block["thinking"] = joined
+        elif block["type"] == "tool_use":
+            block["input"] = json.loads(joined or "{}")
+        content.append(block)
+    start = events(name)[0][1]["message"]
+    return {**start, "content": content, "stop_reason": stop_reason, "usage": usage}
+
+
+# -- plain calls --------------------------------------------------------------------------
+
+def test_plain_create(openai_client, fake):
+    message = recorded("text.json")
+    fake.reply(fixture("anthropic/text.json"))
+    completion = openai_client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "system", "content": "Be kind."}, USER])
+    choice = completion.choices[0]
+    assert choice.message.content == message["content"][0]["text"]
+    assert choice.finish_reason == "stop" and choice.message.tool_calls is None
+    assert completion.model == "gpt-4o" and completion.id == f"chatcmpl-{message['id']}"
+    assert completion.usage.prompt_tokens == message["usage"]["input_tokens"]
+    assert completion.usage.completion_tokens == message["usage"]["output_tokens"]
+    sent = fake.last
+    assert sent.path == "/v1/messages" and sent.headers["anthropic-version"]
+    assert sent.headers["x-api-key"] == "sk-client", "no upstream key held: the client's key is forwarded"
+    assert sent.body == {"model": "gpt-4o", "system": "Be kind.", "max_tokens": 8192,
+                         "messages": [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}]}
+
+
+def test_create_with_tools(openai_client, fake):
+    message = recorded("tool_use.json")
+    [use] = [b for b in message["content"] if b["type"] == "tool_use"]
+    fake.reply(fixture("anthropic/tool_use.json"))
+    completion = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=[WEATHER],
+                                                       tool_choice="auto")
+    [call] = completion.choices[0].message.tool_calls
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == (use["id"], use["name"], use["input"])
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert fake.last.body["tools"] == [{"name": "get_weather", "description": "Weather for a place",
+                                        "input_schema": WEATHER["function"]["parameters"]}]
+    assert fake.last.body["tool_choice"] == {"type": "auto"}
+
+
+def test_reasoning_content_and_refusal_reach_the_sdk(openai_client, fake):
+    fake.reply(fixture("anthropic/thinking.json"), fixture("anthropic/refusal.json"))
+    thought = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], reasoning_effort="high")
+    [thinking] = [b for b in recorded("thinking.json")["content"] if b["type"] == "thinking"]
+    assert thought.choices[0].message.reasoning_content == thinking["thinking"]
+    assert thinking["thinking"] not in thought.choices[0].message.content
+    refused = openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert refused.choices[0].finish_reason == "content_filter"
+    assert refused.choices[0].message.refusal == recorded("refusal.json")["stop_details"]["explanation"]
+
+
+def test_dropped_parameters_are_named_in_a_response_header(openai_client, fake):
+    fake.reply(fixture("anthropic/text.json"))
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=[USER], seed=7, frequency_penalty=0.5, temperature=0.3, top_p=0.5)
+    assert set(raw.headers["x-bridge-dropped-params"].split(", ")) == {"seed", "frequency_penalty", "top_p"}
+    assert raw.parse().choices[0].message.content
+
+
+def test_response_format_with_the_sdk_parse_helper(openai_client, fake):
+    class Weather(pydantic.BaseModel):
+        location: str
+        temperature_c: float
+
+    answer = {"location": "Paris", "temperature_c": 21.5}
+    fake.reply(json_reply({**recorded("tool_use.json"), "content": [
+        {"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}]}))
+    completion = openai_client.chat.completions.parse(model="gpt-4o", messages=[USER], response_format=Weather)
+    assert completion.choices[0].message.parsed == Weather(**answer)
+    assert completion.choices[0].finish_reason == "stop"
+    [tool] = fake.last.body["tools"]
+    assert tool["name"] == "Weather" and set(tool["input_schema"]["properties"]) == set(answer)
+    assert fake.last.body["tool_choice"] == {"type": "tool", "name": "Weather"}
+
+
+# -- streams ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_stream_with_include_usage_for_every_recorded_stream(openai_client, fake, name):
+    text, reasoning, calls, finish = expected_message(name)
+    usage = expected_usage(name)
+    fake.reply(fixture(f"anthropic/{name}"))
+    stream = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True,
+                                                   stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    thought = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    arguments = {}
+    for chunk in chunks:
+        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            arguments[call.index] = arguments.get(call.index, "") + (call.function.arguments or "")
+    assert content == text and thought == reasoning
+    assert [arguments[i] for i in sorted(arguments)] == [args for _, _, args in calls]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == finish
+    assert chunks[-1].choices == []
+    got = chunks[-1].usage.model_dump(exclude_none=True)
+    assert {key: got[key] for key in usage} == usage
+    assert fake.last.body["stream"] is True
+
+
+def test_stream_without_include_usage_has_no_usage_chunk(openai_client, fake):
+    fake.reply(fixture("anthropic/text.sse"))
+    chunks = list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
+    assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
+
+
+def test_midstream_error_reaches_the_sdk_after_the_text_so_far(openai_client, fake):
+    fake.reply(fixture("anthropic/error_midstream_overloaded.sse"))
+    stream = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True,
+                                                   stream_options={"include_usage": True})
+    received = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received) == "Hello" and "Overloaded" in str(caught.value)
+
+
+def test_a_broken_upstream_stream_ends_in_an_error(openai_client, fake):
+    fake.reply(fixture("anthropic/text.sse", drop_after=4))
+    with pytest.raises(openai.APIError):
+        list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
+
+
+@pytest.mark.parametrize("name", ["tool_use.sse", "tool_use_parallel.sse", "thinking_tool_use.sse"])
+def test_stream_helper_accumulates_tool_arguments_into_valid_json(openai_client, fake, name):
+    _, _, calls, _ = expected_message(name)
+    fake.reply(fixture(f"anthropic/{name}"))
+    tools = [WEATHER, PELICAN, {"type": "function", "function": {"name": "fixed_version"}}]
+    with openai_client.chat.completions.stream(model="gpt-4o", messages=[USER], tools=tools) as stream:
+        done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+        final = stream.get_final_completion()
+    got = final.choices[0].message.tool_calls
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in got] == [
+        (call_id, tool, json.loads(args)) for call_id, tool, args in calls]
+    assert [e.index for e in done] == list(range(len(calls)))
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+def test_upstream_pings_become_sse_comments_on_the_wire(bridge, fake):
+    pings = sum(1 for _, data in events("redacted_thinking.sse") if data["type"] == "ping")
+    fake.reply(fixture("anthropic/redacted_thinking.sse"))
+    response = requests.post(f"{bridge.url}/v1/chat/completions", stream=True, json={
+        "model": "gpt-4o", "messages": [USER], "stream": True})
+    lines = response.content.decode().split("\n")
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert sum(1 for line in lines if line.startswith(":")) == pings
+    assert [line for line in lines if line.startswith("data: ")][-1] == "data: [DONE]"
+
+
+# -- errors -------------------------------------------------------------------------------
+
+ERRORS = [("error_400.json", openai.BadRequestError, 400), ("error_401.json", openai.AuthenticationError, 401),
+          ("error_404.json", openai.NotFoundError, 404), ("error_429.json", openai.RateLimitError, 429),
+          ("error_500.json", openai.InternalServerError, 500), ("error_529.json", openai.InternalServerError, 503)]
+
+
+@pytest.mark.parametrize("name, error_class, status", ERRORS)
+def test_upstream_errors_raise_the_sdk_error_class(openai_client, fake, name, error_class, status):
+    fake.reply(fixture(f"anthropic/{name}"))
+    with pytest.raises(error_class) as caught:
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert caught.value.status_code == status
+    assert caught.value.message.endswith(recorded(name)["error"]["message"])
+    assert set(caught.value.body) == {"message", "type", "param", "code"}
+
+
+def test_permission_error_raises_permission_denied(openai_client, fake):
+    fake.reply(json_reply({"type": "error", "error": {
+        "type": "permission_error", "message": "Your API key does not have permission to use the specified resource."}},
+        403))
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert "permission" in caught.value.message and caught.value.status_code == 403
+
+
+def test_request_too_large_is_a_413(openai_client, fake):
+    fake.reply(json_reply({"type": "error", "error": {"type": "request_too_large",
+                                                       "message": "Request exceeds the maximum allowed size."}}, 413))
+    with pytest.raises(openai.APIStatusError) as caught:
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert caught.value.status_code == 413
+
+
+def test_stream_errors_before_the_first_byte_are_http_errors(openai_client, fake):
+    fake.reply(fixture("anthropic/error_429.json"))
+    with pytest.raises(openai.RateLimitError):
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True)
+
+
+def test_an_unreachable_upstream_is_a_502(start_bridge, fake):
+    with socket.socket() as sock:  # a port nobody listens on once the socket is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    live = start_bridge(BRIDGE_ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}")
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert caught.value.status_code == 502
+
+
+def test_an_upstream_that_does_not_answer_in_time_is_a_504(start_bridge, fake):
+    live = start_bridge(BRIDGE_READ_TIMEOUT=1)
+    fake.reply(fixture("anthropic/text.json", delay_headers=2))
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="gpt-4o", messages=[USER])
+    assert caught.value.status_code == 504
+
+
+# -- models -------------------------------------------------------------------------------
+
+def test_models_without_anthropic_version_are_the_upstream_list_plus_aliases(start_bridge, fake):
+    live = start_bridge(BRIDGE_MODEL_MAP=json.dumps({"gpt-4o": "claude-sonnet-4-5-20250929",
+                                                     "gpt-*": "claude-haiku-4-5-20251001"}))
+    upstream = [{"type": "model", "id": "claude-sonnet-4-5-20250929", "display_name": "Claude Sonnet 4.5",
+                 "created_at": "2025-09-29T00:00:00Z"},
+                {"type": "model", "id": "claude-haiku-4-5-20251001", "display_name": "Claude Haiku 4.5",
+                 "created_at": "2025-10-01T00:00:00Z"}]
+    fake.reply(json_reply({"data": upstream, "has_more": False, "first_id": upstream[0]["id"],
+                           "last_id": upstream[-1]["id"]}))
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+    models = list(client.models.list())
+    assert [m.id for m in models] == ["gpt-4o"] + [m["id"] for m in upstream]
+    assert all(m.object == "model" for m in models)
+    assert fake.last.path.startswith("/v1/models") and fake.last.headers["anthropic-version"]
+
+
+# -- conversations ------------------------------------------------------------------------
+
+def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
+    """The model calls two tools at once; both answers reach Anthropic as one user turn."""
+    fake.reply(json_reply(message_from_stream("tool_use_parallel.sse")), fixture("anthropic/text.json"))
+    messages = [USER]
+    names = iter(["Pelly", "Beaky"])
+    for _ in range(3):
+        completion = openai_client.chat.completions.create(model="gpt-4o", messages=messages, tools=[PELICAN])
+        message = completion.choices[0].message
+        messages.append(message)
+        if completion.choices[0].finish_reason != "tool_calls":
+            break
+        assert len(message.tool_calls) == 2
+        messages += [{"role": "tool", "tool_call_id": call.id, "content": next(names)}
+                     for call in message.tool_calls]
+    assert completion.choices[0].finish_reason == "stop" and len(fake.requests) == 2
+    ids = [b["id"] for b in message_from_stream("tool_use_parallel.sse")["content"]]
+    second = fake.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert [(b["type"], b["id"]) for b in second[1]["content"]] == [("tool_use", i) for i in ids]
+    assert second[2]["content"] == [{"type": "tool_result", "tool_use_id": ids[0], "content": "Pelly"},
+                                    {"type": "tool_result", "tool_use_id": ids[1], "content": "Beaky"}]
+
+
+def test_streamed_agent_loop_with_the_stream_helper(openai_client, fake):
+    fake.reply(fixture("anthropic/tool_use_parallel.sse"), fixture("anthropic/text.sse"))
+    messages = [USER]
+    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=[PELICAN]) as stream:
+        first = stream.get_final_completion().choices[0].message
+    messages += [first, *({"role": "tool", "tool_call_id": c.id, "content": "Pelly"} for c in first.tool_calls)]
+    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=[PELICAN]) as stream:
+        last = stream.get_final_completion()
+    assert last.choices[0].finish_reason == "stop"
+    results = fake.requests[1].body["messages"][2]["content"]
+    assert [b["tool_use_id"] for b in results] == [c.id for c in first.tool_calls]
+
+
+def test_thinking_with_tools_round_trips_through_the_echoed_message(openai_client, fake):
+    """The signed thinking block comes back byte-exact, so thinking stays on for the next turn."""
+    answer = message_from_stream("thinking_tool_use.sse")
+    [thinking] = [b for b in answer["content"] if b["type"] == "thinking"]
+    tools = [{"type": "function", "function": {"name": "fixed_version"}}]
+    fake.reply(json_reply(answer), fixture("anthropic/text.json"))
+    messages = [USER]
+    first = openai_client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools,
+                                                  reasoning_effort="low")
+    messages += [first.choices[0].message, {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id,
+                                            "content": "1.2.3"}]
+    raw = openai_client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=tools,
+                                                                  reasoning_effort="low")
+    assert raw.parse().choices[0].finish_reason == "stop"
+    assert "x-bridge-dropped-params" not in raw.headers
+    sent = fake.requests[1].body
+    assert sent["thinking"]["type"] == "enabled"
+    assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": thinking["thinking"],
+                                                 "signature": thinking["signature"]}
+
+
+def test_streamed_thinking_with_tools_round_trips_through_the_stream_helper(openai_client, fake):
+    [thinking] = [b for b in message_from_stream("thinking_tool_use.sse")["content"] if b["type"] == "thinking"]
+    tools = [{"type": "function", "function": {"name": "fixed_version"}}]
+    fake.reply(fixture("anthropic/thinking_tool_use.sse"), fixture("anthropic/text.sse"))
+    messages = [USER]
+    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=tools,
+                                               reasoning_effort="low") as stream:
+        first = stream.get_final_completion().choices[0].message
+    messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "1.2.3"}]
+    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=tools,
+                                               reasoning_effort="low") as stream:
+        assert stream.get_final_completion().choices[0].finish_reason == "stop"
+    sent = fake.requests[1].body
+    assert sent["thinking"]["type"] == "enabled"
+    assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": thinking["thinking"],
+                                                 "signature": thinking["signature"]}
+
+
+def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(openai_client, fake):
+    """A client that rebuilds the assistant message without thinking_blocks: thinking is off for that turn."""
+    answer = message_from_stream("thinking_tool_use.sse")
+    tools = [{"type": "function", "function": {"name": "fixed_version"}}]
+    fake.reply(json_reply(answer), fixture("anthropic/text.json"))
+    first = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=tools,
+                                                  reasoning_effort="low").choices[0].message
+    plain = {"role": "assistant", "content": first.content,
+             "tool_calls": [call.model_dump() for call in first.tool_calls]}
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model="gpt-4o", tools=tools, reasoning_effort="low",
+        messages=[USER, plain, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "1.2.3"}])
+    assert raw.parse().choices[0].finish_reason == "stop"
+    assert raw.headers["x-bridge-dropped-params"] == "reasoning_effort"
+    sent = fake.requests[1].body
+    assert "thinking" not in sent
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+def _bad_requests():
+    from tests.test_chat_to_messages_schema import BAD_REQUESTS
+    translated = {
+        "every message empty": ({"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]},
+                                "messages", "empty"),
+        "response_format tool named like a function": (
+            {"model": "gpt-4o", "messages": [USER], "tools": [WEATHER],
+             "response_format": {"type": "json_schema", "json_schema": {"name": "get_weather"}}},
+            "response_format", "get_weather"),
+    }
+    return {**BAD_REQUESTS, **translated}
+
+
+BAD = _bad_requests()
+
+
+@pytest.mark.parametrize("body, field, words", BAD.values(), ids=BAD.keys())
+def test_bad_input_is_a_400_in_openai_shape_naming_the_field(openai_client, fake, body, field, words):
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.post("/chat/completions", body=body, cast_to=object)
+    error = caught.value
+    assert error.status_code == 400 and error.param == field and error.type == "invalid_request_error"
+    assert f"{field}: " in error.message and words in error.message
+    assert fake.requests == [], "nothing reaches the upstream"
+
+
+def test_a_body_that_is_not_json_is_a_400_in_openai_shape(bridge, fake):
+    response = requests.post(f"{bridge.url}/v1/chat/completions", data=b"{not json",
+                             headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "error" in response.json()
+
+
+def test_a_paced_stream_arrives_whole(openai_client, fake):
+    """Events arriving one by one over time are relayed as they come, none lost."""
+    fake.reply(fixture("anthropic/text.sse", pace=0.01))
+    chunks = list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected_message("text.sse")[0]
+
