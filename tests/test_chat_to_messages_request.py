@@ -391,3 +391,11 @@ def test_without_thinking_a_final_assistant_prefill_sheds_its_thinking_blocks():
     out, _ = translate(USER, {"role": "assistant", "content": "Partial", "thinking_blocks": [signed()]})
     assert out["messages"][-1]["content"] == [{"type": "text", "text": "Partial"}]
     assert "thinking" not in out
+
+
+def test_a_system_message_between_a_call_and_its_results_is_hoisted_without_breaking_the_link():
+    out, _ = translate(USER, {"role": "assistant", "tool_calls": [call()]},
+                       {"role": "system", "content": "Results follow."}, tool_reply())
+    assert out["system"] == "Results follow."
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
+    assert out["messages"][2]["content"][0]["tool_use_id"] == "call_1"

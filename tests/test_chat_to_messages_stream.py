@@ -240,3 +240,13 @@ def test_unknown_event_types_are_skipped():
     translator = StreamTranslator(Context(stream=True, model="gpt-4o", created=0))
     translator.feed("message_start", events("text.sse")[0][1])
     assert translator.feed("future_event", {"type": "future_event"}) == []
+
+
+def test_a_signature_already_in_content_block_start_is_kept():
+    translator = StreamTranslator(Context(stream=True, model="gpt-4o", created=0))
+    translator.feed("message_start", events("text.sse")[0][1])
+    translator.feed("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+        "type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"}})
+    [chunk] = translator.feed("content_block_stop", {"type": "content_block_stop", "index": 0})
+    assert chunk["choices"][0]["delta"]["thinking_blocks"] == [
+        {"index": 0, "type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"}]

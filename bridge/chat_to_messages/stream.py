@@ -139,7 +139,7 @@ class StreamTranslator:
                 "tool_use": "tool"}.get(block.get("type"), "ignored")
         if kind == "tool" and block.get("name") == self.context.json_tool:
             kind = "json"
-        state = _Block(kind, start=block)
+        state = _Block(kind, start=block, signature=block.get("signature") or "")
         if kind == "tool":
             state.tool_index, self.tool_calls = self.tool_calls, self.tool_calls + 1
         self.blocks[index] = state

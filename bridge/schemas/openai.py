@@ -393,6 +393,8 @@ def _check_tool_links(messages):
     pending, caller = {}, None
     for index, message in enumerate([*messages, {"role": "end"}]):
         role = message["role"]
+        if role in ("system", "developer"):
+            continue  # hoisted to the top-level system: they do not break a call from its results
         if role == "tool":
             call_id = message["tool_call_id"]
             if call_id not in pending:
