@@ -1,6 +1,211 @@
-"""Chat Completions chunks -> Anthropic Messages stream events (a small state machine)."""
+"""Chat Completions chunks -> Anthropic Messages stream events (a small state machine).
+
+Lifecycle (DESIGN.md section 3, message-placement.txt):
+- `message_start` once, at the first chunk that carries a choice, with a full
+  usage object (the request's input estimate, zero output, both cache fields).
+- Content blocks are opened in order, indices 0, 1, 2..., one open at a time:
+  reasoning (`reasoning_content`, `reasoning`, Mistral thinking parts) in a
+  thinking block, `content`/`refusal` in a text block, each tool call (keyed
+  by its OpenAI `index`, or by a new `id` on a reused index) in its own
+  tool_use block. A block of another kind closes the open one first.
+- Every argument fragment is forwarded as `input_json_delta`, including the
+  one in the chunk that names the call; a call complete in one chunk
+  (Ollama, Groq) is one start and one delta. A fragment for a call whose
+  block is already closed cannot be placed any more (Anthropic blocks never
+  interleave): that is a 502 error event rather than a wrong tool input.
+- Empty strings and empty `tool_calls` arrays are no content: never an
+  empty delta.
+- `finish_reason` closes the open block; `message_delta` (stop_reason and
+  final usage) and `message_stop` wait for the usage that follows (the
+  `choices: []` chunk, or OpenRouter's late chunk), or `[DONE]`, or the end
+  of the body. Usage seen on earlier chunks is kept as a fallback; without
+  any, output tokens are estimated from the streamed text.
+- A stream that ends before any `finish_reason`, an `event: error`, or a
+  `{"error": ...}` chunk raises BridgeError; the relay sends `event: error`.
+- Chunks without choices before the answer (Azure prompt_filter_results),
+  SSE comments, and anything after message_stop (moderation) are ignored.
+"""
+import dataclasses
+
+from ..errors import BridgeError
+from ..streaming import DONE
+from . import response
+from .tokens import text_tokens
+
+_ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error": "authentication",
+                "permission_error": "permission", "not_found_error": "not_found",
+                "rate_limit_error": "rate_limit", "rate_limit_exceeded": "rate_limit",
+                "overloaded_error": "overloaded", "server_overloaded": "overloaded"}
+
+
+@dataclasses.dataclass(eq=False)
+class _Call:
+    id: str
+    name: str
+    pending: str = ""      # argument fragments that came before the name
+    index: int = None      # Anthropic block index once the block is open
+    closed: bool = False
 
 
 class StreamTranslator:
     def __init__(self, context):
-        raise NotImplementedError
+        self.context = context
+        self.started = False
+        self.blocks = 0           # content blocks opened so far = index of the next one
+        self.open = None          # the open block: "thinking", "text" or a _Call
+        self.calls = {}           # OpenAI tool-call index -> the latest _Call with that index
+        self.tool_called = False
+        self.refused = False
+        self.ended = None         # (finish_reason, matched stop sequence) once seen
+        self.usage = None         # the latest usage the upstream reported
+        self.output_tokens = 0    # estimate of what was streamed, for when no usage comes
+        self.stopped = False
+
+    def feed(self, event, payload):
+        if self.stopped:
+            return []
+        if event == "error" or (isinstance(payload, dict) and payload.get("error")):
+            raise stream_error(payload)
+        if payload == DONE:
+            return self._stop()
+        if not isinstance(payload, dict):
+            raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
+        if isinstance(payload.get("usage"), dict):
+            self.usage = payload["usage"]
+        choices = payload.get("choices") or []
+        if len(choices) > 1 or any(not isinstance(c, dict) or c.get("index", 0) != 0 for c in choices):
+            raise BridgeError("api_error", "upstream streamed several choices; an Anthropic message "
+                              "carries exactly one answer", status=502)
+        if self.ended is not None:
+            return self._stop() if isinstance(payload.get("usage"), dict) else []
+        if not choices:
+            return []
+        out = [] if self.started else [self._message_start(payload)]
+        self.started = True
+        choice = choices[0]
+        out += self._delta(choice.get("delta") or {})
+        if choice.get("finish_reason"):
+            out += self._close()
+            self.ended = (choice["finish_reason"], response.matched_stop(choice, self.context.stop_sequences))
+        return out
+
+    def finish(self):
+        return [] if self.stopped else self._stop()
+
+    # -- content -----------------------------------------------------------------
+
+    def _delta(self, delta):
+        out = self._thinking(response.reasoning_text(delta))
+        for kind, text in response.content_parts(delta.get("content")):
+            out += self._thinking(text) if kind == "thinking" else self._text(text)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self.refused = True
+            out += self._text(refusal)
+        for position, entry in enumerate(delta.get("tool_calls") or []):
+            if isinstance(entry, dict):
+                out += self._tool_call(position, entry)
+        return out
+
+    def _thinking(self, text):
+        if not text:
+            return []
+        self.output_tokens += text_tokens(text)
+        out = self._switch("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+        return out + [self._block_delta({"type": "thinking_delta", "thinking": text})]
+
+    def _text(self, text):
+        self.output_tokens += text_tokens(text)
+        out = self._switch("text", {"type": "text", "text": ""})
+        return out + [self._block_delta({"type": "text_delta", "text": text})]
+
+    def _tool_call(self, position, entry):
+        index = entry.get("index", position)
+        function = entry.get("function") or {}
+        name, call_id = function.get("name"), entry.get("id")
+        call = self.calls.get(index)
+        if call is None or (call_id and call.id and call_id != call.id):
+            call = self.calls[index] = _Call(id=call_id, name=name)
+        elif call.closed:
+            raise BridgeError("api_error", f"upstream sent more arguments for tool call {index} after "
+                              "another block had started; Anthropic streams cannot interleave blocks",
+                              status=502)
+        else:
+            call.id, call.name = call.id or call_id, call.name or name
+        arguments = function.get("arguments")
+        arguments = arguments if isinstance(arguments, str) else ""
+        out = []
+        if call.index is None:
+            if not call.name:
+                call.pending += arguments
+                return []
+            self.tool_called = True
+            out = self._switch(call, {"type": "tool_use", "id": response.client_tool_id(call.id),
+                                      "name": response.client_tool_name(self.context, call.name),
+                                      "input": {}})
+            call.index = self.blocks - 1
+            arguments, call.pending = call.pending + arguments, ""
+        if arguments:
+            self.output_tokens += text_tokens(arguments)
+            out.append(self._block_delta({"type": "input_json_delta", "partial_json": arguments}))
+        return out
+
+    # -- blocks ------------------------------------------------------------------
+
+    def _switch(self, key, block):
+        """Open a block for `key` unless it is the open one, closing the previous block."""
+        if self.open == key:
+            return []
+        out = self._close()
+        self.open = key
+        self.blocks += 1
+        return out + [{"type": "content_block_start", "index": self.blocks - 1, "content_block": block}]
+
+    def _close(self):
+        if self.open is None:
+            return []
+        if isinstance(self.open, _Call):
+            self.open.closed = True
+        self.open = None
+        return [{"type": "content_block_stop", "index": self.blocks - 1}]
+
+    def _block_delta(self, delta):
+        return {"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}
+
+    # -- message -----------------------------------------------------------------
+
+    def _message_start(self, chunk):
+        return {"type": "message_start", "message": {
+            "id": response.message_id(chunk.get("id")), "type": "message", "role": "assistant",
+            "model": self.context.model, "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": self.context.input_tokens, "output_tokens": 0,
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
+
+    def _stop(self):
+        if self.ended is None:
+            raise BridgeError("api_error", "upstream stream ended before a finish_reason; the answer "
+                              "is incomplete", status=502)
+        self.stopped = True
+        finish_reason, sequence = self.ended
+        reason, sequence = response.stop_reason(finish_reason, self.tool_called, self.refused, sequence)
+        delta = {"stop_reason": reason, "stop_sequence": sequence}
+        if reason == "refusal":
+            delta["stop_details"] = response.refusal_details(finish_reason)
+        if self.usage is not None:
+            usage = response.usage(self.usage)
+        else:
+            usage = {"output_tokens": self.output_tokens}
+        return [{"type": "message_delta", "delta": delta, "usage": usage}, {"type": "message_stop"}]
+
+
+def stream_error(payload):
+    """An upstream's mid-stream error (`event: error` or an `{"error": ...}` chunk) as a BridgeError."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message") or "no message"
+        if isinstance(error.get("code"), str):
+            message = f"{message} ({error['code']})"
+        kind = _ERROR_KINDS.get(error.get("type"), "api_error")
+    else:
+        message, kind = str(error or payload)[:500], "api_error"
+    return BridgeError(kind, f"upstream stream failed: {message}", status=502)
