@@ -220,6 +220,7 @@ def test_json_schema_is_a_forced_tool_named_and_shaped_by_the_schema():
         "name": "place", "description": "Where", "schema": schema, "strict": True}})
     assert out["tools"] == [{"name": "place", "description": "Where", "input_schema": schema}]
     assert out["tool_choice"] == {"type": "tool", "name": "place"} and context.json_tool == "place"
+    assert context.dropped == ["strict"], "adherence to the schema is not guaranteed upstream: said so"
 
 
 def test_json_answer_beside_callable_tools_lets_the_model_choose_any_tool():

@@ -164,7 +164,7 @@ def assistant_blocks(message):
     if isinstance(content, str):
         blocks.extend(_text_blocks(content))
     elif content:
-        blocks.extend(_text_blocks([{"text": part.get("text", part.get("refusal", ""))} for part in content]))
+        blocks.extend(_text_blocks([{**part, "text": part.get("text", part.get("refusal", ""))} for part in content]))
     if message.get("refusal"):
         blocks.extend(_text_blocks(message["refusal"]))
     for call in message.get("tool_calls") or []:
@@ -225,8 +225,11 @@ def _finish_prefill(turns):
 def tools_and_choice(body, context):
     """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
     tools = [anthropic_tool(tool["function"]) for tool in body.get("tools") or []]
-    if any(tool["function"].get("strict") for tool in body.get("tools") or []):
-        context.dropped.append("strict")
+    strict = [tool["function"] for tool in body.get("tools") or []]
+    if (body.get("response_format") or {}).get("type") == "json_schema":
+        strict.append(body["response_format"]["json_schema"])
+    if any(spec.get("strict") for spec in strict):
+        context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
     json_tool = response_format_tool(body.get("response_format"))
     if json_tool:
@@ -234,9 +237,11 @@ def tools_and_choice(body, context):
             raise invalid(f"response_format: its tool name {json_tool['name']!r} is also the name of a "
                           "function in tools; rename one of them", "response_format")
         context.json_tool = json_tool["name"]
-        callable_tools = tools and (choice is None or choice["type"] in ("auto", "any"))
+        # The answer must come through the JSON tool unless the client's own tools may be called
+        # (then any tool: one of theirs, or the answer); a named choice stays as the client set it.
         if not (choice and choice["type"] == "tool"):
-            choice = {"type": "any"} if callable_tools else {"type": "tool", "name": json_tool["name"]}
+            may_call_tools = tools and (choice is None or choice["type"] != "none")
+            choice = {"type": "any"} if may_call_tools else {"type": "tool", "name": json_tool["name"]}
         tools.append(json_tool)
     if not tools:
         return {}
@@ -248,9 +253,7 @@ def tools_and_choice(body, context):
 
 
 def anthropic_tool(function):
-    schema = dict(function.get("parameters") or {})
-    schema.setdefault("type", "object")
-    tool = {"name": function["name"], "input_schema": schema}
+    tool = {"name": function["name"], "input_schema": _object_schema(function.get("parameters"))}
     if function.get("description"):
         tool["description"] = function["description"]
     return tool
@@ -273,11 +276,14 @@ def response_format_tool(response_format):
                 "input_schema": {"type": "object"}}
     if kind == "json_schema":
         spec = response_format["json_schema"]
-        schema = dict(spec.get("schema") or {})
-        schema.setdefault("type", "object")
-        return {"name": spec["name"], "input_schema": schema,
+        return {"name": spec["name"], "input_schema": _object_schema(spec.get("schema")),
                 "description": spec.get("description") or "Respond with your answer in this JSON format."}
     return None
+
+
+def _object_schema(schema):
+    """Anthropic's input_schema must say type object; Chat lets it go unsaid (or the schema be absent)."""
+    return {"type": "object", **(schema or {})}
 
 
 # -- sampling ------------------------------------------------------------------------------
