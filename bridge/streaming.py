@@ -15,6 +15,7 @@ client protocol's error event and ends the stream.
 import json
 import queue
 import threading
+import time
 
 from . import observability, sse
 from .errors import ANTHROPIC, BridgeError
@@ -26,6 +27,12 @@ DONE = "[DONE]"
 KEEPALIVE = "keep-alive"
 _END = object()
 _READ_SIZE = 65536
+# A server learns that the client has gone only when a write fails, and that is the second
+# write after it left (the first one draws the reset). While the upstream is silent a bare SSE
+# comment, which every client ignores, goes out this often, so a departed client is noticed
+# and the upstream closed within about half a second instead of two ping intervals.
+PROBE_INTERVAL = 0.25
+_PROBE = sse.comment("")
 
 
 def relay(response, translator, protocol, ping_interval):
@@ -37,13 +44,19 @@ def relay(response, translator, protocol, ping_interval):
     reader = threading.Thread(target=_read, args=(response, events.put), daemon=True,
                               name="upstream-reader")
     reader.start()
+    quiet_since = time.monotonic()
     try:
         while True:
             try:
-                batch = events.get(timeout=ping_interval)
+                batch = events.get(timeout=min(ping_interval, PROBE_INTERVAL))
             except queue.Empty:
-                yield keepalive
+                if time.monotonic() - quiet_since >= ping_interval:
+                    quiet_since = time.monotonic()
+                    yield keepalive
+                else:
+                    yield _PROBE
                 continue
+            quiet_since = time.monotonic()
             if batch is _END:
                 break
             if isinstance(batch, BaseException):

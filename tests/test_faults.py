@@ -8,12 +8,26 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 
 import pytest
 import requests
 
+from bridge import sse
+from bridge.errors import ANTHROPIC
+from bridge.streaming import relay
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.test_streaming import Echo
+
+
+def wait_for(condition, what, timeout=10.0):
+    """Poll `condition` until it is true; a hang guard, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -103,3 +117,17 @@ def test_a_200_whose_body_is_not_json_is_a_502_not_a_crash(bridge, fake):
     fake.reply(Reply(body=page, headers={"content-type": "text/html"}))
     reply = requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert is_anthropic_error(reply, 502, "api_error") and "text/html" in reply.text
+
+
+# --- client disconnects -----------------------------------------------------------------------
+
+def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_noticed(fake):
+    """Only a failed write tells a server that its client left; while the upstream is silent
+    the relay writes a bare SSE comment every PROBE_INTERVAL, not only a ping per ping_interval."""
+    fake.reply(Reply(events=[sse.encode('{"type": "late"}', event="late")], stall_after=0))
+    stream = relay(requests.get(f"{fake.url}/stream", stream=True), Echo(), ANTHROPIC, ping_interval=30)
+    first, second = next(stream), next(stream)
+    assert first == second and first.startswith(b":")
+    assert not sse.Decoder().feed(first + second)  # invisible to any SSE client
+    stream.close()
+    wait_for(lambda: fake.closed_streams, "the fake upstream to see the bridge hang up")
