@@ -148,12 +148,15 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app):
-    """Log and measure every request `app` serves, and serve GET /metrics."""
+def install(app, settings):
+    """Log and measure every request `app` serves, and serve GET /metrics.
+
+    Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
+    """
     if not access_log.handlers:
         access_log.addHandler(_StderrLines())
-        access_log.setLevel(logging.INFO)
         access_log.propagate = False
+    access_log.setLevel(settings.log_level)
     state = app.extensions["bridge"]
     state.upstream.request = _observing(state.upstream.request)
     app.after_request(_note_response)
