@@ -35,7 +35,7 @@ def create_app(settings=None):
     app.register_blueprint(messages_to_chat_bp)
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(models.bp)
-    observability.install(app)
+    observability.install(app, settings)
 
     @app.get("/healthz")
     def healthz():
