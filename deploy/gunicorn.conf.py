@@ -1,11 +1,81 @@
-"""gunicorn settings for bridge: threaded workers sized for long-lived streams."""
-import os
+"""gunicorn settings for bridge: threaded workers sized for long-lived streams.
 
+Every knob an operator turns is an environment variable (documented in
+deploy/systemd/bridge.env.example); command-line flags still win over this
+file, which is how the tests choose ports.
+"""
+import glob
+import logging
+import os
+import shutil
+import tempfile
+
+
+def _count(name, default):
+    value = os.environ.get(name, str(default))
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"{name}: must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+wsgi_app = "wsgi:app"
 bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
 worker_class = "gthread"
-workers = int(os.environ.get("BRIDGE_WORKERS", "2"))
-threads = int(os.environ.get("BRIDGE_THREADS", "64"))
-timeout = 0  # never kill a worker because one stream is long; gthread heartbeats separately
-graceful_timeout = int(os.environ.get("BRIDGE_GRACEFUL_TIMEOUT", "120"))
-keepalive = int(os.environ.get("BRIDGE_KEEPALIVE", "75"))
-wsgi_app = "wsgi:app"
+# Sized for a 2-core VM: one process per core (the GIL), and threads for the
+# waiting - each open stream holds one thread for its whole life, so
+# workers x threads is how many requests run at once; more wait their turn.
+workers = _count("BRIDGE_WORKERS", 2)
+threads = _count("BRIDGE_THREADS", 64)
+# gthread's main thread heartbeats every second while the request threads do
+# their work (ThreadWorker.run), so this restarts a worker whose main loop is
+# stuck but never one busy with a long stream.
+timeout = 30
+# On SIGTERM (stop) or SIGHUP (reload) open requests get this long to finish;
+# systemd's TimeoutStopSec must be longer (deploy/systemd/bridge.service).
+graceful_timeout = _count("BRIDGE_GRACEFUL_TIMEOUT", 120)
+# Longer than nginx's upstream keepalive_timeout (60s in deploy/nginx/bridge.conf):
+# nginx closes an idle connection first and never reuses one gunicorn just closed.
+keepalive = _count("BRIDGE_KEEPALIVE", 75)
+# The heartbeat file lives in memory, never on a disk that may stall.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+# Reload goes through signals (systemd's ExecReload); the control socket would
+# want a writable $HOME, which the sandboxed service does not have.
+control_socket_disable = True
+
+
+def on_starting(server):
+    """Give the workers one shared directory for their metrics, emptied of a previous run's."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        path = server.bridge_metrics_tmpdir = tempfile.mkdtemp(prefix="bridge-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    os.makedirs(path, exist_ok=True)
+    for stale in glob.glob(os.path.join(path, "*.db")):
+        os.remove(stale)
+
+
+def child_exit(server, worker):
+    """A dead worker's open-streams gauge no longer counts."""
+    from prometheus_client import multiprocess  # only now: the directory above is set
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def worker_exit(server, worker):
+    """Cut what is still open when graceful_timeout has run out.
+
+    gthread stops waiting at graceful_timeout, but its request threads are not
+    daemons, so on a reload (SIGHUP) the old worker would otherwise live on
+    until its longest stream ended.
+    """
+    still_open = getattr(worker, "nr_conns", 0)
+    if still_open:
+        server.log.warning("worker %s: graceful_timeout (%ss) is over; closing %d open "
+                           "connection(s)", worker.pid, server.cfg.graceful_timeout, still_open)
+        logging.shutdown()
+        os._exit(0)
+
+
+def on_exit(server):
+    tmpdir = getattr(server, "bridge_metrics_tmpdir", None)
+    if tmpdir:
+        shutil.rmtree(tmpdir, ignore_errors=True)

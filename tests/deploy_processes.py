@@ -1,0 +1,238 @@
+"""The shipped deploy files run for real: gunicorn from deploy/gunicorn.conf.py, nginx from deploy/nginx/bridge.conf.
+
+Only ports and paths are changed, and only from the outside: gunicorn gets
+`--bind` and environment variables, nginx gets a copy of the site file with
+its ports, certificate and log paths replaced, inside a minimal nginx.conf.
+Upstream streams are gated: the fake upstream sends each event only when the
+test releases it, so a test can check what the client holds in between.
+"""
+import json
+import os
+import pathlib
+import pwd
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+import httpx2
+import openai
+import requests
+
+from tests.conftest import bridge_env
+from tests.fake_upstream import Reply, fixture
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+GUNICORN_CONF = REPO / "deploy" / "gunicorn.conf.py"
+NGINX_SITE = REPO / "deploy" / "nginx" / "bridge.conf"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, what, timeout=20.0):
+    """Poll `condition` until it is true; a hang guard, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+class Gate:
+    """Upstream events that the fake upstream sends only as the test releases them."""
+
+    def __init__(self, events):
+        self.events = list(events)
+        self._released = threading.Semaphore(0)
+        self.released = 0  # events the test let go
+        self.sent = 0      # events handed to the fake upstream's writer
+
+    def __iter__(self):
+        for event in self.events:
+            self._released.acquire(timeout=60)  # a failed test must not hang the fake forever
+            self.sent += 1
+            yield event
+
+    def release(self, count=1):
+        for _ in range(count):
+            self.released += 1
+            self._released.release()
+
+
+class Gunicorn:
+    """gunicorn started as an operator would, from deploy/gunicorn.conf.py, against the fake upstream."""
+
+    def __init__(self, tmp_path, fake, *flags, **env):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp_path / "gunicorn.log"
+        metrics_dir = tmp_path / "metrics"
+        environ = {**os.environ, **bridge_env(fake, BRIDGE_LOG_LEVEL="DEBUG"),
+                   "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **env}
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
+                 "--bind", f"127.0.0.1:{self.port}", *flags],
+                cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(self._healthy, f"gunicorn on {self.url} (log: {self.log_path})")
+
+    def _healthy(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"gunicorn exited with {self.process.returncode}:\n{self.log()}")
+        try:  # the socket listens before a worker has loaded the app
+            return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def access_lines(self):
+        return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
+
+    def signal(self, sig):
+        self.process.send_signal(sig)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def self_signed_certificate(directory):
+    """A throwaway certificate for 127.0.0.1, made with the openssl command."""
+    cert, key = directory / "bridge.crt", directory / "bridge.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def adapted_site(site, https_port, http_port, bridge_port, cert, key, log_dir):
+    """The shipped site file with its ports and paths replaced; each must be found as shipped."""
+    replacements = [
+        ("listen 443 ssl;", f"listen 127.0.0.1:{https_port} ssl;"),
+        ("listen 80;", f"listen 127.0.0.1:{http_port};"),
+        ("server 127.0.0.1:8080;", f"server 127.0.0.1:{bridge_port};"),
+        ("/etc/ssl/certs/bridge.crt", str(cert)),
+        ("/etc/ssl/private/bridge.key", str(key)),
+        ("/var/log/nginx/", f"{log_dir}/"),
+    ]
+    for shipped, local in replacements:
+        assert shipped in site, f"deploy/nginx/bridge.conf no longer has {shipped!r}"
+        site = site.replace(shipped, local)
+    return site
+
+
+class Nginx:
+    """nginx serving the shipped site file in front of a Gunicorn."""
+
+    def __init__(self, tmp_path, bridge_port):
+        self.dir = tmp_path / "nginx"
+        self.dir.mkdir()
+        self.https_port, self.http_port = free_port(), free_port()
+        self.cert, key = self_signed_certificate(self.dir)
+        site = self.dir / "bridge.conf"
+        site.write_text(adapted_site(NGINX_SITE.read_text(), self.https_port, self.http_port,
+                                     bridge_port, self.cert, key, self.dir))
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
+        conf = self.dir / "nginx.conf"
+        conf.write_text(f"""
+{user}
+daemon off;
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {self.dir}/body;
+    proxy_temp_path {self.dir}/proxy;
+    fastcgi_temp_path {self.dir}/fastcgi;
+    uwsgi_temp_path {self.dir}/uwsgi;
+    scgi_temp_path {self.dir}/scgi;
+    include {site};
+}}
+""")
+        check = subprocess.run([nginx_binary(), "-t", "-c", str(conf), "-p", str(self.dir)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        self.process = subprocess.Popen([nginx_binary(), "-c", str(conf), "-p", str(self.dir)],
+                                        stderr=subprocess.DEVNULL)
+        self.url = f"https://127.0.0.1:{self.https_port}"
+        self.http_url = f"http://127.0.0.1:{self.http_port}"
+        wait_for(self._listening, "nginx to listen")
+
+    def _listening(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"nginx exited: {(self.dir / 'error.log').read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", self.https_port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def access_log(self):
+        return (self.dir / "bridge.access.log").read_text()
+
+    def stop(self):
+        self.process.send_signal(signal.SIGQUIT)  # graceful: workers finish their requests
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def nginx_binary():
+    """nginx on PATH or in the sbin directories a non-login shell may lack."""
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin:/sbin")
+
+
+def openai_client(url, cafile=None, api_key="sk-client"):
+    """The official SDK pointed at `url`; a 10 s read timeout turns a held-back event into a failure."""
+    verify = ssl.create_default_context(cafile=str(cafile)) if cafile else True
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=10,
+                         http_client=httpx2.Client(verify=verify, timeout=10))
+
+
+class TextStream:
+    """An upstream Anthropic text stream (a recorded fixture), gated, and the texts it carries."""
+
+    FIXTURE = "anthropic/text_sdk.sse"
+
+    def __init__(self, fake):
+        self.gate = Gate(fixture(self.FIXTURE).events)
+        self.texts = [(index, json.loads(event.split(b"data: ", 1)[1])["delta"]["text"])
+                      for index, event in enumerate(self.gate.events)
+                      if b"event: content_block_delta" in event]
+        fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=self.gate))
+
+    def release_until_text(self, number):
+        """Let the upstream send everything up to and including text `number`."""
+        self.gate.release(self.texts[number][0] + 1 - self.gate.released)
+
+    def release_rest(self):
+        self.gate.release(len(self.gate.events) - self.gate.released)
+
+
+def next_text(chunks):
+    """The next non-empty content the client receives."""
+    for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            return chunk.choices[0].delta.content
+    raise AssertionError("the stream ended before the next text")

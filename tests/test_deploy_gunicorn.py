@@ -1,0 +1,148 @@
+"""deploy/gunicorn.conf.py run for real: workers, reload with open streams, timeouts, shared metrics."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import openai
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.deploy_processes import (GUNICORN_CONF, REPO, Gunicorn, TextStream, next_text,
+                                    openai_client, wait_for)
+from tests.fake_upstream import fixture
+
+CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
+UPSTREAM_KEY = "sk-ant-upstream-key-that-must-never-be-logged"
+PROMPT = "a prompt whose text must never be logged"
+
+
+@pytest.fixture
+def start(tmp_path, fake):
+    started = []
+
+    def start_gunicorn(*flags, **env):
+        server = Gunicorn(tmp_path / str(len(started)), fake, *flags, **env)
+        started.append(server)
+        return server
+
+    (tmp_path / "0").mkdir()
+    yield start_gunicorn
+    for server in started:
+        server.stop()
+
+
+def booted_workers(server):
+    return [int(pid) for pid in re.findall(r"Booting worker with pid: (\d+)", server.log())]
+
+
+def samples(server, name):
+    """Every sample of metric `name` in one scrape of /metrics."""
+    text = requests.get(f"{server.url}/metrics", timeout=5).text
+    return [s for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == name]
+
+
+def chat(server, **extra):
+    return openai_client(server.url, api_key=CLIENT_KEY).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": PROMPT}], **extra)
+
+
+def test_the_shipped_config_runs_threaded_workers_from_the_environment(start):
+    server = start(BRIDGE_WORKERS="3", BRIDGE_THREADS="4")
+    wait_for(lambda: len(booted_workers(server)) == 3, "3 workers")
+    assert "Using worker: gthread" in server.log()
+
+
+def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fake):
+    server = start()
+    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    for _ in range(6):  # new connections, so both workers take some
+        fake.reply(fixture("anthropic/text.json"))
+        chat(server)
+    for _ in range(4):  # each scrape may land on either worker
+        counted = [s for s in samples(server, "bridge_requests_total")
+                   if s.labels == {"direction": "chat_to_messages", "status": "200"}]
+        assert [s.value for s in counted] == [6.0]
+
+
+def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
+    result = subprocess.run([sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
+                             "--check-config"],
+                            cwd=REPO, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "BRIDGE_THREADS" in result.stderr + result.stdout
+
+
+def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake):
+    server = start(BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}", BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY)
+    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    upstream = TextStream(fake)
+    try:
+        upstream.release_until_text(0)
+        chunks = iter(chat(server, stream=True))
+        assert next_text(chunks) == upstream.texts[0][1]
+
+        server.signal(signal.SIGHUP)
+        wait_for(lambda: len(booted_workers(server)) == 4, "new workers after SIGHUP")
+        fake.reply(fixture("anthropic/text.json"))
+        assert chat(server).choices[0].message.content  # a new request, served meanwhile
+
+        upstream.release_rest()
+        rest = list(chunks)
+    finally:
+        upstream.release_rest()
+    received = [upstream.texts[0][1]] + [c.choices[0].delta.content for c in rest
+                                         if c.choices and c.choices[0].delta.content]
+    assert received == [text for _, text in upstream.texts]
+    assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
+    wait_for(lambda: server.log().count("Worker exiting") >= 2, "the old workers to exit")
+    fake.reply(fixture("anthropic/text.json"))
+    assert chat(server).choices[0].message.content
+
+    streamed = [line for line in server.access_lines() if line["stream"]]
+    assert [(line["status"], line["error"], line["client"]) for line in streamed] == [(200, None, "team-a")]
+    log = server.log()
+    assert CLIENT_KEY not in log and UPSTREAM_KEY not in log and PROMPT not in log
+
+
+def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
+    server = start(BRIDGE_GRACEFUL_TIMEOUT="1")
+    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    upstream = TextStream(fake)
+    try:
+        upstream.release_until_text(0)
+        chunks = iter(chat(server, stream=True))
+        next_text(chunks)
+        server.signal(signal.SIGHUP)
+        with pytest.raises(Exception) as cut:  # the connection closes mid-stream
+            list(chunks)
+    finally:
+        upstream.release_rest()
+    assert not isinstance(cut.value, openai.APITimeoutError)
+    assert "graceful_timeout (1s) is over; closing 1 open connection" in server.log()
+
+
+def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restarted(start, fake):
+    server = start("--timeout", "1", BRIDGE_PING_INTERVAL="0.2")
+    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    upstream = TextStream(fake)
+    try:
+        upstream.release_until_text(0)
+        chunks = iter(chat(server, stream=True))
+        next_text(chunks)
+        time.sleep(3)  # three worker timeouts with an open stream
+        upstream.release_rest()
+        rest = list(chunks)
+    finally:
+        upstream.release_rest()
+    assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert "WORKER TIMEOUT" not in server.log()
+
+    stuck = booted_workers(server)[0]
+    os.kill(stuck, signal.SIGSTOP)  # its main loop stops heartbeating
+    wait_for(lambda: f"WORKER TIMEOUT (pid:{stuck})" in server.log(), "the stuck worker to time out")
+    wait_for(lambda: len(booted_workers(server)) == 3, "a replacement worker")
