@@ -1,0 +1,84 @@
+"""deploy/nginx/bridge.conf run for real in front of gunicorn: streams pass event by event over TLS."""
+import json
+import shutil
+
+import pytest
+import requests
+
+from tests.deploy_processes import Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary, openai_client
+from tests.fake_upstream import fixture
+
+if not nginx_binary():
+    pytest.skip("nginx is not installed (.ci/run installs it with apt-get when missing)",
+                allow_module_level=True)
+if not shutil.which("openssl"):
+    pytest.skip("the openssl command is needed to make a test certificate", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, fake):
+    """gunicorn from the shipped config, nginx from the shipped site file in front of it."""
+    tmp = tmp_path_factory.mktemp("stack")
+    server = Gunicorn(tmp, fake)
+    proxy = Nginx(tmp, server.port)
+    yield server, proxy
+    proxy.stop()
+    server.stop()
+
+
+def test_stream_events_reach_the_client_one_by_one_as_the_upstream_sends_them(stack, fake):
+    _, proxy = stack
+    upstream = TextStream(fake)
+    try:
+        upstream.release_until_text(0)
+        chunks = iter(openai_client(proxy.url, proxy.cert).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True))
+        for number, (position, text) in enumerate(upstream.texts):
+            # The upstream holds every later event until the client has this one.
+            assert next_text(chunks) == text
+            assert upstream.gate.sent == position + 1
+            if number + 1 < len(upstream.texts):
+                upstream.release_until_text(number + 1)
+        upstream.release_rest()
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    finally:
+        upstream.release_rest()
+    assert finish == ["stop"]
+
+
+def test_the_request_id_goes_through_and_nginx_makes_one_when_the_client_sent_none(stack):
+    server, proxy = stack
+    sent = requests.get(f"{proxy.url}/healthz", headers={"x-request-id": "client-chosen-id"},
+                        verify=proxy.cert)
+    assert sent.headers["x-request-id"] == "client-chosen-id"
+    made = requests.get(f"{proxy.url}/healthz", verify=proxy.cert).headers["x-request-id"]
+    assert len(made) == 32 and int(made, 16) >= 0  # nginx's $request_id, not the bridge's own
+    assert f"request_id={made}" in proxy.access_log()
+    assert made in [line["request_id"] for line in server.access_lines()]
+
+
+def test_plain_http_is_redirected_to_tls_keeping_the_method(stack):
+    _, proxy = stack
+    answer = requests.post(f"{proxy.http_url}/v1/messages?beta=true", allow_redirects=False)
+    assert answer.status_code == 308
+    assert answer.headers["location"].startswith("https://") and answer.headers["location"].endswith(
+        "/v1/messages?beta=true")
+
+
+def test_metrics_are_served_to_loopback(stack):
+    _, proxy = stack
+    assert "bridge_requests_total" in requests.get(f"{proxy.url}/metrics", verify=proxy.cert).text
+
+
+def test_when_the_bridge_is_down_nginx_answers_json_both_sdks_read(tmp_path, fake):
+    proxy = Nginx(tmp_path, free_port())  # nothing listens there
+    try:
+        with pytest.raises(Exception) as raised:
+            openai_client(proxy.url, proxy.cert).chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        answer = requests.get(f"{proxy.url}/healthz", verify=proxy.cert)
+    finally:
+        proxy.stop()
+    assert raised.value.status_code == 502 and "not answering" in raised.value.message
+    assert answer.headers["content-type"] == "application/json"
+    assert json.loads(answer.text)["error"]["type"] == "api_error"
