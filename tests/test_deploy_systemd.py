@@ -1,0 +1,72 @@
+"""deploy/systemd: the unit passes `systemd-analyze verify`, agrees with gunicorn's settings, and the env example is valid."""
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bridge import settings as settings_module
+from tests.deploy_processes import GUNICORN_CONF, REPO
+
+UNIT = REPO / "deploy" / "systemd" / "bridge.service"
+ENV_EXAMPLE = REPO / "deploy" / "systemd" / "bridge.env.example"
+ANALYZE = shutil.which("systemd-analyze")
+needs_analyze = pytest.mark.skipif(not ANALYZE, reason="systemd-analyze is not installed here")
+
+
+def unit_on_this_machine(tmp_path):
+    """The unit with its install paths pointed at this checkout, so verify checks real files."""
+    unit = UNIT.read_text()
+    for shipped, local in [("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
+                           ("/opt/bridge", str(REPO)),
+                           ("/etc/bridge/bridge.env", str(ENV_EXAMPLE))]:
+        assert shipped in unit, f"bridge.service no longer mentions {shipped}"
+        unit = unit.replace(shipped, local)
+    path = tmp_path / "bridge.service"
+    path.write_text(unit)
+    return path
+
+
+def directive(name):
+    return re.search(rf"^{name}=(.*)$", UNIT.read_text(), re.MULTILINE).group(1)
+
+
+@needs_analyze
+def test_systemd_analyze_verify_passes_without_a_warning(tmp_path):
+    result = subprocess.run([ANALYZE, "verify", str(unit_on_this_machine(tmp_path))],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout + result.stderr == ""
+
+
+@needs_analyze
+def test_the_sandbox_rates_ok_in_systemd_analyze_security(tmp_path):
+    result = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager",
+                             str(unit_on_this_machine(tmp_path))], capture_output=True, text=True)
+    exposure = re.search(r"Overall exposure level for bridge.service: ([\d.]+) (\w+)", result.stdout)
+    assert exposure and float(exposure.group(1)) < 2.0 and exposure.group(2) == "OK", result.stdout[-300:]
+
+
+def gunicorn_setting(name):
+    values = {}
+    exec(compile(GUNICORN_CONF.read_text(), str(GUNICORN_CONF), "exec"), values)
+    return values[name]
+
+
+def test_systemd_waits_longer_than_gunicorns_graceful_timeout():
+    assert int(directive("TimeoutStopSec")) > gunicorn_setting("graceful_timeout")
+    assert directive("KillMode") == "mixed"  # SIGTERM to the master only: it stops workers gracefully
+
+
+def test_the_runtime_directory_is_where_workers_share_metrics():
+    assert directive("Environment=PROMETHEUS_MULTIPROC_DIR") == f"/run/{directive('RuntimeDirectory')}"
+
+
+def test_every_setting_the_env_example_names_is_one_the_bridge_knows():
+    named = re.findall(r"^#?(BRIDGE_[A-Z_]+)=", ENV_EXAMPLE.read_text(), re.MULTILINE)
+    known = set(settings_module._PARSERS) | settings_module._READ_ELSEWHERE
+    assert named and [name for name in named if name not in known] == []
+
+
+def test_the_env_example_as_shipped_loads():
+    settings_module.load({"BRIDGE_SETTINGS_FILE": str(ENV_EXAMPLE)})
