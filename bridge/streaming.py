@@ -10,7 +10,9 @@ Translators are pure state machines with two methods:
 `feed(event_name, payload) -> [outgoing]` and `finish() -> [outgoing]`,
 where payload is the parsed JSON data or the string "[DONE]". They raise
 BridgeError when the stream cannot go on; the relay renders it as the
-client protocol's error event and ends the stream.
+client protocol's error event and ends the stream. A translator may set
+`done` once it has sent the client's last event: the relay then ends the
+response at once instead of waiting (and pinging) for the upstream's end.
 """
 import json
 import queue
@@ -65,6 +67,8 @@ def relay(response, translator, protocol, ping_interval):
                 for item in translator.feed(event.event, _payload(event)):
                     record.saw(item)
                     yield frame(item)
+            if getattr(translator, "done", False):
+                break  # the client has the whole answer: no keep-alive after its end, no wait for [DONE]
         for item in translator.finish():
             record.saw(item)
             yield frame(item)
