@@ -196,6 +196,27 @@ def test_stream_without_usage_request_when_switched_off(start_bridge, fake):
     assert "stream_options" not in fake.last.body and message.usage.output_tokens > 0
 
 
+def test_pings_while_the_upstream_is_silent_never_follow_message_stop_nor_disturb_the_sdk(start_bridge, fake):
+    live = start_bridge(BRIDGE_PING_INTERVAL="0.05")
+    fake.reply(fixture("openai/text.sse", pace=0.3))
+    response = requests.post(f"{live.url}/v1/messages", json={"model": "m", "max_tokens": 64, "messages": HI,
+                                                              "stream": True})
+    names = [line[len("event: "):] for line in response.text.splitlines() if line.startswith("event: ")]
+    assert "ping" in names and names[-1] == "message_stop"
+    text, _, _ = expected_from(upstream_events(OPENAI / "text.sse"))
+    fake.reply(fixture("openai/text.sse", pace=0.1))
+    client = anthropic.Anthropic(base_url=live.url, api_key="k", max_retries=0)
+    with client.messages.stream(model="m", max_tokens=64, messages=HI) as stream:
+        assert stream.get_final_message().content[0].text == text
+
+
+def test_an_error_inside_a_200_body_becomes_an_sdk_error(anthropic_client, fake):
+    fake.reply(json_reply({"error": {"message": "model is still loading", "type": "server_error"}}))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        create(anthropic_client)
+    assert caught.value.status_code == 502 and "model is still loading" in caught.value.message
+
+
 # -- count_tokens and models ---------------------------------------------------------------------
 
 def test_count_tokens(anthropic_client, fake):

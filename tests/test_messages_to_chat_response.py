@@ -191,3 +191,22 @@ def test_tool_ids_satisfy_anthropic_and_round_trip_to_the_upstream(upstream_id):
 
 def test_a_missing_tool_id_gets_a_fresh_valid_one():
     assert client_tool_id(None).startswith("toolu_") and client_tool_id("") != client_tool_id("")
+
+
+def test_an_error_object_in_a_200_body_is_raised_with_its_message():
+    body = {"error": {"message": "model is loading", "type": "server_error", "code": "loading"}}
+    with pytest.raises(BridgeError) as caught:
+        to_anthropic_message(body, context())
+    assert caught.value.status == 502 and "model is loading (loading)" in caught.value.message
+
+
+def test_a_rate_limit_error_in_a_200_body_keeps_its_kind():
+    with pytest.raises(BridgeError) as caught:
+        to_anthropic_message({"error": {"message": "slow down", "type": "rate_limit_exceeded"}}, context())
+    assert caught.value.kind == "rate_limit" and caught.value.status == 429
+
+
+def test_a_body_that_is_not_an_object_is_a_502():
+    with pytest.raises(BridgeError) as caught:
+        to_anthropic_message(["not", "a", "completion"], context())
+    assert caught.value.status == 502

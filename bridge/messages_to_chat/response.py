@@ -32,9 +32,17 @@ INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ENCODED_ID = "toolu_b64_"
 _OPENAI_ID_MAX = 40
+_ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error": "authentication",
+                "permission_error": "permission", "not_found_error": "not_found",
+                "rate_limit_error": "rate_limit", "rate_limit_exceeded": "rate_limit",
+                "overloaded_error": "overloaded", "server_overloaded": "overloaded"}
 
 
 def to_anthropic_message(completion, context):
+    if not isinstance(completion, dict):
+        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
+    if completion.get("error"):
+        raise upstream_error(completion)
     choice = only_choice(completion.get("choices"))
     message = choice.get("message") or {}
     parts = content_parts(message.get("content"))
@@ -65,6 +73,20 @@ def to_anthropic_message(completion, context):
     if reason == "refusal":
         result["stop_details"] = refusal_details(finish_reason)
     return result
+
+
+def upstream_error(payload):
+    """An error the upstream sent inside a 200 (a body or a stream event) as a BridgeError."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message") or "no message"
+        if isinstance(error.get("code"), str):
+            message = f"{message} ({error['code']})"
+        kind = _ERROR_KINDS.get(error.get("type"), "api_error")
+    else:
+        message, kind = str(error or payload)[:500], "api_error"
+    # A known kind keeps its own status (429 for a rate limit); anything else is a bad gateway.
+    return BridgeError(kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None)
 
 
 def only_choice(choices):

@@ -32,11 +32,6 @@ from ..streaming import DONE
 from . import response
 from .tokens import text_tokens
 
-_ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error": "authentication",
-                "permission_error": "permission", "not_found_error": "not_found",
-                "rate_limit_error": "rate_limit", "rate_limit_exceeded": "rate_limit",
-                "overloaded_error": "overloaded", "server_overloaded": "overloaded"}
-
 
 @dataclasses.dataclass(eq=False)
 class _Call:
@@ -59,13 +54,13 @@ class StreamTranslator:
         self.ended = None         # (finish_reason, matched stop sequence) once seen
         self.usage = None         # the latest usage the upstream reported
         self.output_tokens = 0    # estimate of what was streamed, for when no usage comes
-        self.stopped = False
+        self.done = False          # message_stop sent: the relay may end the response
 
     def feed(self, event, payload):
-        if self.stopped:
+        if self.done:
             return []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
-            raise stream_error(payload)
+            raise response.upstream_error(payload)
         if payload == DONE:
             return self._stop()
         if not isinstance(payload, dict):
@@ -90,7 +85,7 @@ class StreamTranslator:
         return out
 
     def finish(self):
-        return [] if self.stopped else self._stop()
+        return [] if self.done else self._stop()
 
     # -- content -----------------------------------------------------------------
 
@@ -185,7 +180,7 @@ class StreamTranslator:
         if self.ended is None:
             raise BridgeError("api_error", "upstream stream ended before a finish_reason; the answer "
                               "is incomplete", status=502)
-        self.stopped = True
+        self.done = True
         finish_reason, sequence = self.ended
         reason, sequence = response.stop_reason(finish_reason, self.tool_called, self.refused, sequence)
         delta = {"stop_reason": reason, "stop_sequence": sequence}
@@ -197,15 +192,3 @@ class StreamTranslator:
             usage = {"output_tokens": self.output_tokens}
         return [{"type": "message_delta", "delta": delta, "usage": usage}, {"type": "message_stop"}]
 
-
-def stream_error(payload):
-    """An upstream's mid-stream error (`event: error` or an `{"error": ...}` chunk) as a BridgeError."""
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        message = error.get("message") or "no message"
-        if isinstance(error.get("code"), str):
-            message = f"{message} ({error['code']})"
-        kind = _ERROR_KINDS.get(error.get("type"), "api_error")
-    else:
-        message, kind = str(error or payload)[:500], "api_error"
-    return BridgeError(kind, f"upstream stream failed: {message}", status=502)
