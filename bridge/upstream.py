@@ -14,6 +14,7 @@ import logging
 import time
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from .errors import BridgeError, kind_for_status
@@ -78,10 +79,14 @@ class Upstream:
 
 
 def transport_error(exc):
-    """A requests exception as the 502/504 a client should see."""
-    if isinstance(exc, requests.Timeout):
+    """A requests exception, or the urllib3 one that reading a stream raises, as the 502/504
+    a client should see."""
+    if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})",
                            status=504)
+    if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError)):
+        return BridgeError("api_error", "the upstream closed the connection mid-response "
+                           f"({type(exc).__name__})", status=502)
     if isinstance(exc, requests.ConnectionError):
         return BridgeError("api_error", "could not connect to the upstream: "
                            + _reason(exc), status=502)

@@ -5,11 +5,15 @@ Before the first byte a fault is an HTTP error in the client's protocol (status,
 before the first byte, for connection failures and 429/5xx answers.
 """
 import contextlib
+import dataclasses
+import json
 import logging
 import socket
 import threading
 import time
 
+import anthropic
+import openai
 import pytest
 import requests
 
@@ -131,3 +135,229 @@ def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_n
     assert not sse.Decoder().feed(first + second)  # invisible to any SSE client
     stream.close()
     wait_for(lambda: fake.closed_streams, "the fake upstream to see the bridge hang up")
+
+
+# --- end to end, through both directions with the official SDKs --------------------------------
+
+@dataclasses.dataclass
+class Direction:
+    """One direction as its client sees it, and the upstream protocol behind it."""
+    name: str
+    path: str
+    body: dict
+    sdk: object                   # the client's SDK module
+    upstream: str                 # fixture folder of the upstream's protocol
+    base_url_setting: str
+    overloaded: str               # the upstream's own fixture for "try again later"
+    overloaded_status: int        # what the client sees for it
+
+    def client(self, url):
+        if self.sdk is anthropic:
+            return anthropic.Anthropic(base_url=url, api_key="sk-client", max_retries=0)
+        return openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client", max_retries=0)
+
+    def ask(self, url, stream=False):
+        """Call the bridge as the SDK user would; a stream is returned unread."""
+        client = self.client(url)
+        if self.sdk is anthropic:
+            return client.messages.create(stream=stream, **self.body)
+        return client.chat.completions.create(stream=stream, **self.body)
+
+    def is_error(self, response, status, anthropic_type):
+        if self.sdk is anthropic:
+            return is_anthropic_error(response, status, anthropic_type)
+        return is_openai_error(response, status)
+
+    def upstream_base(self, port):
+        return f"http://127.0.0.1:{port}" + ("/v1" if self.upstream == "openai" else "")
+
+    def text_of(self, items):
+        """The text a client assembled from stream items (SDK events or chunks)."""
+        if self.sdk is anthropic:
+            return "".join(e.delta.text for e in items if e.type == "content_block_delta")
+        return "".join(c.choices[0].delta.content or "" for c in items if c.choices)
+
+
+MESSAGES_TO_CHAT = Direction(
+    "messages_to_chat", "/v1/messages",
+    {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+    anthropic, "openai", "BRIDGE_OPENAI_BASE_URL", "openai/error_503.json", 529)
+CHAT_TO_MESSAGES = Direction(
+    "chat_to_messages", "/v1/chat/completions",
+    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
+    openai, "anthropic", "BRIDGE_ANTHROPIC_BASE_URL", "anthropic/error_529.json", 503)
+DIRECTIONS = [pytest.param(d, id=d.name) for d in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES)]
+EACH = pytest.mark.parametrize("direction", DIRECTIONS)
+STREAMED_OR_NOT = pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+
+
+def recorded_stream(direction, **reply):
+    return fixture(f"{direction.upstream}/text.sse", **reply)
+
+
+def recorded_text(direction):
+    """The text of the upstream's recorded stream, read from the fixture itself."""
+    text = []
+    for event in sse.Decoder().feed(b"".join(recorded_stream(direction).events)):
+        if event.data.strip() == "[DONE]":
+            continue
+        data = json.loads(event.data)
+        if direction.upstream == "openai":
+            text += [c["delta"].get("content") or "" for c in data["choices"]]
+        elif data["type"] == "content_block_delta":
+            text.append(data["delta"]["text"])
+    return "".join(text)
+
+
+def drain(stream):
+    """Read a stream to its end: (items received, the SDK error that ended it or None)."""
+    items = []
+    try:
+        for item in stream:
+            items.append(item)
+    except (anthropic.APIError, openai.APIError) as error:
+        return items, error
+    return items, None
+
+
+def raw_events(url, direction):
+    """The client's stream as decoded SSE events (comments are not events), read to the end."""
+    response = requests.post(url + direction.path, json={**direction.body, "stream": True},
+                             headers=ANTHROPIC_HEADERS, stream=True)
+    decoder = sse.Decoder()
+    events = [event for chunk in response.iter_content(None) for event in decoder.feed(chunk)]
+    return events + decoder.close()
+
+
+def status_error(direction):
+    return direction.sdk.APIStatusError
+
+
+# before the first byte: an HTTP error in the client's protocol
+
+@EACH
+@STREAMED_OR_NOT
+def test_connection_refused_is_a_502(start_bridge, direction, stream):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    live = start_bridge(**{direction.base_url_setting: direction.upstream_base(port)})
+    with pytest.raises(direction.sdk.InternalServerError) as caught:
+        direction.ask(live.url, stream)
+    assert direction.is_error(caught.value.response, 502, "api_error")
+    assert "connection refused" in caught.value.message
+
+
+@EACH
+def test_a_connect_timeout_is_a_504(start_bridge, direction):
+    with full_backlog() as port:
+        live = start_bridge(BRIDGE_CONNECT_TIMEOUT=0.2,
+                            **{direction.base_url_setting: direction.upstream_base(port)})
+        with pytest.raises(direction.sdk.InternalServerError) as caught:
+            direction.ask(live.url, stream=True)
+    assert direction.is_error(caught.value.response, 504, "api_error")
+
+
+@EACH
+@STREAMED_OR_NOT
+def test_no_response_headers_within_the_read_timeout_is_a_504(start_bridge, fake, direction, stream):
+    live = start_bridge(BRIDGE_READ_TIMEOUT=1)
+    fake.reply(recorded_stream(direction, delay_headers=1.5))
+    with pytest.raises(direction.sdk.InternalServerError) as caught:
+        direction.ask(live.url, stream)
+    assert direction.is_error(caught.value.response, 504, "api_error")
+
+
+@EACH
+@STREAMED_OR_NOT
+def test_an_html_502_from_a_load_balancer_is_a_json_502(bridge, fake, direction, stream):
+    fake.reply(Reply(status=502, body=fixture("common/html_502.html").body,
+                     headers={"content-type": "text/html"}))
+    with pytest.raises(direction.sdk.InternalServerError) as caught:
+        direction.ask(bridge.url, stream)
+    assert direction.is_error(caught.value.response, 502, "api_error")
+    assert "<html" not in caught.value.response.text
+
+
+@EACH
+@STREAMED_OR_NOT
+def test_a_429_keeps_its_status_message_and_retry_after(bridge, fake, direction, stream):
+    upstream = fixture(f"{direction.upstream}/error_429.json")
+    fake.reply(upstream)
+    with pytest.raises(direction.sdk.RateLimitError) as caught:
+        direction.ask(bridge.url, stream)
+    assert direction.is_error(caught.value.response, 429, "rate_limit_error")
+    assert caught.value.response.headers["retry-after"] == upstream.headers["retry-after"]
+    assert json.loads(upstream.body)["error"]["message"] in caught.value.message
+
+
+@EACH
+def test_an_overloaded_upstream_keeps_its_retry_after(bridge, fake, direction):
+    fake.reply(fixture(direction.overloaded, headers={"content-type": "application/json",
+                                                      "retry-after": "7"}))
+    with pytest.raises(direction.sdk.InternalServerError) as caught:
+        direction.ask(bridge.url, stream=True)
+    assert direction.is_error(caught.value.response, direction.overloaded_status, "overloaded_error")
+    assert caught.value.response.headers["retry-after"] == "7"
+
+
+@EACH
+def test_a_retried_overload_before_the_first_byte_is_invisible_to_the_client(start_bridge, fake, direction):
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
+    fake.reply(fixture(direction.overloaded), fixture(f"{direction.upstream}/error_500.json"),
+               recorded_stream(direction))
+    items, error = drain(direction.ask(live.url, stream=True))
+    assert error is None and direction.text_of(items) == recorded_text(direction)
+    assert len(fake.requests) == 3
+
+
+# after the first byte: the protocol's error event, then a clean end
+
+def assert_ends_with_one_error_event(events, direction):
+    """The error is the last event, nothing follows it, and it is the client protocol's own."""
+    last = events[-1]
+    if direction.sdk is anthropic:
+        assert last.event == "error" and json.loads(last.data)["type"] == "error"
+        assert [e.event for e in events].count("error") == 1
+    else:
+        assert last.event is None and "error" in json.loads(last.data)
+        assert all(e.data != "[DONE]" for e in events)
+    return json.loads(last.data)["error"]
+
+
+@EACH
+def test_a_stall_mid_stream_ends_with_a_timeout_error_event(start_bridge, fake, direction):
+    live = start_bridge(BRIDGE_READ_TIMEOUT=1)
+    fake.reply(recorded_stream(direction, stall_after=3))
+    items, error = drain(direction.ask(live.url, stream=True))
+    assert items and isinstance(error, direction.sdk.APIError)
+    fake.reply(recorded_stream(direction, stall_after=3))
+    error_body = assert_ends_with_one_error_event(raw_events(live.url, direction), direction)
+    assert "in time" in error_body["message"]
+    if direction.sdk is openai:
+        assert error_body["type"] == "timeout"
+    assert len(fake.closed_streams) == 2, "the bridge hung up on the stalled upstream"
+
+
+@EACH
+def test_a_connection_dropped_mid_stream_ends_with_an_error_event_and_is_not_retried(
+        start_bridge, fake, direction):
+    live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
+    fake.reply(recorded_stream(direction, drop_after=3))
+    items, error = drain(direction.ask(live.url, stream=True))
+    assert items and isinstance(error, direction.sdk.APIError)
+    assert len(fake.requests) == 1
+    fake.reply(recorded_stream(direction, drop_after=3))
+    error_body = assert_ends_with_one_error_event(raw_events(live.url, direction), direction)
+    assert "closed the connection" in error_body["message"]
+
+
+@EACH
+def test_data_that_is_not_json_ends_the_stream_with_an_error_event(bridge, fake, direction):
+    events = recorded_stream(direction).events
+    broken = [*events[:2], b"data: {\"truncated\n\n", *events[2:]]
+    fake.reply(recorded_stream(direction, events=broken))
+    items, error = drain(direction.ask(bridge.url, stream=True))
+    assert isinstance(error, direction.sdk.APIError) and "not JSON" in error.message
+    fake.reply(recorded_stream(direction, events=broken))
+    assert_ends_with_one_error_event(raw_events(bridge.url, direction), direction)
