@@ -40,11 +40,10 @@ class Decoder:
 
     def _line(self, line):
         if not line:
-            if not self._data and self._event is None:
-                return None
+            # WHATWG: an empty data buffer dispatches nothing, whatever `event:` said.
             event = Event(self._event, "\n".join(self._data))
             self._event, self._data = None, []
-            return event
+            return event if event.data else None
         if line.startswith(b":"):
             return None
         name, _, value = line.partition(b":")

@@ -352,6 +352,26 @@ def test_a_connection_dropped_mid_stream_ends_with_an_error_event_and_is_not_ret
     assert "closed the connection" in error_body["message"]
 
 
+MALFORMED_LINES = [
+    b": a comment\n\n",
+    b"id: 7\nretry: 1000\n\n",
+    b"a line that is no field at all\n\n",
+    b"unknown-field: value\n\n",
+    b"event: ping\n\n",          # a name but no data: not an event (WHATWG: empty data buffer)
+    b"data:\n\n",                # empty data: not an event either
+    b"\r\n\r\n\n",
+]
+
+
+@EACH
+def test_malformed_sse_lines_between_events_are_skipped(bridge, fake, direction):
+    events = recorded_stream(direction).events
+    garbled = [junk for event in events for junk in (*MALFORMED_LINES, event)]
+    fake.reply(recorded_stream(direction, events=garbled))
+    items, error = drain(direction.ask(bridge.url, stream=True))
+    assert error is None and direction.text_of(items) == recorded_text(direction)
+
+
 @EACH
 def test_data_that_is_not_json_ends_the_stream_with_an_error_event(bridge, fake, direction):
     events = recorded_stream(direction).events
