@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install clean
+.PHONY: run test install clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,18 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The benchmark (bench/README.md): bridge vs a bare reference relay vs the upstream.
+# Needs wrk from the OS packages; the profiler goes into the venv, not into setup.cfg.
+$(VENV)/.bench-tools: $(VENV)/.installed
+	$(BIN)/pip install --quiet pyinstrument
+	touch $@
+
+bench: $(VENV)/.bench-tools
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+bench-profile: $(VENV)/.bench-tools
+	$(BIN)/python -m bench.profile $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
