@@ -362,6 +362,9 @@ def test_tool_choice_without_tools_is_dropped_and_reported():
 def test_tool_choice_naming_an_unknown_tool_is_a_400():
     message = rejected(request(user("x"), tools=[WEATHER], tool_choice={"type": "tool", "name": "nope"}))
     assert message.startswith("tool_choice.name: ")
+    only_in_history = request(user("x"), assistant([tool_use("t1", "old_tool")]), user([tool_result("t1")]),
+                              tools=[WEATHER], tool_choice={"type": "tool", "name": "old_tool"})
+    assert rejected(only_in_history).startswith("tool_choice.name: ")
 
 
 def test_server_tools_are_refused_naming_the_tool():

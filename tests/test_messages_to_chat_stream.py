@@ -234,6 +234,12 @@ def test_arguments_before_the_name_are_held_until_the_call_is_named():
     assert accumulate(events)["content"][0] == {"type": "tool_use", "id": "c0", "name": "f", "input": {"a": 1}}
 
 
+def test_a_call_that_never_gets_a_name_is_an_error_not_a_silent_drop():
+    with pytest.raises(BridgeError) as caught:
+        translate([chunk({"tool_calls": [call(0, "{}", "c0")]}), chunk({}, "tool_calls"), (None, DONE)])
+    assert "without a name" in caught.value.message
+
+
 def test_a_fragment_for_a_call_whose_block_closed_is_an_error_not_a_wrong_input():
     events = [chunk({"tool_calls": [call(0, '{"a":', "c0", "f")]}),
               chunk({"tool_calls": [call(1, "{}", "c1", "g")]}),
@@ -241,6 +247,19 @@ def test_a_fragment_for_a_call_whose_block_closed_is_an_error_not_a_wrong_input(
     with pytest.raises(BridgeError) as caught:
         translate(events)
     assert caught.value.status == 502 and "tool call 0" in caught.value.message
+
+
+def test_a_closed_call_repeated_without_arguments_is_harmless():
+    events = translate([chunk({"tool_calls": [call(0, "{}", "c0", "f")]}), chunk({"content": "done"}),
+                        chunk({"tool_calls": [call(0, "", "c0", "f")]}), chunk({}, "tool_calls"), (None, DONE)])
+    assert check_lifecycle(events) == ["tool_use", "text"]
+
+
+def test_tool_calls_without_an_index_are_keyed_by_position():
+    entries = [{"id": "c0", "function": {"name": "a", "arguments": "{}"}},
+               {"id": "c1", "function": {"name": "b", "arguments": "{}"}}]
+    events = translate([chunk({"tool_calls": entries}), chunk({}, "tool_calls"), (None, DONE)])
+    assert [b["name"] for b in accumulate(events)["content"]] == ["a", "b"]
 
 
 def test_empty_tool_calls_array_is_treated_as_absent():

@@ -269,16 +269,16 @@ def _tools(body, names, dropped):
         return {}
     out = {"tools": tools}
     if choice:
-        out["tool_choice"] = _tool_choice(choice, names)
+        out["tool_choice"] = _tool_choice(choice, names, {t["name"] for t in body["tools"]})
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
 
 
-def _tool_choice(choice, names):
+def _tool_choice(choice, names, declared):
     kind = choice["type"]
     if kind == "tool":
-        if choice["name"] not in names:
+        if choice["name"] not in declared:
             raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
         return {"type": "function", "function": {"name": names[choice["name"]]}}
     return {"auto": "auto", "any": "required", "none": "none"}[kind]

@@ -38,7 +38,7 @@ class _Call:
     id: str
     name: str
     pending: str = ""      # argument fragments that came before the name
-    index: int = None      # Anthropic block index once the block is open
+    opened: bool = False
     closed: bool = False
 
 
@@ -115,22 +115,25 @@ class StreamTranslator:
         return out + [self._block_delta({"type": "text_delta", "text": text})]
 
     def _tool_call(self, position, entry):
-        index = entry.get("index", position)
+        index = entry.get("index")
+        index = index if isinstance(index, int) else position
         function = entry.get("function") or {}
         name, call_id = function.get("name"), entry.get("id")
+        arguments = function.get("arguments")
+        arguments = arguments if isinstance(arguments, str) else ""
         call = self.calls.get(index)
         if call is None or (call_id and call.id and call_id != call.id):
             call = self.calls[index] = _Call(id=call_id, name=name)
         elif call.closed:
+            if not arguments:
+                return []  # a repeat of a finished call's id or name adds nothing
             raise BridgeError("api_error", f"upstream sent more arguments for tool call {index} after "
                               "another block had started; Anthropic streams cannot interleave blocks",
                               status=502)
         else:
             call.id, call.name = call.id or call_id, call.name or name
-        arguments = function.get("arguments")
-        arguments = arguments if isinstance(arguments, str) else ""
         out = []
-        if call.index is None:
+        if not call.opened:
             if not call.name:
                 call.pending += arguments
                 return []
@@ -138,7 +141,7 @@ class StreamTranslator:
             out = self._switch(call, {"type": "tool_use", "id": response.client_tool_id(call.id),
                                       "name": response.client_tool_name(self.context, call.name),
                                       "input": {}})
-            call.index = self.blocks - 1
+            call.opened = True
             arguments, call.pending = call.pending + arguments, ""
         if arguments:
             self.output_tokens += text_tokens(arguments)
@@ -180,6 +183,10 @@ class StreamTranslator:
         if self.ended is None:
             raise BridgeError("api_error", "upstream stream ended before a finish_reason; the answer "
                               "is incomplete", status=502)
+        unnamed = [index for index, call in self.calls.items() if not call.opened]
+        if unnamed:
+            raise BridgeError("api_error", f"upstream streamed tool call {unnamed[0]} without a name",
+                              status=502)
         self.done = True
         finish_reason, sequence = self.ended
         reason, sequence = response.stop_reason(finish_reason, self.tool_called, self.refused, sequence)
