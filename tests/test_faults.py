@@ -11,6 +11,7 @@ import logging
 import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import anthropic
 import openai
@@ -20,18 +21,10 @@ import requests
 from bridge import sse
 from bridge.errors import ANTHROPIC
 from bridge.streaming import relay
+from tests.deploy_processes import Gunicorn, wait_for
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 from tests.test_streaming import Echo
-
-
-def wait_for(condition, what, timeout=10.0):
-    """Poll `condition` until it is true; a hang guard, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -381,3 +374,82 @@ def test_data_that_is_not_json_ends_the_stream_with_an_error_event(bridge, fake,
     assert isinstance(error, direction.sdk.APIError) and "not JSON" in error.message
     fake.reply(recorded_stream(direction, events=broken))
     assert_ends_with_one_error_event(raw_events(bridge.url, direction), direction)
+
+
+# --- client disconnects, through werkzeug and through gunicorn ---------------------------------
+
+def start_and_hang_up(url, direction):
+    """Start a stream as a client would, read until its first event arrives, then leave.
+
+    Returns the moment the client left."""
+    address = urlsplit(url)
+    body = json.dumps({**direction.body, "stream": True}).encode()
+    head = (f"POST {direction.path} HTTP/1.1\r\nHost: {address.netloc}\r\n"
+            f"Content-Type: application/json\r\nanthropic-version: 2023-06-01\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection((address.hostname, address.port)) as client:
+        client.sendall(head + body)
+        received = b""
+        while b"data:" not in received:
+            chunk = client.recv(65536)
+            assert chunk, f"the bridge closed the stream first: {received!r}"
+            received += chunk
+    return time.monotonic()
+
+
+def lengthened(direction, **reply):
+    """The recorded stream with its first text delta repeated: a long answer, still well formed."""
+    events = recorded_stream(direction).events
+
+    def is_text(event):
+        data = json.loads(event.split(b"data:", 1)[1])
+        if direction.upstream == "anthropic":
+            return data["type"] == "content_block_delta"
+        return bool(data["choices"] and data["choices"][0]["delta"].get("content"))
+
+    at = next(i for i, event in enumerate(events) if is_text(event))
+    return recorded_stream(direction, events=events[:at] + events[at:at + 1] * 30 + events[at:], **reply)
+
+
+UPSTREAM_BEHAVIOUR = pytest.mark.parametrize("behaviour", [
+    pytest.param({"stall_after": 3}, id="silent-upstream"),  # a reasoning model thinking
+    pytest.param({"pace": 0.1}, id="talking-upstream"),
+])
+
+
+def assert_upstream_closed_within_a_second(fake, left_at):
+    wait_for(lambda: fake.closed_streams, "the fake upstream to see the bridge hang up")
+    assert time.monotonic() - left_at < 1.0, "the issue's bound: closed within a second"
+
+
+@pytest.fixture(scope="module")
+def one_thread_gunicorn(fake, tmp_path_factory):
+    """gunicorn from deploy/gunicorn.conf.py with one worker of one thread: a thread still
+    held by a departed client would leave every later request waiting."""
+    server = Gunicorn(tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1",
+                      BRIDGE_THREADS="1", BRIDGE_LOG_LEVEL="WARNING")
+    yield server
+    server.stop()
+
+
+@EACH
+@UPSTREAM_BEHAVIOUR
+def test_gunicorn_closes_the_upstream_within_a_second_of_a_client_leaving_and_frees_the_thread(
+        one_thread_gunicorn, fake, direction, behaviour):
+    fake.reply(lengthened(direction, **behaviour), recorded_stream(direction))
+    left_at = start_and_hang_up(one_thread_gunicorn.url, direction)
+    assert_upstream_closed_within_a_second(fake, left_at)
+    items, error = drain(direction.ask(one_thread_gunicorn.url, stream=True))
+    assert error is None and direction.text_of(items) == recorded_text(direction)
+
+
+@EACH
+@UPSTREAM_BEHAVIOUR
+def test_werkzeug_closes_the_upstream_within_a_second_of_a_client_leaving_and_ends_its_threads(
+        bridge, fake, direction, behaviour):
+    before = set(threading.enumerate())
+    fake.reply(lengthened(direction, **behaviour))
+    left_at = start_and_hang_up(bridge.url, direction)
+    assert_upstream_closed_within_a_second(fake, left_at)
+    wait_for(lambda: not set(threading.enumerate()) - before,
+             "the request, upstream-reader and fake upstream threads to end")
