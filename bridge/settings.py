@@ -37,6 +37,7 @@ class Settings:
     max_body_bytes: int = 32 * 1024 * 1024
     default_max_tokens: int = 8192
     openai_max_tokens_param: str = "max_completion_tokens"
+    openai_max_tokens_cap: int = 0
     openai_stream_usage: bool = True
     openai_reasoning_effort: bool = False
     openai_reasoning_history: bool = False
@@ -168,6 +169,7 @@ _PARSERS = {
     "BRIDGE_DEFAULT_MAX_TOKENS": ("default_max_tokens", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_OPENAI_MAX_TOKENS_PARAM": ("openai_max_tokens_param",
                                        lambda n, v: _choice(n, v, ("max_completion_tokens", "max_tokens"))),
+    "BRIDGE_OPENAI_MAX_TOKENS_CAP": ("openai_max_tokens_cap", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_OPENAI_STREAM_USAGE": ("openai_stream_usage", _flag),
     "BRIDGE_OPENAI_REASONING_EFFORT": ("openai_reasoning_effort", _flag),
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),

@@ -55,13 +55,18 @@ class Context:
     input_tokens: int          # estimate for message_start, before the upstream counts
 
 
+def _max_tokens(requested, cap):
+    """Claude Code asks for 32000-64000 tokens; many Chat models refuse more than they can emit."""
+    return min(requested, cap) if cap else requested
+
+
 def to_chat_request(body, settings):
     """(Chat request body, Context) for a validated Messages request body."""
     names = {}
     dropped = [field for field in _ANTHROPIC_ONLY if field in body]
     chat = {"model": map_model(settings.model_map, body["model"]),
             "messages": _messages(body, names, settings.openai_reasoning_history)}
-    chat[settings.openai_max_tokens_param] = body["max_tokens"]
+    chat[settings.openai_max_tokens_param] = _max_tokens(body["max_tokens"], settings.openai_max_tokens_cap)
     for field in ("temperature", "top_p"):
         if field in body:
             chat[field] = body[field]
