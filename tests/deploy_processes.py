@@ -96,6 +96,14 @@ class Gunicorn:
     def log(self):
         return self.log_path.read_text(errors="replace")
 
+    def wait_for(self, condition, what):
+        """wait_for, with the end of gunicorn's log when it gives up."""
+        try:
+            wait_for(condition, what)
+        except AssertionError as error:
+            lines = [line for line in self.log().splitlines() if "[DEBUG]" not in line]
+            raise AssertionError(f"{error}; gunicorn log ends:\n" + "\n".join(lines[-15:])) from None
+
     def access_lines(self):
         return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
 

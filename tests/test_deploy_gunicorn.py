@@ -11,8 +11,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy_processes import (GUNICORN_CONF, REPO, Gunicorn, TextStream, next_text,
-                                    openai_client, wait_for)
+from tests.deploy_processes import GUNICORN_CONF, REPO, Gunicorn, TextStream, next_text, openai_client
 from tests.fake_upstream import fixture
 
 CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
@@ -46,6 +45,10 @@ def samples(server, name):
             if s.name == name]
 
 
+def open_streams(server):
+    return sum(s.value for s in samples(server, "bridge_open_streams"))
+
+
 def chat(server, **extra):
     return openai_client(server.url, api_key=CLIENT_KEY).chat.completions.create(
         model="gpt-4o", messages=[{"role": "user", "content": PROMPT}], **extra)
@@ -53,13 +56,13 @@ def chat(server, **extra):
 
 def test_the_shipped_config_runs_threaded_workers_from_the_environment(start):
     server = start(BRIDGE_WORKERS="3", BRIDGE_THREADS="4")
-    wait_for(lambda: len(booted_workers(server)) == 3, "3 workers")
+    server.wait_for(lambda: len(booted_workers(server)) == 3, "3 workers")
     assert "Using worker: gthread" in server.log()
 
 
 def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fake):
     server = start()
-    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
     for _ in range(6):  # new connections, so both workers take some
         fake.reply(fixture("anthropic/text.json"))
         chat(server)
@@ -79,17 +82,19 @@ def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
 
 def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake):
     server = start(BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}", BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY)
-    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
     upstream = TextStream(fake)
     try:
         upstream.release_until_text(0)
         chunks = iter(chat(server, stream=True))
         assert next_text(chunks) == upstream.texts[0][1]
+        assert open_streams(server) == 1
 
         server.signal(signal.SIGHUP)
-        wait_for(lambda: len(booted_workers(server)) == 4, "new workers after SIGHUP")
+        server.wait_for(lambda: len(booted_workers(server)) == 4, "new workers after SIGHUP")
         fake.reply(fixture("anthropic/text.json"))
         assert chat(server).choices[0].message.content  # a new request, served meanwhile
+        assert open_streams(server) == 1  # the new workers count the old one's stream
 
         upstream.release_rest()
         rest = list(chunks)
@@ -99,7 +104,8 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
                                          if c.choices and c.choices[0].delta.content]
     assert received == [text for _, text in upstream.texts]
     assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
-    wait_for(lambda: server.log().count("Worker exiting") >= 2, "the old workers to exit")
+    server.wait_for(lambda: server.log().count("Worker exiting") >= 2, "the old workers to exit")
+    assert open_streams(server) == 0
     fake.reply(fixture("anthropic/text.json"))
     assert chat(server).choices[0].message.content
 
@@ -111,7 +117,7 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
 
 def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
     server = start(BRIDGE_GRACEFUL_TIMEOUT="1")
-    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
     upstream = TextStream(fake)
     try:
         upstream.release_until_text(0)
@@ -127,22 +133,23 @@ def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
 
 
 def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restarted(start, fake):
-    server = start("--timeout", "1", BRIDGE_PING_INTERVAL="0.2")
-    wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    server = start("--timeout", "2", BRIDGE_PING_INTERVAL="0.2")
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
     upstream = TextStream(fake)
     try:
         upstream.release_until_text(0)
         chunks = iter(chat(server, stream=True))
         next_text(chunks)
-        time.sleep(3)  # three worker timeouts with an open stream
+        timeouts_before = server.log().count("WORKER TIMEOUT")
+        time.sleep(5)  # the stream stays open across two and a half worker timeouts
         upstream.release_rest()
         rest = list(chunks)
     finally:
         upstream.release_rest()
     assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
-    assert "WORKER TIMEOUT" not in server.log()
+    assert server.log().count("WORKER TIMEOUT") == timeouts_before
 
-    stuck = booted_workers(server)[0]
-    os.kill(stuck, signal.SIGSTOP)  # its main loop stops heartbeating
-    wait_for(lambda: f"WORKER TIMEOUT (pid:{stuck})" in server.log(), "the stuck worker to time out")
-    wait_for(lambda: len(booted_workers(server)) == 3, "a replacement worker")
+    booted = booted_workers(server)
+    os.kill(booted[-1], signal.SIGSTOP)  # its main loop stops heartbeating
+    server.wait_for(lambda: f"WORKER TIMEOUT (pid:{booted[-1]})" in server.log(), "the stuck worker to time out")
+    server.wait_for(lambda: len(booted_workers(server)) > len(booted), "a replacement worker")
