@@ -47,6 +47,10 @@ def relay(response, translator, protocol, ping_interval):
                               name="upstream-reader")
     reader.start()
     quiet_since = time.monotonic()
+    # Events that are already here leave in one write: the reader hands over each upstream
+    # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
+    # header and a thread switch each.
+    pending = []
     try:
         while True:
             try:
@@ -59,24 +63,31 @@ def relay(response, translator, protocol, ping_interval):
                     yield _PROBE
                 continue
             quiet_since = time.monotonic()
-            if batch is _END:
-                break
-            if isinstance(batch, BaseException):
-                raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
-            for event in batch:
-                for item in translator.feed(event.event, _payload(event)):
-                    record.saw(item)
-                    yield frame(item)
-            if getattr(translator, "done", False):
-                break  # the client has the whole answer: no keep-alive after its end, no wait for [DONE]
+            ended = False
+            for batch in _with_queued(batch, events):
+                if batch is _END:
+                    ended = True
+                    break
+                if isinstance(batch, BaseException):
+                    raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
+                for event in batch:
+                    for item in translator.feed(event.event, _payload(event)):
+                        record.saw(item)
+                        pending.append(frame(item))
+            if pending:
+                yield _take(pending)
+            if ended or getattr(translator, "done", False):
+                break  # done: no keep-alive after the client's last event, no wait for [DONE]
         for item in translator.finish():
             record.saw(item)
-            yield frame(item)
+            pending.append(frame(item))
     except BridgeError as error:
         record.failed_mid_stream(error, protocol)
-        yield error_event(error, protocol)
+        pending.append(error_event(error, protocol))  # after what the same read already produced
     finally:
         _close(response)
+    if pending:
+        yield _take(pending)
 
 
 def error_event(error, protocol):
@@ -98,8 +109,30 @@ def _payload(event):
                           + repr(data[:80]), status=502) from None
 
 
+def _with_queued(first, events):
+    """`first` and whatever else the reader has queued meanwhile, without waiting for more."""
+    batches = [first]
+    while batches[-1] is not _END and not isinstance(batches[-1], BaseException):
+        try:
+            batches.append(events.get_nowait())
+        except queue.Empty:
+            break
+    return batches
+
+
+def _take(frames):
+    """All pending frames as one bytes object, leaving the list empty."""
+    data = b"".join(frames)
+    frames.clear()
+    return data
+
+
+# One encoder for every event: json.dumps with an option builds a new one per call (a third of its time).
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _anthropic_event(item):
-    return sse.encode(json.dumps(item, ensure_ascii=False), event=item["type"])
+    return sse.encode(_to_json(item), event=item["type"])
 
 
 def _openai_chunk(item):
@@ -107,7 +140,7 @@ def _openai_chunk(item):
         return sse.encode(DONE)
     if item == KEEPALIVE:
         return sse.comment()
-    return sse.encode(json.dumps(item, ensure_ascii=False))
+    return sse.encode(_to_json(item))
 
 
 def _read(response, put):
