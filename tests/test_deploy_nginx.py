@@ -5,6 +5,7 @@ import shutil
 import pytest
 import requests
 
+from bridge import settings as settings_module
 from tests.deploy_processes import Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary, openai_client
 from tests.fake_upstream import fixture
 
@@ -82,3 +83,18 @@ def test_when_the_bridge_is_down_nginx_answers_json_both_sdks_read(tmp_path, fak
     assert raised.value.status_code == 502 and "not answering" in raised.value.message
     assert answer.headers["content-type"] == "application/json"
     assert json.loads(answer.text)["error"]["type"] == "api_error"
+
+
+def test_nginx_takes_bodies_up_to_the_bridges_limit_and_refuses_larger_ones_as_json(stack):
+    _, proxy = stack
+    limit = settings_module.Settings().max_body_bytes
+
+    def post(size):
+        return requests.post(f"{proxy.url}/v1/messages", data=b" " * size, verify=proxy.cert,
+                             headers={"content-type": "application/json"})
+
+    at_limit = post(limit)  # reaches the bridge, which finds no JSON in it
+    assert at_limit.status_code == 400 and "empty" in at_limit.json()["error"]["message"]
+    over = post(limit + 1)
+    assert over.status_code == 413 and over.json()["error"]["type"] == "request_too_large"
+    assert "nginx" in over.json()["error"]["message"]
