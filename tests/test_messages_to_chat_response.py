@@ -71,6 +71,13 @@ def test_arguments_that_are_not_a_json_object_are_kept_raw_never_replaced_by_emp
     assert to_anthropic_message(body, context())["content"][0]["input"] == {INVALID_ARGUMENTS_KEY: arguments}
 
 
+def test_arguments_sent_as_an_object_are_the_input():
+    arguments = {"city": "Paris", "days": [1, 2]}
+    body = completion({"tool_calls": [{"id": "c", "type": "function",
+                                       "function": {"name": "f", "arguments": arguments}}]}, "tool_calls")
+    assert to_anthropic_message(body, context())["content"][0]["input"] == arguments
+
+
 @pytest.mark.parametrize("arguments", ["", None, "  "])
 def test_empty_arguments_are_a_call_without_arguments(arguments):
     body = completion({"tool_calls": [{"id": "c", "type": "function",

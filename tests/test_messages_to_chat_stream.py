@@ -209,6 +209,15 @@ def test_a_call_complete_in_one_chunk_is_one_start_and_one_delta():
     assert out[-2]["delta"]["stop_reason"] == "tool_use"
 
 
+def test_arguments_sent_as_an_object_are_forwarded_as_their_json():
+    """llama-server and TGI have sent `arguments` as the object itself, not a JSON string."""
+    arguments = {"city": "Paris", "days": 3}
+    entry = {"index": 0, "id": "c0", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    events = translate([chunk({"tool_calls": [entry]}), chunk({}, "tool_calls"), (None, DONE)])
+    check_lifecycle(events)
+    assert accumulate(events)["content"][0]["input"] == arguments
+
+
 def test_parallel_calls_are_sequential_blocks_and_stop_reason_is_tool_use():
     out = translate(upstream_events(OPENAI / "tool_calls_parallel.sse"))
     assert check_lifecycle(out) == ["tool_use", "tool_use"]

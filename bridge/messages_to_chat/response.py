@@ -171,16 +171,22 @@ def _count(value):
 
 
 def tool_input(arguments):
-    """A tool call's `arguments` JSON string as the object Anthropic's `input` must be."""
-    if isinstance(arguments, dict):
-        return arguments
-    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+    """A tool call's `arguments` as the object Anthropic's `input` must be."""
+    text = arguments_text(arguments)
+    if not text.strip():
         return {}
     try:
-        parsed = json.loads(arguments)
-    except (TypeError, ValueError):
+        parsed = json.loads(text)
+    except ValueError:
         parsed = None
-    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: arguments}
+    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
+
+
+def arguments_text(arguments):
+    """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
 def client_tool_name(context, upstream_name):

@@ -119,8 +119,7 @@ class StreamTranslator:
         index = index if isinstance(index, int) else position
         function = entry.get("function") or {}
         name, call_id = function.get("name"), entry.get("id")
-        arguments = function.get("arguments")
-        arguments = arguments if isinstance(arguments, str) else ""
+        arguments = response.arguments_text(function.get("arguments"))
         call = self.calls.get(index)
         if call is None or (call_id and call.id and call_id != call.id):
             call = self.calls[index] = _Call(id=call_id, name=name)
