@@ -11,7 +11,8 @@ import pydantic
 import pytest
 import requests
 
-from tests.fake_upstream import FIXTURES, fixture, json_reply
+from bridge import sse
+from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
 from tests.test_chat_to_messages_stream import COMPLETE, events, expected_message, expected_usage, fold
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
@@ -173,6 +174,18 @@ def test_stream_helper_accumulates_tool_arguments_into_valid_json(openai_client,
         (call_id, tool, json.loads(args)) for call_id, tool, args in calls]
     assert [e.index for e in done] == list(range(len(calls)))
     assert final.choices[0].finish_reason == "tool_calls"
+
+
+def test_the_response_ends_at_done_even_when_the_upstream_holds_its_connection_open(start_bridge, fake):
+    """After message_stop nothing may follow [DONE]: no keep-alive, no timeout error, no wait for the upstream."""
+    live = start_bridge(BRIDGE_READ_TIMEOUT=1, BRIDGE_PING_INTERVAL=0.05)
+    recorded = fixture("anthropic/text.sse").events
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, stall_after=len(recorded),
+                     events=[*recorded, sse.encode('{"type": "ping"}', event="ping")]))
+    response = requests.post(f"{live.url}/v1/chat/completions", stream=True, json={
+        "model": "gpt-4o", "messages": [USER], "stream": True})
+    body = response.content.decode()
+    assert body.rstrip("\n").endswith("data: [DONE]"), body[body.find("[DONE]"):]
 
 
 def test_upstream_pings_become_sse_comments_on_the_wire(bridge, fake):

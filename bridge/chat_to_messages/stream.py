@@ -9,7 +9,9 @@ nothing. Signed thinking is sent whole, once its block closes, in the
 `thinking_blocks` extension so the client can echo it back.
 
 The final chunk (finish_reason), the usage-only chunk and [DONE] go out at
-message_stop; a stream that ends before it is an error, never a made-up stop.
+message_stop, and the response ends there (`done`): nothing may follow
+[DONE], even when the upstream holds its connection open. A stream that
+ends before message_stop is an error, never a made-up stop.
 """
 import dataclasses
 
@@ -44,10 +46,10 @@ class StreamTranslator:
         self.thinking_entries = 0
         self.usage = {}
         self.stop_reason = self.stop_details = None
-        self.stopped = False
+        self.done = False  # message_stop translated: the relay ends the response without waiting for the upstream
 
     def feed(self, event_name, payload):
-        if self.stopped or not isinstance(payload, dict):
+        if self.done or not isinstance(payload, dict):
             return []
         kind = payload.get("type") or event_name
         if kind == "error":
@@ -60,7 +62,7 @@ class StreamTranslator:
         return handler(payload) if handler else []  # event types newer than this code are skipped
 
     def finish(self):
-        if not self.stopped:
+        if not self.done:
             raise _broken("the upstream stream ended before message_stop")
         return []
 
@@ -120,7 +122,7 @@ class StreamTranslator:
         return []
 
     def _message_stop(self, payload):
-        self.stopped = True
+        self.done = True
         finish = finish_reason(self.stop_reason, self.tool_calls > 0)
         out = []
         if finish == "content_filter":
