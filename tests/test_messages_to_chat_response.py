@@ -64,6 +64,12 @@ def test_a_tool_call_makes_the_stop_reason_tool_use_whatever_the_finish_reason()
     assert to_anthropic_message(body, context())["stop_reason"] == "tool_use"
 
 
+def test_finish_reason_tool_calls_without_a_call_is_end_turn():
+    """stop_reason tool_use tells the client to run the turn's tool_use blocks; there are none."""
+    message = to_anthropic_message(completion({"content": "I would call a tool."}, "tool_calls"), context())
+    assert [b["type"] for b in message["content"]] == ["text"] and message["stop_reason"] == "end_turn"
+
+
 @pytest.mark.parametrize("arguments", ['{"city": "Par', "not json", "[1, 2]", "null"])
 def test_arguments_that_are_not_a_json_object_are_kept_raw_never_replaced_by_empty(arguments):
     body = completion({"tool_calls": [{"id": "c", "type": "function",

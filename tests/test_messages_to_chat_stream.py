@@ -283,6 +283,11 @@ def test_reasoning_then_text_are_two_blocks_and_text_then_tool_closes_the_text()
     assert check_lifecycle(events) == ["thinking", "text", "tool_use"]
 
 
+def test_finish_reason_tool_calls_without_a_call_is_end_turn():
+    events = translate([chunk({"content": "I would call a tool."}), chunk({}, "tool_calls"), (None, DONE)])
+    assert check_lifecycle(events) == ["text"] and events[-2]["delta"]["stop_reason"] == "end_turn"
+
+
 def test_thinking_blocks_carry_an_empty_signature_never_an_invented_one():
     events = translate(upstream_events(OPENAI / "deepseek_reasoning.sse"))
     starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]

@@ -15,8 +15,9 @@ Decisions:
   (and, through its tool-input validation error, the model) sees what came.
   Empty arguments are a call without arguments: `{}`.
 - stop_reason precedence: refusal/content_filter, then length (a tool call
-  cut by max_tokens must not be executed), then tool use, then a matched
-  stop sequence, then end_turn.
+  cut by max_tokens must not be executed), then tool use (a tool_use block
+  was sent, whatever the finish_reason says), then a matched stop
+  sequence, then end_turn.
 """
 import base64
 import binascii
@@ -132,7 +133,7 @@ def stop_reason(finish_reason, tool_called, refused, stop_sequence):
         return "refusal", None
     if finish_reason == "length":
         return "max_tokens", None
-    if tool_called or finish_reason in ("tool_calls", "function_call"):
+    if tool_called:  # not finish_reason "tool_calls": a client runs the tool_use blocks, so there must be one
         return "tool_use", None
     if stop_sequence is not None:
         return "stop_sequence", stop_sequence
