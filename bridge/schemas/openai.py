@@ -35,9 +35,9 @@ class TaggedUnion(fields.Field):
         if not isinstance(value, dict):
             raise ValidationError(f"must be an object, got {_json_type(value)}")
         tag = value.get(self.tag)
-        if tag in self.refused:
+        if isinstance(tag, str) and tag in self.refused:
             raise ValidationError({self.tag: [self.refused[tag]]})
-        if tag not in self.schemas:
+        if not isinstance(tag, str) or tag not in self.schemas:
             raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
                                               f"got {tag!r}"]})
         return self.schemas[tag]().load(value)
