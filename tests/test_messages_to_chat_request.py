@@ -70,7 +70,8 @@ def assert_valid_chat_request(chat):
     assert all(m["role"] != "system" for m in messages[1:]), "system only leads"
     for tool in chat.get("tools", []):
         assert tool["type"] == "function" and OPENAI_TOOL_NAME.match(tool["function"]["name"])
-        assert isinstance(tool["function"]["parameters"], dict)
+        parameters = tool["function"]["parameters"]
+        assert parameters["type"] == "object" and isinstance(parameters["properties"], dict)
     waiting = set()
     for position, message in enumerate(messages):
         role = message["role"]
@@ -312,6 +313,16 @@ def test_tools_become_function_tools():
     chat, _ = translate(request(user("x"), tools=[WEATHER]))
     assert chat["tools"] == [{"type": "function", "function": {
         "name": "get_weather", "parameters": WEATHER["input_schema"], "description": "Weather for a city"}}]
+
+
+def test_a_tool_schema_without_properties_gets_empty_properties():
+    """MCP servers declare argument-less tools as {"type": "object"}; OpenAI refuses that with
+    "object schema missing properties"."""
+    schema = {"type": "object", "additionalProperties": False}
+    body = request(user("x"), tools=[{"name": "list_accounts", "input_schema": schema}])
+    chat, _ = translate(body)
+    assert chat["tools"][0]["function"]["parameters"] == {**schema, "properties": {}}
+    assert body["tools"][0]["input_schema"] == {"type": "object", "additionalProperties": False}
 
 
 def test_long_or_odd_tool_names_are_shortened_deterministically_and_mapped_back():

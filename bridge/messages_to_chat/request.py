@@ -22,6 +22,8 @@ where the two protocols place things differently:
 - PDFs travel as Chat `file` parts with a data URL. A `url` document is
   refused (400): the upstream cannot fetch it, and answering without the
   document would change the answer.
+- A tool schema without `properties` gets an empty one: OpenAI refuses
+  "object schema missing properties", Anthropic and MCP do not.
 - Tool names OpenAI would refuse (over 64 characters or outside
   [a-zA-Z0-9_-]) are shortened deterministically (prefix + hash); the map
   back travels in the context, so responses and streams restore them.
@@ -261,7 +263,7 @@ def _tools(body, names, dropped):
         if tool.get("type") not in (None, "custom"):
             raise invalid(f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
                           "OpenAI-compatible upstream cannot run it", f"tools.{i}.type")
-        function = {"name": _upstream_name(tool["name"], names), "parameters": tool["input_schema"]}
+        function = {"name": _upstream_name(tool["name"], names), "parameters": _parameters(tool["input_schema"])}
         if tool.get("description"):
             function["description"] = tool["description"]
         if tool.get("strict") is True:
@@ -278,6 +280,11 @@ def _tools(body, names, dropped):
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
+
+
+def _parameters(schema):
+    """OpenAI refuses an object schema without `properties` (MCP's argument-less tools send one)."""
+    return schema if "properties" in schema else {**schema, "properties": {}}
 
 
 def _tool_choice(choice, names, declared):
