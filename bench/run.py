@@ -43,6 +43,10 @@ class Plan:
 
 QUICK = Plan(rounds=1, latency_requests=150, streams=40, wrk_seconds=2, paced_streams=2,
              paced_events=10, hold_streams=300, long_events=5000, translate_repeats=5)
+# Every tool started and every table filled, at toy scale (tests/test_bench_smoke.py).
+SMOKE = Plan(rounds=1, latency_requests=5, streams=3, wrk_seconds=1, paced_streams=1, paced_events=3,
+             paced_ms=5, paced_concurrency=2, hold_streams=4, hold_events=4, hold_pace_ms=100,
+             long_events=100, translate_repeats=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,16 +275,18 @@ def main(argv=None):
                                       f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)")
     parser.add_argument("--direction", choices=sorted(DIRECTIONS), action="append",
                         help="measure only this direction (repeatable)")
+    parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not wrk.available():
         print(wrk.INSTALL_HINT, file=sys.stderr)
         return 2
-    plan = QUICK if args.quick else Plan()
-    out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
+    plan = SMOKE if args.smoke else QUICK if args.quick else Plan()
+    out = args.out or (QUICK_OUT if args.quick or args.smoke else DEFAULT_OUT)
     names = args.direction or list(DIRECTIONS)
     (servers.ROOT / "bench" / "out").mkdir(exist_ok=True)
     servers.pin_self()
     started = time.monotonic()
+    load_before = _loadavg()
 
     def log(message):
         print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
@@ -314,13 +320,20 @@ def main(argv=None):
         for server in reversed(running):
             server.stop()
 
+    env = environment()
+    env["load"] = (load_before, _loadavg())
     text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, commands,
-                         time.monotonic() - started, environment())
+                         time.monotonic() - started, env)
     print(text)
     out = pathlib.Path(out)
     out.write_text(text)
     log(f"wrote {out}")
     return 0
+
+
+def _loadavg():
+    with open("/proc/loadavg") as fh:
+        return float(fh.read().split()[0])
 
 
 def environment():

@@ -1,0 +1,39 @@
+"""The benchmark runs: every tool starts and every table gets its numbers, at toy scale.
+
+Only that it works end to end is checked here; what the numbers are is for
+bench/RESULTS.md, never for a test.
+"""
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None,
+                    reason="wrk is not installed (apt-get install wrk); the benchmark needs it")
+def test_bench_runs_every_measurement_and_writes_results(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = out.read_text()
+    for title in ("messages → chat", "chat → messages"):
+        assert f"## {title}" in text
+    assert "not measured" not in text and "a measurement failed" not in text, text
+    for label in ("latency p50, concurrency 1", "requests/s, concurrency 16", "streams/s, concurrency 32",
+                  "paced: emission → receipt p50", "RSS with those streams open",
+                  "server CPU per upstream event", "500 KB session"):
+        row = next(line for line in text.splitlines() if label in line)
+        assert "—" not in row, row  # every cell has a number
+
+
+def test_bench_without_wrk_says_how_to_install_it(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--out", str(tmp_path / "r.md")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert run.returncode == 2
+    assert "apt-get install -y wrk" in run.stderr
