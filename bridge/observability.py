@@ -58,7 +58,7 @@ class Record:
 
     def __init__(self, method=None, quiet=False):
         self.start = time.monotonic()
-        self.time = datetime.datetime.now(datetime.timezone.utc)
+        self.time = time.time()
         self.method = method
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
@@ -109,29 +109,42 @@ class Record:
             self.error = "client_closed"
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
-        input_tokens, output_tokens = _tokens(self.usage)
-        access_log.info(json.dumps({
-            "time": self.time.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        tokens = _tokens(self.usage)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(json.dumps(self._line(duration, first_byte, tokens), ensure_ascii=False))
+        self._measure(duration, first_byte, tokens)
+
+    def _line(self, duration, first_byte, tokens):
+        return {
+            "time": datetime.datetime.fromtimestamp(self.time, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "request_id": self.request_id, "method": self.method, "route": self.route,
             "direction": self.direction, "client": self.client,
             "model": self.model, "upstream_model": self.upstream_model,
             "status": self.status, "upstream_status": self.upstream_status,
             "duration_ms": round(duration * 1000),
             "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
-            "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "input_tokens": tokens[0], "output_tokens": tokens[1],
             "stream": self.stream, "error": self.error,
-        }, ensure_ascii=False))
+        }
+
+    def _measure(self, duration, first_byte, tokens):
         stream = "true" if self.stream else "false"
-        REQUESTS.labels(self.label, str(self.status)).inc()
-        DURATION.labels(self.label, stream).observe(duration)
+        _series(REQUESTS, self.label, str(self.status)).inc()
+        _series(DURATION, self.label, stream).observe(duration)
         if first_byte is not None:
-            FIRST_BYTE.labels(self.label, stream).observe(first_byte)
-        if input_tokens:
-            TOKENS.labels(self.label, "input").inc(input_tokens)
-        if output_tokens:
-            TOKENS.labels(self.label, "output").inc(output_tokens)
+            _series(FIRST_BYTE, self.label, stream).observe(first_byte)
+        for kind, count in zip(("input", "output"), tokens):
+            if count:
+                _series(TOKENS, self.label, kind).inc(count)
         if self.upstream_error:
-            UPSTREAM_ERRORS.labels(self.label, self.upstream_error).inc()
+            _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+@functools.lru_cache(maxsize=None)
+def _series(metric, *labels):
+    """The metric's child for these label values, kept: labels() locks and validates every call."""
+    return metric.labels(*labels)
 
 
 def _tokens(usage):
@@ -236,7 +249,7 @@ class _Body:
         self._record = record
         self._ended = False
         if record.stream:
-            OPEN_STREAMS.labels(record.label).inc()
+            _series(OPEN_STREAMS, record.label).inc()
 
     def __iter__(self):
         return self
@@ -258,7 +271,7 @@ class _Body:
                 self._iterable.close()
         finally:
             if self._record.stream:
-                OPEN_STREAMS.labels(self._record.label).dec()
+                _series(OPEN_STREAMS, self._record.label).dec()
             self._record.finish(ended=self._ended)
 
 
