@@ -38,6 +38,7 @@ def summarize(data):
         s[f"{key}_upstream_busy"] = statistics.mean(busy) * 100 if busy else None
     for key in ("delay", "delay_many"):
         s[f"{key}_p50"], s[f"{key}_p99"] = _pct(_pool(data, key), .5), _pct(_pool(data, key), .99)
+        s[f"{key}_max"] = _pct(_pool(data, key), 1.0)
     return s
 
 
@@ -75,10 +76,12 @@ ROWS = [  # (label, key, digits, added-over-direct?)
     ("server CPU per stream (ms, c32 run)", "sps32_cpu", 3, False),
     ("paced: emission → receipt p50 (ms)", "delay_p50", 3, False),
     ("paced: emission → receipt p99 (ms)", "delay_p99", 3, False),
+    ("paced: emission → receipt max (ms)", "delay_max", 3, False),
     ("paced: added delay p50 over direct (ms)", "delay_p50", 3, True),
     ("paced: added delay p99 over direct (ms)", "delay_p99", 3, True),
     ("paced, 32 streams at once: delay p50 (ms)", "delay_many_p50", 3, False),
     ("paced, 32 streams at once: delay p99 (ms)", "delay_many_p99", 3, False),
+    ("paced, 32 streams at once: delay max (ms)", "delay_many_max", 3, False),
     ("upstream's core busy during the c64 run (%)", "rps64_upstream_busy", 0, False),
 ]
 
@@ -142,7 +145,7 @@ def _verdict(ok):
     return "—" if ok is None else ("yes" if ok else "**no**")
 
 
-def targets_table(s, data, translation):
+def targets_table(s, data, translation, plan):
     relay, bridge, direct = s["relay"], s["bridge"], s["direct"]
     checks = []
 
@@ -165,6 +168,9 @@ def targets_table(s, data, translation):
         added = _added(bridge, direct, f"delay_{pct}")
         check(f"paced added delay {pct} (ms)", _fmt(added, 3), None if added is None else added < goal,
               f"< {goal} ms")
+    worst = bridge.get("delay_max")
+    check("no paced event waits for the next (max delay, c1)", _fmt(worst, 3),
+          None if worst is None else worst < plan.paced_ms, f"< {plan.paced_ms} ms (the pace)")
     hold = data["bridge"].get("hold")
     check("streams served at once, default config", f"{hold['held']} of {hold['asked']}" if hold else "—",
           None if not hold else hold["held"] >= 256, "≥ 256")
@@ -230,7 +236,7 @@ def render(plan, args, titles, results, translations, commands, seconds, env):
                 out.append(f"- {target.name} was **not measured**: `{target.broken}`")
             for error in data[target.name].get("errors", []):
                 out.append(f"- {target.name}: a measurement failed: `{error}`")
-        out += ["", "### Targets (issue 6)", "", targets_table(summary, data, translations.get(name)), "",
+        out += ["", "### Targets (issue 6)", "", targets_table(summary, data, translations.get(name), plan), "",
                 "### Per request and per stream", "", table, "",
                 "### Streams held at once and memory", "", process_table(data, plan), "",
                 "### Validate and translate one large request, in-process (median ms)", "",

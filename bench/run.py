@@ -275,6 +275,8 @@ def main(argv=None):
                                       f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)")
     parser.add_argument("--direction", choices=sorted(DIRECTIONS), action="append",
                         help="measure only this direction (repeatable)")
+    parser.add_argument("--logs", default=str(servers.LOGS), help="where the servers' logs go "
+                        f"(default {servers.LOGS.relative_to(servers.ROOT)})")
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not wrk.available():
@@ -283,7 +285,9 @@ def main(argv=None):
     plan = SMOKE if args.smoke else QUICK if args.quick else Plan()
     out = args.out or (QUICK_OUT if args.quick or args.smoke else DEFAULT_OUT)
     names = args.direction or list(DIRECTIONS)
-    (servers.ROOT / "bench" / "out").mkdir(exist_ok=True)
+    servers.LOGS = pathlib.Path(args.logs)
+    servers.LOGS.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     servers.pin_self()
     started = time.monotonic()
     load_before = _loadavg()

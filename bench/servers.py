@@ -16,6 +16,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 BIN = pathlib.Path(sys.executable).parent
+LOGS = ROOT / "bench" / "out"  # each server's output, as <name>.log
 
 
 def cores():
@@ -49,7 +50,7 @@ class Server:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.argv = argv
-        self.log = open(ROOT / "bench" / "out" / f"{name}.log", "w")
+        self.log = open(LOGS / f"{name}.log", "w")
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         _wait_for_port(port, self.proc, name)
 
@@ -72,7 +73,7 @@ def _wait_for_port(port, proc, name, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}; see bench/out/{name}.log")
+            raise RuntimeError(f"{name} exited with {proc.returncode}; see {LOGS / name}.log")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return

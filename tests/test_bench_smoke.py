@@ -19,7 +19,7 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     out = tmp_path / "RESULTS.md"
     # One direction keeps it short; both share every piece of the bench but the request bodies.
     run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--direction", "chat_to_messages",
-                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          "--out", str(out), "--logs", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     text = out.read_text()
     assert "## chat → messages" in text
