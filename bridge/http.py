@@ -1,5 +1,6 @@
 """Small request/response helpers shared by the routes of both directions."""
 import json
+import math
 
 from flask import Response, current_app, g, request
 
@@ -23,7 +24,7 @@ def read_json():
     if not raw.strip():
         raise invalid("request body is empty; expected a JSON object")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
     except UnicodeDecodeError:
         raise invalid("request body is not valid UTF-8") from None
     except ValueError as exc:
@@ -34,6 +35,18 @@ def read_json():
         raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
     g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
     return body
+
+
+def _not_json(token):
+    """Python's parser accepts NaN and Infinity; JSON (and every upstream) does not."""
+    raise ValueError(f"{token} is not a JSON number")
+
+
+def _finite(text):
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text[:20]} is too large for a JSON number")
+    return number
 
 
 def json_response(body, status=200, headers=None):
