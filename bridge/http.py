@@ -1,6 +1,7 @@
 """Small request/response helpers shared by the routes of both directions."""
 import json
 import math
+import re
 
 from flask import Response, current_app, g, request
 
@@ -33,6 +34,10 @@ def read_json():
         raise invalid("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
+    where = _lone_surrogate(body)
+    if where is not None:
+        raise invalid(f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not "
+                      "valid Unicode", param=where)
     g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
     return body
 
@@ -47,6 +52,30 @@ def _finite(text):
     if math.isinf(number):
         raise ValueError(f"{text[:20]} is too large for a JSON number")
     return number
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(body):
+    """The dotted path of a key or string holding a lone surrogate, or None.
+
+    JSON may escape half of a UTF-16 pair ("\\ud83d"), and Python keeps it in the string,
+    where it later fails every UTF-8 encode. Walked with a stack: bodies may nest deeply.
+    """
+    pending = [((), body)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return ".".join(map(str, path))
+            continue
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in children:
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return ".".join(map(str, path + (key,)))
+            pending.append((path + (key,), child))
+    return None
 
 
 def json_response(body, status=200, headers=None):

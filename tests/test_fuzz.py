@@ -401,6 +401,18 @@ ENDPOINTS = [("/v1/messages", MESSAGES_SEEDS[0]), ("/v1/messages/count_tokens", 
 
 
 @pytest.mark.parametrize("path, seed", ENDPOINTS, ids=[p for p, _ in ENDPOINTS])
+@pytest.mark.parametrize("where", [("model",), ("messages", 0, "content")], ids=["model", "content"])
+def test_a_lone_surrogate_is_a_400_naming_the_field(http, path, seed, where):
+    """JSON may escape half of a UTF-16 pair ("\\ud83d"); that is no Unicode text, cannot be
+    encoded for the upstream, and both providers answer it with a 400 too."""
+    body = replaced(copy.deepcopy(seed), where, "cut emoji \ud83d")
+    response = http.send("POST", path, dumps(body), ANTHROPIC_HEADERS)
+    field = ".".join(str(step) for step in where)
+    assert response.status_code == 400 and response.json()["error"]["message"].startswith(f"{field}: ")
+    assert not http.fake.requests
+
+
+@pytest.mark.parametrize("path, seed", ENDPOINTS, ids=[p for p, _ in ENDPOINTS])
 @pytest.mark.parametrize("token", ["NaN", "-Infinity", "1e400"])
 def test_numbers_json_cannot_carry_are_a_400_not_forwarded(http, path, seed, token):
     """Python's parser takes NaN, Infinity and 1e400 (as inf); a strict upstream would not,
