@@ -4,6 +4,7 @@ import math
 import re
 
 from flask import Response, current_app, g, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from .errors import BridgeError, invalid
 
@@ -22,6 +23,9 @@ def read_json():
         raise BridgeError("invalid_request", "Content-Type must be application/json, got "
                           + repr(request.content_type or "nothing"), status=415)
     raw = request.get_data(cache=False)
+    if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
+        # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
+        raise RequestEntityTooLarge()
     if not raw.strip():
         raise invalid("request body is empty; expected a JSON object")
     try:

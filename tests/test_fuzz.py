@@ -421,3 +421,10 @@ def test_numbers_json_cannot_carry_are_a_400_not_forwarded(http, path, seed, tok
     response = http.send("POST", path, dumps(body), ANTHROPIC_HEADERS)
     assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
     assert not http.fake.requests
+
+
+@pytest.mark.parametrize("path, seed", ENDPOINTS, ids=[p for p, _ in ENDPOINTS])
+def test_a_chunked_body_over_the_limit_is_a_413_not_a_cut_json_400(http, path, seed):
+    """Without a Content-Length werkzeug stops reading at the limit and says nothing."""
+    response = http.send("POST", path, _oversized(dumps(seed)), ANTHROPIC_HEADERS, chunked=True)
+    assert response.status_code == 413 and "BRIDGE_MAX_BODY_BYTES" in response.text
