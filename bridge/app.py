@@ -92,6 +92,8 @@ def client_protocol():
         return ANTHROPIC
     if path.startswith("/v1/chat/"):
         return OPENAI
+    if path == "/v1/models":  # errors in the shape the same request gets on success
+        return models.protocol_of_models_request(request.headers)
     if request.headers.get("anthropic-version") or request.headers.get("x-api-key"):
         return ANTHROPIC
     return OPENAI

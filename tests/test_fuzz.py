@@ -428,3 +428,11 @@ def test_a_chunked_body_over_the_limit_is_a_413_not_a_cut_json_400(http, path, s
     """Without a Content-Length werkzeug stops reading at the limit and says nothing."""
     response = http.send("POST", path, _oversized(dumps(seed)), ANTHROPIC_HEADERS, chunked=True)
     assert response.status_code == 413 and "BRIDGE_MAX_BODY_BYTES" in response.text
+
+
+def test_models_errors_take_the_shape_of_the_models_answer(http):
+    """GET /v1/models answers in Anthropic's shape only with `anthropic-version` (README);
+    its errors must not switch shape because the request also carries `x-api-key`."""
+    http.fake.reply(fixture("anthropic/error_429.json"))
+    response = http.send("GET", "/v1/models", b"", {"x-api-key": "sk-client"})
+    assert response.status_code == 429 and set(response.json()["error"]) >= {"message", "type", "param", "code"}
