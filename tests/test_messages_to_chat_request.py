@@ -149,6 +149,24 @@ def test_role_system_messages_are_hoisted_after_the_top_level_system():
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "user"]
 
 
+def test_claude_codes_billing_header_is_not_sent_upstream():
+    """Its per-request hash at the head of the prompt would defeat the upstream's prefix cache."""
+    body = json.loads((CLIENTS / "claude_code_p_say_hi.json").read_text())["body"]
+    header, *rest = body["system"]
+    assert header["text"].startswith("x-anthropic-billing-header:")
+    chat, _ = translate(body)
+    assert chat["messages"][0]["content"].startswith("\n\n".join(block["text"] for block in rest))
+    assert "x-anthropic-billing-header" not in json.dumps(chat)
+    other_request = {**body, "system": [text(header["text"] + " cch=4f2a1;"), *rest]}
+    assert translate(other_request)[0] == chat
+
+
+def test_billing_header_line_inside_a_system_string_is_removed():
+    chat, _ = translate(request(user("hi"), system="x-anthropic-billing-header: cc_version=2.1.1.a3f; cch=0b1c2;\n"
+                                                   "Be brief."))
+    assert chat["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
 def test_no_system_message_without_system_text():
     chat, _ = translate(request(user("hi"), system=""))
     assert [m["role"] for m in chat["messages"]] == ["user"]

@@ -4,7 +4,8 @@ The body arrives validated (schemas/anthropic.py); what is left here is
 where the two protocols place things differently:
 
 - System text (top-level `system`, and `role:"system"` entries inside
-  `messages`) is hoisted into one leading system message, in order.
+  `messages`) is hoisted into one leading system message, in order,
+  without Claude Code's `x-anthropic-billing-header` line.
 - A user turn's `tool_result` blocks become `role:"tool"` messages placed
   first, right after the assistant message that called them; the rest of
   the turn (and any image or PDF a tool returned, which a tool message
@@ -40,6 +41,9 @@ from .tokens import count_tokens
 
 MAX_STOP_SEQUENCES = 4
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
+# to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
+_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # Fields with no Chat equivalent: consumed here, never forwarded, reported as dropped.
 _ANTHROPIC_ONLY = ("top_k", "context_management", "container", "mcp_servers", "service_tier",
@@ -125,10 +129,11 @@ def _blocks(content):
 
 
 def _texts(content):
-    """The non-empty texts of a system string or list of text blocks."""
+    """The non-empty texts of a system string or list of text blocks, without a billing header line."""
     if content is None:
         return []
-    return [block["text"] for block in _blocks(content) if block["text"]]
+    texts = (_BILLING_HEADER.sub("", block["text"]) for block in _blocks(content))
+    return [text for text in texts if text]
 
 
 def _join(texts):
