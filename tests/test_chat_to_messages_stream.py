@@ -236,10 +236,16 @@ def test_a_delta_for_a_block_never_opened_is_an_error():
                                                 "delta": {"type": "text_delta", "text": "x"}})
 
 
-def test_unknown_event_types_are_skipped():
-    translator = StreamTranslator(Context(stream=True, model="gpt-4o", created=0))
-    translator.feed("message_start", events("text.sse")[0][1])
-    assert translator.feed("future_event", {"type": "future_event"}) == []
+def test_unknown_event_types_are_skipped_wherever_they_come():
+    """Anthropic may add event types; one before message_start is no more an error than one after it."""
+    def translate(stream):
+        translator = StreamTranslator(Context(stream=True, model="gpt-4o", created=0))
+        return [item for event, data in stream for item in translator.feed(event, data)]
+
+    future = ("future_event", {"type": "future_event"})
+    named_like_a_helper = ("text", {"type": "text", "text": "not a delta"})
+    recorded = events("text.sse")
+    assert translate([future, *recorded[:3], future, named_like_a_helper, *recorded[3:]]) == translate(recorded)
 
 
 def test_a_signature_already_in_content_block_start_is_kept():

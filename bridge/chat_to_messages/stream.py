@@ -25,6 +25,9 @@ ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error
                "permission_error": "permission", "not_found_error": "not_found",
                "request_too_large": "request_too_large", "rate_limit_error": "rate_limit",
                "api_error": "api_error", "overloaded_error": "overloaded", "timeout_error": "timeout"}
+# The events translated, each by the method of the same name; anything else is skipped.
+EVENTS = ("message_start", "content_block_start", "content_block_delta", "content_block_stop",
+          "message_delta", "message_stop")
 
 
 @dataclasses.dataclass
@@ -56,10 +59,11 @@ class StreamTranslator:
             raise upstream_error(payload)
         if kind == "ping":
             return [KEEPALIVE]
+        if kind not in EVENTS:
+            return []  # event types newer than this code are skipped
         if kind != "message_start" and self.id is None:
             raise _broken(f"upstream sent {kind!r} before message_start")
-        handler = getattr(self, f"_{kind}", None)
-        return handler(payload) if handler else []  # event types newer than this code are skipped
+        return getattr(self, f"_{kind}")(payload)
 
     def finish(self):
         if not self.done:
