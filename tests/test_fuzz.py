@@ -394,6 +394,60 @@ WIRE_FORMS = {
 
 
 
+# --- the tests ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, body, headers", messages_seeds() + count_tokens_seeds() + chat_seeds(),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_every_seed_is_a_valid_request(http, path, body, headers):
+    """The fuzz starts from requests the bridge accepts, so its mutations land deep inside them."""
+    response = http.send("POST", path, dumps(body), client_headers(headers))
+    assert response.status_code == 200, response.text[:500]
+
+
+@given(case=mutated(messages_seeds()))
+@examples(700)
+def test_mutated_messages_requests(http, case):
+    path, body, headers = case
+    http.send("POST", path, dumps(body), client_headers(headers))
+
+
+@given(case=mutated(count_tokens_seeds()))
+@examples(400)
+def test_mutated_count_tokens_requests(http, case):
+    path, body, headers = case
+    http.send("POST", path, dumps(body), client_headers(headers))
+
+
+@given(case=mutated(chat_seeds()))
+@examples(700)
+def test_mutated_chat_requests(http, case):
+    path, body, headers = case
+    http.send("POST", path, dumps(body), client_headers(headers))
+
+
+@given(data=st.data())
+@examples(600)
+def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
+    path, body = data.draw(endpoints)
+    form = data.draw(st.sampled_from(sorted(WIRE_FORMS)))
+    raw = WIRE_FORMS[form](dumps(body), data)
+    headers = {"content-type": data.draw(st.sampled_from(CONTENT_TYPES))}
+    headers.update(data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=4)))
+    method = data.draw(st.sampled_from(["POST"] * 6 + ["GET", "PUT", "DELETE", "PATCH"]))
+    response = http.send(method, path, raw, headers, chunked=data.draw(st.booleans()))
+    if form == "oversized" and method == "POST":
+        assert response.status_code in (413, 415)  # 415 when the content type is wrong as well
+
+
+@given(data=st.data())
+@examples(300)
+def test_models_with_generated_headers_and_queries(http, data):
+    headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
+    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00"]))
+    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model"]))
+    http.send("GET", path + query, b"", headers)
+
+
 # --- what the fuzz found, pinned ---------------------------------------------------------------
 
 ENDPOINTS = [("/v1/messages", MESSAGES_SEEDS[0]), ("/v1/messages/count_tokens", COUNT_TOKENS_SEEDS[0]),
