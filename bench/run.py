@@ -358,7 +358,7 @@ def environment():
     dirty = first(["git", "status", "--porcelain", "--untracked-files=no"])
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": f"{cpu}, {len(servers.cores())} cores usable",
+        "cpu": f"{cpu}, {len(servers.CORES)} cores usable",
         "memory": f"{memory:.1f} GiB",
         "kernel": platform.release(),
         "python": platform.python_version(),

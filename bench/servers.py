@@ -19,16 +19,15 @@ BIN = pathlib.Path(sys.executable).parent
 LOGS = ROOT / "bench" / "out"  # each server's output, as <name>.log
 
 
-def cores():
-    return sorted(os.sched_getaffinity(0))
+# The cores this process may use, read before pin_self() narrows them to one.
+CORES = sorted(os.sched_getaffinity(0))
 
 
 def pinning():
     """(proxy core, bench core) or None when there is only one core."""
-    available = cores()
-    if len(available) < 2 or not shutil.which("taskset"):
+    if len(CORES) < 2 or not shutil.which("taskset"):
         return None
-    return available[0], available[-1]
+    return CORES[0], CORES[-1]
 
 
 def pin_self():

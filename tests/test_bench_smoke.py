@@ -18,8 +18,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     out = tmp_path / "RESULTS.md"
     # One direction keeps it short; both share every piece of the bench but the request bodies.
-    run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--direction", "chat_to_messages",
-                          "--out", str(out), "--logs", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "bench", "--smoke", "--direction", "chat_to_messages",
+               "--out", str(out), "--logs", str(tmp_path)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     text = out.read_text()
     assert "## chat → messages" in text
