@@ -65,15 +65,10 @@ def to_anthropic_message(completion, context):
                         "name": client_tool_name(context, function.get("name")),
                         "input": tool_input(function.get("arguments"))})
 
-    finish_reason = choice.get("finish_reason")
-    reason, sequence = stop_reason(finish_reason, bool(calls), bool(refusal),
-                                   matched_stop(choice, context.stop_sequences))
-    result = {"id": message_id(completion.get("id")), "type": "message", "role": "assistant",
-              "model": context.model, "content": content, "stop_reason": reason,
-              "stop_sequence": sequence, "usage": usage(completion.get("usage"))}
-    if reason == "refusal":
-        result["stop_details"] = refusal_details(finish_reason)
-    return result
+    stop = stop_fields(choice.get("finish_reason"), bool(calls), bool(refusal),
+                       matched_stop(choice, context.stop_sequences))
+    return {"id": message_id(completion.get("id")), "type": "message", "role": "assistant",
+            "model": context.model, "content": content, **stop, "usage": usage(completion.get("usage"))}
 
 
 def upstream_error(payload):
@@ -127,8 +122,17 @@ def reasoning_text(message):
     return ""
 
 
-def stop_reason(finish_reason, tool_called, refused, stop_sequence):
-    """(stop_reason, stop_sequence) for how the upstream ended."""
+def stop_fields(finish_reason, tool_called, refused, stop_sequence):
+    """A message's stop_reason and stop_sequence for how the upstream ended; stop_details for a refusal."""
+    reason, sequence = _stop_reason(finish_reason, tool_called, refused, stop_sequence)
+    fields = {"stop_reason": reason, "stop_sequence": sequence}
+    if reason == "refusal":
+        explanation = "stopped by the upstream's content filter" if finish_reason == "content_filter" else None
+        fields["stop_details"] = {"type": "refusal", "category": None, "explanation": explanation}
+    return fields
+
+
+def _stop_reason(finish_reason, tool_called, refused, stop_sequence):
     if refused or finish_reason == "content_filter":
         return "refusal", None
     if finish_reason == "length":
@@ -146,11 +150,6 @@ def matched_stop(choice, stop_sequences):
     if choice.get("finish_reason") == "stop" and isinstance(matched, str) and matched in stop_sequences:
         return matched
     return None
-
-
-def refusal_details(finish_reason):
-    explanation = "stopped by the upstream's content filter" if finish_reason == "content_filter" else None
-    return {"type": "refusal", "category": None, "explanation": explanation}
 
 
 def usage(openai_usage):

@@ -51,10 +51,10 @@ class StreamTranslator:
         self.calls = {}           # OpenAI tool-call index -> the latest _Call with that index
         self.tool_called = False
         self.refused = False
-        self.ended = None         # (finish_reason, matched stop sequence) once seen
+        self.stop = None          # message_delta's stop fields, once the finish_reason came
         self.usage = None         # the latest usage the upstream reported
         self.output_tokens = 0    # estimate of what was streamed, for when no usage comes
-        self.done = False          # message_stop sent: the relay may end the response
+        self.done = False         # message_stop sent: the relay may end the response
 
     def feed(self, event, payload):
         if self.done:
@@ -62,7 +62,7 @@ class StreamTranslator:
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
             raise response.upstream_error(payload)
         if payload == DONE:
-            return self._stop()
+            return self._end_message()
         if not isinstance(payload, dict):
             raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
         if isinstance(payload.get("usage"), dict):
@@ -71,8 +71,8 @@ class StreamTranslator:
         if len(choices) > 1 or any(not isinstance(c, dict) or c.get("index", 0) != 0 for c in choices):
             raise BridgeError("api_error", "upstream streamed several choices; an Anthropic message "
                               "carries exactly one answer", status=502)
-        if self.ended is not None:
-            return self._stop() if isinstance(payload.get("usage"), dict) else []
+        if self.stop is not None:
+            return self._end_message() if isinstance(payload.get("usage"), dict) else []
         if not choices:
             return []
         out = [] if self.started else [self._message_start(payload)]
@@ -81,11 +81,12 @@ class StreamTranslator:
         out += self._delta(choice.get("delta") or {})
         if choice.get("finish_reason"):
             out += self._close()
-            self.ended = (choice["finish_reason"], response.matched_stop(choice, self.context.stop_sequences))
+            self.stop = response.stop_fields(choice["finish_reason"], self.tool_called, self.refused,
+                                             response.matched_stop(choice, self.context.stop_sequences))
         return out
 
     def finish(self):
-        return [] if self.done else self._stop()
+        return [] if self.done else self._end_message()
 
     # -- content -----------------------------------------------------------------
 
@@ -178,8 +179,8 @@ class StreamTranslator:
             "usage": {"input_tokens": self.context.input_tokens, "output_tokens": 0,
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
 
-    def _stop(self):
-        if self.ended is None:
+    def _end_message(self):
+        if self.stop is None:
             raise BridgeError("api_error", "upstream stream ended before a finish_reason; the answer "
                               "is incomplete", status=502)
         unnamed = [index for index, call in self.calls.items() if not call.opened]
@@ -187,14 +188,9 @@ class StreamTranslator:
             raise BridgeError("api_error", f"upstream streamed tool call {unnamed[0]} without a name",
                               status=502)
         self.done = True
-        finish_reason, sequence = self.ended
-        reason, sequence = response.stop_reason(finish_reason, self.tool_called, self.refused, sequence)
-        delta = {"stop_reason": reason, "stop_sequence": sequence}
-        if reason == "refusal":
-            delta["stop_details"] = response.refusal_details(finish_reason)
         if self.usage is not None:
             usage = response.usage(self.usage)
         else:
             usage = {"output_tokens": self.output_tokens}
-        return [{"type": "message_delta", "delta": delta, "usage": usage}, {"type": "message_stop"}]
+        return [{"type": "message_delta", "delta": self.stop, "usage": usage}, {"type": "message_stop"}]
 
