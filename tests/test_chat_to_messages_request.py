@@ -394,6 +394,23 @@ def test_without_thinking_a_final_assistant_prefill_sheds_its_thinking_blocks():
     assert "thinking" not in out
 
 
+@pytest.mark.parametrize("params", [{}, {"reasoning_effort": "low"}])
+@pytest.mark.parametrize("text", ["", " \n", ["", "  "]])
+def test_a_prefill_of_only_thinking_and_whitespace_is_no_prefill(params, text):
+    """Anthropic refuses an empty message: what is left of the prefill once its thinking and trailing
+    whitespace go is nothing, so the conversation ends with the user."""
+    content = text if isinstance(text, str) else [{"type": "text", "text": t} for t in text]
+    out, _ = translate(USER, {"role": "assistant", "content": content, "thinking_blocks": [signed()]}, **params)
+    assert out["messages"] == [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}]
+    assert ("thinking" in out) == bool(params), "with the prefill gone, thinking is allowed again"
+
+
+def test_a_prefill_loses_trailing_whitespace_across_its_last_text_blocks():
+    out, _ = translate(USER, {"role": "assistant", "content": [{"type": "text", "text": "The answer is "},
+                                                               {"type": "text", "text": " \n"}]})
+    assert out["messages"][-1]["content"] == [{"type": "text", "text": "The answer is"}]
+
+
 def test_a_system_message_between_a_call_and_its_results_is_hoisted_without_breaking_the_link():
     out, _ = translate(USER, {"role": "assistant", "tool_calls": [call()]},
                        {"role": "system", "content": "Results follow."}, tool_reply())

@@ -208,16 +208,21 @@ def anthropic_tool_id(chat_id):
 
 
 def _finish_prefill(turns):
-    """A final assistant turn is a prefill: Anthropic rejects it with trailing whitespace."""
+    """A final assistant turn is a prefill, which Anthropic takes only without thinking blocks
+    (thinking is never on with a prefill) and without trailing whitespace; one left empty goes."""
     if not turns or turns[-1]["role"] != "assistant":
         return
-    last = turns[-1]["content"][-1]
-    if last["type"] == "text":
-        last["text"] = last["text"].rstrip()
-        if not last["text"]:
-            turns[-1]["content"].pop()
-            if not turns[-1]["content"]:
-                turns.pop()
+    blocks = [block for block in turns[-1]["content"] if block["type"] not in ("thinking", "redacted_thinking")]
+    while blocks and blocks[-1]["type"] == "text":
+        text = blocks[-1]["text"].rstrip()
+        if text:
+            blocks[-1] = {**blocks[-1], "text": text}
+            break
+        blocks.pop()
+    if blocks:
+        turns[-1]["content"] = blocks
+    else:
+        turns.pop()
 
 
 # -- tools ---------------------------------------------------------------------------------
@@ -331,7 +336,6 @@ def thinking_and_max_tokens(body, out, default_max_tokens, context):
         context.dropped.append("thinking" if body.get("thinking") else "reasoning_effort")
         thinking = None
     if not thinking or thinking["type"] == "disabled":
-        _strip_final_thinking(out["messages"])
         return {"max_tokens": cap or default_max_tokens, **({"thinking": thinking} if thinking else {})}
     for name in ("temperature", "top_p", "top_k"):
         if out.pop(name, None) is not None:
@@ -377,10 +381,3 @@ def thinking_allowed(out):
     if not assistant or not any(block["type"] == "tool_use" for block in assistant[-1]):
         return True
     return assistant[-1][0]["type"] in ("thinking", "redacted_thinking")
-
-
-def _strip_final_thinking(messages):
-    """Without thinking, Anthropic refuses thinking blocks in a final (prefill) assistant turn."""
-    if messages and messages[-1]["role"] == "assistant":
-        messages[-1]["content"] = [block for block in messages[-1]["content"]
-                                   if block["type"] not in ("thinking", "redacted_thinking")]
