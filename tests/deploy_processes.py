@@ -74,6 +74,7 @@ class Gunicorn:
     def __init__(self, tmp_path, fake, *flags, **env):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.log_path = tmp_path / "gunicorn.log"
         metrics_dir = tmp_path / "metrics"
         environ = {**os.environ, **bridge_env(fake, BRIDGE_LOG_LEVEL="DEBUG"),

@@ -28,7 +28,6 @@ def start(tmp_path, fake):
         started.append(server)
         return server
 
-    (tmp_path / "0").mkdir()
     yield start_gunicorn
     for server in started:
         server.stop()
