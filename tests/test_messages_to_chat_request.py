@@ -320,6 +320,16 @@ def test_tool_call_ids_the_bridge_encoded_go_back_upstream_as_they_were():
     assert chat["messages"][2]["tool_call_id"] == upstream_id
 
 
+
+def test_tool_result_attachments_name_the_call_id_the_upstream_knows():
+    client_id = client_tool_id("functions.screenshot:0")
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    chat, _ = translate(request(user("x"), assistant([tool_use(client_id, "screenshot")]),
+                                user([tool_result(client_id, [image])])))
+    tool_message, follow_up = chat["messages"][2:]
+    assert tool_message["tool_call_id"] in follow_up["content"][0]["text"]
+    assert client_id not in json.dumps(chat)
+
 # -- tool definitions -----------------------------------------------------------------------
 
 WEATHER = {"name": "get_weather", "description": "Weather for a city",

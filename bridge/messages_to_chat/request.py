@@ -180,10 +180,10 @@ def _user_turn(i, blocks, unanswered):
             raise invalid(f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the "
                           "previous assistant message", f"{path}.tool_use_id")
         text, media = _tool_result(block, path)
-        tool_messages.append({"role": "tool", "tool_call_id": upstream_tool_id(block["tool_use_id"]),
-                              "content": text})
+        call_id = upstream_tool_id(block["tool_use_id"])
+        tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         if media:
-            attachments.append({"type": "text", "text": f"(attachments of tool result {block['tool_use_id']})"})
+            attachments.append({"type": "text", "text": f"(attachments of tool result {call_id})"})
             attachments.extend(media)
     content = attachments + parts
     if not content:
