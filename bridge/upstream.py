@@ -51,7 +51,7 @@ class Upstream:
                 # on it: asking again would double the cost and the wait.
                 wait = None if isinstance(exc, requests.ReadTimeout) else self._backoff(attempt)
             else:
-                if response.status_code < 400:
+                if response.status_code < 300:
                     return response
                 error = upstream_error(response)
                 wait = self._backoff(attempt, response.headers.get("retry-after"))
@@ -105,8 +105,14 @@ def _reason(exc):
 
 
 def upstream_error(response):
-    """An upstream 4xx/5xx answer as a BridgeError that keeps its message and retry-after."""
+    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message and retry-after."""
     status = response.status_code
+    if status < 400:
+        response.close()
+        # Following it would send the request, and a held key, wherever the answer says.
+        return BridgeError("api_error", f"upstream answered HTTP {status}, a redirect to "
+                           f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
+                           "follow: check the upstream base URL setting", status=502, upstream_status=status)
     try:
         payload = response.json()
     except ValueError:

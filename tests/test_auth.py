@@ -306,6 +306,24 @@ def test_host_headers_and_absolute_uris_pointing_elsewhere_change_nothing(bridge
         evil.close()
 
 
+@EACH
+@STREAMED_OR_NOT
+def test_an_upstream_redirect_is_not_followed(start_bridge, fake, direction, stream):
+    """Following it would send the request, and a held key, wherever the redirect says."""
+    evil = SlammingDoor()
+    try:
+        held = {"BRIDGE_OPENAI_API_KEY" if direction.upstream == "openai" else "BRIDGE_ANTHROPIC_API_KEY": UPSTREAM_KEY}
+        live = start_bridge(BRIDGE_CLIENT_KEYS=f"ci:{CLIENT_KEY}", BRIDGE_RETRIES=2, **held)
+        fake.reply(Reply(status=307, headers={"location": f"http://127.0.0.1:{evil.port}/steal"}))
+        with pytest.raises(direction.sdk.APIStatusError) as caught:
+            call(direction, live.url, CLIENT_KEY, stream)
+        assert direction.is_error(caught.value.response, 502, "api_error")
+        assert "redirect" in caught.value.message
+        assert evil.accepted == 0 and len(fake.requests) == 1
+    finally:
+        evil.close()
+
+
 def test_proxy_variables_in_the_environment_are_ignored(start_bridge, fake, monkeypatch):
     """A proxy set for other tools on the host must not see the bridge's traffic or its key."""
     proxy = SlammingDoor()
