@@ -10,6 +10,7 @@ import re
 import openai
 import pytest
 
+from bridge.chat_to_messages.request import opaque_user_id
 from tests.fake_upstream import fixture
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -100,9 +101,12 @@ RULES = {
     "top_p beside temperature dropped": (
         {"messages": [USER], "temperature": 0.4, "top_p": 0.8}, {"temperature": 0.4}, ("top_p",), ("top_p",)),
     "top_p alone kept": ({"messages": [USER], "top_p": 0.8}, {"top_p": 0.8}, (), ()),
-    "user is metadata.user_id": ({"messages": [USER], "user": "u-42"}, {"metadata": {"user_id": "u-42"}}, (), ()),
-    "safety_identifier is metadata.user_id": (
-        {"messages": [USER], "user": "u-42", "safety_identifier": "s-42"}, {"metadata": {"user_id": "s-42"}}, (), ()),
+    "user is an opaque metadata.user_id": (
+        {"messages": [USER], "user": "ann@example.com"}, {"metadata": {"user_id": opaque_user_id("ann@example.com")}},
+        (), ()),
+    "safety_identifier is an opaque metadata.user_id": (
+        {"messages": [USER], "user": "u-42", "safety_identifier": "s-42"},
+        {"metadata": {"user_id": opaque_user_id("s-42")}}, (), ()),
     "reasoning_effort is a thinking budget that fits": (
         {"messages": [USER], "reasoning_effort": "medium", "max_completion_tokens": 20000, "temperature": 0.2},
         {"thinking": {"type": "enabled", "budget_tokens": 8192}, "max_tokens": 20000}, ("temperature",),

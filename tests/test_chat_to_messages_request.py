@@ -282,12 +282,17 @@ def test_top_k_from_extra_body_is_honoured():
     assert out["top_k"] == 40
 
 
-@pytest.mark.parametrize("params, user_id", [
+@pytest.mark.parametrize("params, user", [
     ({"user": "u-1"}, "u-1"), ({"safety_identifier": "s-1"}, "s-1"),
-    ({"user": "u-1", "safety_identifier": "s-1"}, "s-1")])
-def test_user_and_safety_identifier_become_metadata_user_id(params, user_id):
-    out, _ = translate(**params)
-    assert out["metadata"] == {"user_id": user_id}
+    ({"user": "u-1", "safety_identifier": "s-1"}, "s-1"),
+    ({"user": "alice@example.com"}, "alice@example.com"), ({"user": "u" * 300}, "u" * 300)])
+def test_user_and_safety_identifier_become_an_opaque_metadata_user_id(params, user):
+    """Anthropic wants an opaque id and refuses an e-mail address or more than 256 characters;
+    OpenAI clients often send an e-mail address as `user`."""
+    user_id = translate(**params)[0]["metadata"]["user_id"]
+    assert re.fullmatch(r"[0-9a-f]{1,256}", user_id) and user not in user_id
+    assert translate(user=user)[0]["metadata"]["user_id"] == user_id, "the same user, the same id"
+    assert translate(user=user + "2")[0]["metadata"]["user_id"] != user_id, "another user, another id"
 
 
 def test_hint_only_and_unknown_parameters_are_dropped_and_named():

@@ -60,11 +60,18 @@ def to_messages_request(body, settings):
     out.update(sampling(body, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
-        out["metadata"] = {"user_id": user}
+        out["metadata"] = {"user_id": opaque_user_id(user)}
     out.update(thinking_and_max_tokens(body, out, settings.default_max_tokens, context))
     if stream:
         out["stream"] = True
     return out, context
+
+
+def opaque_user_id(user):
+    """Anthropic asks for an opaque id and refuses one that looks like an e-mail address or is
+    longer than 256 characters; Chat clients often send exactly that. A hash is the same for the
+    same user, so abuse tracking still works, and the upstream never sees who it is."""
+    return hashlib.sha256(user.encode()).hexdigest()
 
 
 # -- conversation --------------------------------------------------------------------------
