@@ -26,6 +26,13 @@ def read_json():
     if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
         # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
         raise RequestEntityTooLarge()
+    body = parse_json(raw)
+    g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
+    return body
+
+
+def parse_json(raw):
+    """A request body's bytes as a JSON object, or a 400 that says what is wrong with them."""
     if not raw.strip():
         raise invalid("request body is empty; expected a JSON object")
     try:
@@ -38,11 +45,10 @@ def read_json():
         raise invalid("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
-    where = _lone_surrogate(body)
+    where = _lone_surrogate(raw, body)
     if where is not None:
         raise invalid(f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not "
                       "valid Unicode", param=where)
-    g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
     return body
 
 
@@ -59,14 +65,22 @@ def _finite(text):
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# In a UTF-8 body (no NUL byte: UTF-16 and UTF-32 JSON have them) a surrogate gets in only as
+# a \uD800-\uDFFF escape or as the same code point in (invalid) UTF-8, which json.loads lets
+# through. Two searches of the raw bytes cost a tenth of the walk below (0.05 against 0.65 ms on
+# an 80 KB Claude Code request).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
 
 
-def _lone_surrogate(body):
+def _lone_surrogate(raw, body):
     """The dotted path of a key or string holding a lone surrogate, or None.
 
     JSON may escape half of a UTF-16 pair ("\\ud83d"), and Python keeps it in the string,
     where it later fails every UTF-8 encode. Walked with a stack: bodies may nest deeply.
     """
+    if b"\x00" not in raw and not _SURROGATE_ESCAPE.search(raw) and not _SURROGATE_UTF8.search(raw):
+        return None
     pending = [((), body)]
     while pending:
         path, value = pending.pop()
