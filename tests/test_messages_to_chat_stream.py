@@ -348,6 +348,17 @@ def test_an_error_object_in_a_data_chunk_is_raised():
     assert "overloaded" in caught.value.message and caught.value.kind == "api_error"
 
 
+def test_a_delta_or_function_that_is_not_an_object_is_no_content_not_a_crash():
+    """A crash would cut the stream without an error event; a BridgeError becomes one."""
+    events = translate([(None, {"choices": [{"index": 0, "delta": "garbage"}]}), chunk({"content": "ok"}),
+                        chunk({}, "stop"), (None, DONE)])
+    assert check_lifecycle(events) == ["text"]
+    with pytest.raises(BridgeError) as caught:
+        translate([chunk({"tool_calls": [{"index": 0, "id": "c0", "function": "f"}]}), chunk({}, "tool_calls"),
+                   (None, DONE)])
+    assert caught.value.status == 502 and "without a name" in caught.value.message
+
+
 def test_several_choices_are_refused():
     with pytest.raises(BridgeError) as caught:
         translate(upstream_events(OPENAI / "multi_choice.sse"))

@@ -13,7 +13,8 @@ Decisions:
 - Tool arguments that are not a JSON object are never replaced by `{}`: the
   raw text is kept as `{"_invalid_json_arguments": "<raw>"}` so the client
   (and, through its tool-input validation error, the model) sees what came.
-  Empty arguments are a call without arguments: `{}`.
+  Empty arguments are a call without arguments: `{}`. A call without a
+  name cannot be a tool_use: that is a 502, in a stream too.
 - stop_reason precedence: refusal/content_filter, then length (a tool call
   cut by max_tokens must not be executed), then tool use (a tool_use block
   was sent, whatever the finish_reason says), then a matched stop
@@ -45,7 +46,7 @@ def to_anthropic_message(completion, context):
     if completion.get("error"):
         raise upstream_error(completion)
     choice = only_choice(completion.get("choices"))
-    message = choice.get("message") or {}
+    message = json_object(choice.get("message"))
     parts = content_parts(message.get("content"))
     thinking = reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking")
     text = "".join(text for kind, text in parts if kind == "text")
@@ -59,8 +60,10 @@ def to_anthropic_message(completion, context):
     if refusal:
         content.append({"type": "text", "text": refusal})
     calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-    for call in calls:
-        function = call.get("function") or {}
+    for position, call in enumerate(calls):
+        function = json_object(call.get("function"))
+        if not function.get("name"):
+            raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
         content.append({"type": "tool_use", "id": client_tool_id(call.get("id")),
                         "name": client_tool_name(context, function.get("name")),
                         "input": tool_input(function.get("arguments"))})
@@ -111,6 +114,11 @@ def content_parts(content):
             if isinstance(inner, str) and inner:
                 parts.append(("thinking", inner))
     return [(kind, text) for kind, text in parts if text]
+
+
+def json_object(value):
+    """`value` if it is a JSON object, else {}: a malformed part of an answer carries nothing."""
+    return value if isinstance(value, dict) else {}
 
 
 def reasoning_text(message):
@@ -191,7 +199,7 @@ def arguments_text(arguments):
 
 def client_tool_name(context, upstream_name):
     """The client's own name for a tool the request had to rename for OpenAI."""
-    return context.tool_names.get(upstream_name, upstream_name) if upstream_name else ""
+    return context.tool_names.get(upstream_name, upstream_name)
 
 
 def client_tool_id(upstream_id):

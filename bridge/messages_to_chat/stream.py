@@ -78,7 +78,7 @@ class StreamTranslator:
         out = [] if self.started else [self._message_start(payload)]
         self.started = True
         choice = choices[0]
-        out += self._delta(choice.get("delta") or {})
+        out += self._delta(response.json_object(choice.get("delta")))
         if choice.get("finish_reason"):
             out += self._close()
             self.stop = response.stop_fields(choice["finish_reason"], self.tool_called, self.refused,
@@ -118,7 +118,7 @@ class StreamTranslator:
     def _tool_call(self, position, entry):
         index = entry.get("index")
         index = index if isinstance(index, int) else position
-        function = entry.get("function") or {}
+        function = response.json_object(entry.get("function"))
         name, call_id = function.get("name"), entry.get("id")
         arguments = response.arguments_text(function.get("arguments"))
         call = self.calls.get(index)
