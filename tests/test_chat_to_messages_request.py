@@ -1,4 +1,5 @@
 """Chat request -> Messages request, one test per rule (bridge/chat_to_messages/request.py)."""
+import base64
 import json
 import re
 
@@ -62,6 +63,22 @@ def test_user_data_url_image_becomes_a_base64_image_block():
     assert out["messages"][0]["content"] == [
         {"type": "text", "text": "What is this?"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]}}]
+
+
+# The first bytes of each image format Anthropic takes (file signatures), padded to a few dozen bytes.
+SIGNATURES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+              "image/gif": b"GIF89a", "image/webp": b"RIFF\x24\x00\x00\x00WEBPVP8 "}
+
+
+@pytest.mark.parametrize("label", ["image/jpg", "image/png", "application/octet-stream"])
+@pytest.mark.parametrize("actual", SIGNATURES)
+def test_a_data_url_image_is_sent_with_the_type_its_bytes_show(label, actual):
+    """OpenAI reads the image and ignores the label (image/jpg is common); Anthropic refuses a label that
+    is not one of its four types or does not match the bytes."""
+    data = base64.b64encode(SIGNATURES[actual] + bytes(32)).decode()
+    out, _ = translate({"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": f"data:{label};base64,{data}"}}]})
+    assert out["messages"][0]["content"][0]["source"] == {"type": "base64", "media_type": actual, "data": data}
 
 
 def test_user_https_image_becomes_a_url_image_block():

@@ -13,7 +13,7 @@ import time
 
 from ..errors import invalid
 from ..models import map_model
-from ..schemas.openai import DATA_URL
+from ..schemas.openai import DATA_URL, image_media_type
 
 # Parameters that only steer sampling or OpenAI's platform, with no Anthropic equivalent.
 HINTS = ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "service_tier", "store",
@@ -146,10 +146,10 @@ def user_blocks(content):
 
 
 def image_block(url):
-    """A data URL becomes a base64 source, anything else a URL source."""
+    """A data URL becomes a base64 source of the type its bytes show, anything else a URL source."""
     match = DATA_URL.match(url)
     if match:
-        return {"type": "image", "source": {"type": "base64", "media_type": match["media_type"],
+        return {"type": "image", "source": {"type": "base64", "media_type": image_media_type(match),
                                             "data": match["data"]}}
     return {"type": "image", "source": {"type": "url", "url": url}}
 

@@ -11,6 +11,7 @@ Unknown top-level fields are kept (the translator reports them as dropped);
 unknown fields inside messages and parts are ignored, because clients echo
 whole response messages back (`refusal`, `annotations`, SDK-only fields).
 """
+import base64
 import json
 import re
 
@@ -20,6 +21,8 @@ from ..errors import invalid
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# How each of those formats begins (a WebP file: "RIFF", its size, then "WEBP").
+_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"))
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
@@ -90,10 +93,27 @@ class TextPart(Strict):
     cache_control = fields.Dict(allow_none=True)
 
 
+def image_media_type(match):
+    """The type a data URL's bytes show, else its label.
+
+    OpenAI reads the image and ignores the label (image/jpg, or a PNG labelled
+    jpeg, are common); Anthropic refuses a label outside IMAGE_TYPES or one
+    that does not match the bytes.
+    """
+    try:
+        head = base64.b64decode(match["data"][:16])
+    except ValueError:
+        return match["media_type"]
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return next((media_type for signature, media_type in _SIGNATURES if head.startswith(signature)),
+                match["media_type"])
+
+
 def _image_url(url):
     match = DATA_URL.match(url)
     if match:
-        if match["media_type"] not in IMAGE_TYPES:
+        if image_media_type(match) not in IMAGE_TYPES:
             raise ValidationError(f"image type {match['media_type']!r} is not supported by the Anthropic "
                                   f"upstream; use one of {', '.join(IMAGE_TYPES)}")
     elif not url.startswith(("https://", "http://")):
