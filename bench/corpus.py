@@ -65,6 +65,17 @@ def captures():
     return found
 
 
+def captures_as_chat():
+    """The largest Claude Code captures as a Chat client would send them: translated by the
+    bridge's own messages->chat request translator (what an OpenAI-speaking agent sends)."""
+    from bridge import settings
+    from bridge.messages_to_chat.request import to_chat_request
+    from bridge.schemas.anthropic import validate_messages
+    largest = sorted(captures(), key=lambda item: -len(json.dumps(item[1])))[:2]
+    return [(name, to_chat_request(validate_messages(json.loads(json.dumps(body))), settings.load({}))[0])
+            for name, body in largest]
+
+
 def _file_text(turn, size=5000):
     """A tool result the size of a source file, with some non-ASCII like real code has."""
     lines, total = [], 0

@@ -32,7 +32,8 @@ def requests_for(direction):
         bodies = [(f"{name} (capture)", body) for name, body in corpus.captures()]
         bodies.append(("500 KB session", corpus.anthropic_large()))
     else:
-        bodies = [("500 KB session", corpus.openai_large())]
+        bodies = [(f"{name} (capture, as Chat)", body) for name, body in corpus.captures_as_chat()]
+        bodies.append(("500 KB session", corpus.openai_large()))
     return [(label, json.dumps(body, ensure_ascii=False).encode()) for label, body in bodies]
 
 
