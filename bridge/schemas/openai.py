@@ -9,7 +9,8 @@ it cannot read, and conversations with nothing to answer.
 
 Unknown top-level fields are kept (the translator reports them as dropped);
 unknown fields inside messages and parts are ignored, because clients echo
-whole response messages back (`refusal`, `annotations`, SDK-only fields).
+whole response messages back (`annotations`, `reasoning_content`, SDK-only
+fields), and so are those Anthropic has no place for (`name`, image `detail`).
 """
 import base64
 import json
@@ -23,12 +24,13 @@ DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 # How each of those formats begins (a WebP file: "RIFF", its size, then "WEBP").
 _SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"))
-NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Function and response_format names become Anthropic tool names, which follow the same rule.
+NAME = validate.Regexp(r"^[a-zA-Z0-9_-]{1,64}$", error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 class TaggedUnion(fields.Field):
-    """An object whose `tag` field picks its schema; some tags are refused with a reason."""
+    """An object whose `tag` field picks its schema (and is kept); some tags are refused with a reason."""
 
     def __init__(self, tag, schemas, refused=None, **kwargs):
         super().__init__(**kwargs)
@@ -43,7 +45,7 @@ class TaggedUnion(fields.Field):
         if not isinstance(tag, str) or tag not in self.schemas:
             raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
                                               f"got {tag!r}"]})
-        return self.schemas[tag]().load(value)
+        return {self.tag: tag, **self.schemas[tag]().load(value)}
 
 
 class OneOrMany(fields.Field):
@@ -87,10 +89,13 @@ class Strict(Schema):
 
 # -- content parts -------------------------------------------------------------------------
 
-class TextPart(Strict):
-    type = fields.String(required=True)
-    text = fields.String(required=True)
+class Part(Strict):
+    """A content part; Anthropic's prompt-caching marker may ride on it."""
     cache_control = fields.Dict(allow_none=True)
+
+
+class TextPart(Part):
+    text = fields.String(required=True)
 
 
 def image_media_type(match):
@@ -122,13 +127,10 @@ def _image_url(url):
 
 class ImageUrl(Strict):
     url = fields.String(required=True, validate=_image_url)
-    detail = fields.String(validate=validate.OneOf(("auto", "low", "high")))
 
 
-class ImagePart(Strict):
-    type = fields.String(required=True)
+class ImagePart(Part):
     image_url = fields.Nested(ImageUrl, required=True)
-    cache_control = fields.Dict(allow_none=True)
 
 
 def _pdf_data_url(value):
@@ -141,25 +143,17 @@ def _pdf_data_url(value):
 
 
 class File(Strict):
-    file_data = fields.String(validate=_pdf_data_url)
     file_id = _must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
                               "send the document inline as file_data")
+    file_data = fields.String(required=True, validate=_pdf_data_url)
     filename = fields.String(allow_none=True)
 
-    @validates_schema
-    def _has_data(self, data, **kwargs):
-        if "file_data" not in data:
-            raise ValidationError("file_data is required", "file_data")
 
-
-class FilePart(Strict):
-    type = fields.String(required=True)
+class FilePart(Part):
     file = fields.Nested(File, required=True)
-    cache_control = fields.Dict(allow_none=True)
 
 
 class RefusalPart(Strict):
-    type = fields.String(required=True)
     refusal = fields.String(required=True)
 
 
@@ -177,15 +171,11 @@ def _content(parts, **kwargs):
 # -- messages ------------------------------------------------------------------------------
 
 class SystemMessage(Strict):
-    role = fields.String(required=True)
     content = _content(TEXT_PARTS, required=True)
-    name = fields.String()
 
 
 class UserMessage(Strict):
-    role = fields.String(required=True)
     content = _content(USER_PARTS, required=True)
-    name = fields.String()
 
 
 def _arguments(text):
@@ -204,18 +194,15 @@ class FunctionCall(Strict):
 
 class ToolCall(Strict):
     id = fields.String(required=True, validate=validate.Length(min=1))
-    type = fields.String(required=True)
     function = fields.Nested(FunctionCall, required=True)
 
 
 class ThinkingBlock(Strict):
-    type = fields.String(required=True)
     thinking = fields.String(required=True)
     signature = fields.String(allow_none=True)
 
 
 class RedactedThinkingBlock(Strict):
-    type = fields.String(required=True)
     data = fields.String(required=True)
 
 
@@ -224,23 +211,19 @@ _CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_us
 
 
 class AssistantMessage(Strict):
-    role = fields.String(required=True)
     content = _content(ASSISTANT_PARTS, allow_none=True)
     refusal = fields.String(allow_none=True)
-    name = fields.String()
     tool_calls = fields.List(TaggedUnion("type", {"function": ToolCall}, refused={"custom": _CUSTOM_CALL}),
                              allow_none=True)
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
     thinking_blocks = fields.List(TaggedUnion("type", {"thinking": ThinkingBlock,
                                                        "redacted_thinking": RedactedThinkingBlock}),
                                   allow_none=True)
-    reasoning_content = fields.String(allow_none=True)
     function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
     audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
 
 
 class ToolMessage(Strict):
-    role = fields.String(required=True)
     tool_call_id = fields.String(required=True, validate=validate.Length(min=1))
     content = _content(TEXT_PARTS, required=True)
 
@@ -256,15 +239,13 @@ MESSAGE = TaggedUnion(
 # -- tools and options ---------------------------------------------------------------------
 
 class FunctionDefinition(Strict):
-    name = fields.String(required=True, validate=validate.Regexp(
-        NAME, error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -"))
+    name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
     parameters = fields.Dict(allow_none=True)
     strict = _strict_bool()
 
 
 class FunctionTool(Strict):
-    type = fields.String(required=True)
     function = fields.Nested(FunctionDefinition, required=True)
 
 
@@ -273,7 +254,6 @@ class ChosenFunction(Strict):
 
 
 class NamedToolChoice(Strict):
-    type = fields.String(required=True)
     function = fields.Nested(ChosenFunction, required=True)
 
 
@@ -294,8 +274,7 @@ class ToolChoice(fields.Field):
 
 
 class JsonSchemaFormat(Strict):
-    name = fields.String(required=True, validate=validate.Regexp(
-        NAME, error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -"))
+    name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
     schema = fields.Dict(allow_none=True)
     strict = _strict_bool()
@@ -307,18 +286,12 @@ class JsonSchemaFormat(Strict):
             raise ValidationError("the root of the schema must be an object (type: object)", "schema")
 
 
-class ResponseFormatText(Strict):
-    type = fields.String(required=True)
-
-
 class ResponseFormatJsonSchema(Strict):
-    type = fields.String(required=True)
     json_schema = fields.Nested(JsonSchemaFormat, required=True)
 
 
 class StreamOptions(Strict):
     include_usage = _strict_bool()
-    include_obfuscation = _strict_bool()
 
 
 def _thinking(value):
@@ -370,7 +343,7 @@ class ChatRequest(Schema):
                   "use function tools"}), allow_none=True)
     tool_choice = ToolChoice(allow_none=True)
     parallel_tool_calls = _strict_bool()
-    response_format = TaggedUnion("type", {"text": ResponseFormatText, "json_object": ResponseFormatText,
+    response_format = TaggedUnion("type", {"text": Strict, "json_object": Strict,
                                            "json_schema": ResponseFormatJsonSchema}, allow_none=True)
     reasoning_effort = fields.String(allow_none=True, validate=validate.OneOf(REASONING_EFFORTS))
     thinking = fields.Raw(allow_none=True, validate=_thinking)  # Anthropic's own, via extra_body
