@@ -348,6 +348,7 @@ def test_every_recorded_claude_code_request_is_served(bridge, fake, path):
     assert_valid_chat_request(sent.body)
     assert set(sent.body) <= CHAT_FIELDS
     assert sent.body["model"] == body["model"], "unmapped names pass through"
+    assert "x-anthropic-billing-header" not in json.dumps(sent.body), "a per-request hash defeats prefix caching"
     presented = capture["headers"].get("x-api-key") or capture["headers"]["authorization"].split(" ", 1)[1]
     assert sent.headers["authorization"] == f"Bearer {presented}"
     assert all(h not in sent.headers for h in ("anthropic-version", "anthropic-beta", "x-api-key"))
