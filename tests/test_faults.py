@@ -329,7 +329,7 @@ def test_a_stall_mid_stream_ends_with_a_timeout_error_event(start_bridge, fake, 
     assert "in time" in error_body["message"]
     if direction.sdk is openai:
         assert error_body["type"] == "timeout"
-    assert len(fake.closed_streams) == 2, "the bridge hung up on the stalled upstream"
+    wait_for(lambda: len(fake.closed_streams) == 2, "the bridge to hang up on both stalled upstreams")
 
 
 @EACH
