@@ -42,6 +42,7 @@ def relay(response, translator, protocol, ping_interval):
     frame = _anthropic_event if protocol == ANTHROPIC else _openai_chunk
     keepalive = _anthropic_event({"type": "ping"}) if protocol == ANTHROPIC else sse.comment()
     record = observability.current()
+    upstream = _Ending(response)
     events = queue.SimpleQueue()
     reader = threading.Thread(target=_read, args=(response, events.put), daemon=True,
                               name="upstream-reader")
@@ -85,7 +86,7 @@ def relay(response, translator, protocol, ping_interval):
         record.failed_mid_stream(error, protocol)
         pending.append(error_event(error, protocol))  # after what the same read already produced
     finally:
-        _close(response)
+        upstream.close()
     if pending:
         yield _take(pending)
 
@@ -161,10 +162,35 @@ def _read(response, put):
         put(exc)
 
 
-def _close(response):
-    """Close the upstream at once, waking a reader blocked in recv()."""
-    try:
-        response.raw.shutdown()
-    except Exception:
-        pass
-    response.close()
+class _Ending:
+    """An upstream response that ends once: given back to the pool or closed, never both.
+
+    urllib3 gives the connection back to its pool from inside the reader's read, the moment
+    the body ends: first into the pool, then off the response. Closing the response in
+    between (a translator done before the body's last bytes, a client leaving at the very
+    end) would close the connection the pool has meanwhile handed to another stream. A lock
+    makes giving back and closing exclusive: whichever comes first decides.
+    """
+
+    def __init__(self, response):
+        self.response = response
+        self._lock = threading.Lock()
+        self._closed = False
+        give_back = response.raw.release_conn
+
+        def release_conn():
+            with self._lock:
+                if not self._closed:
+                    give_back()
+
+        response.raw.release_conn = release_conn
+
+    def close(self):
+        """Close at once, waking a reader blocked in recv(), unless the pool has it back."""
+        with self._lock:
+            self._closed = True
+            try:
+                self.response.raw.shutdown()  # refused once the connection is back in the pool
+            except Exception:
+                pass
+        self.response.close()
