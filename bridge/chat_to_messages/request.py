@@ -148,19 +148,20 @@ def user_blocks(content):
 def image_block(url):
     """A data URL becomes a base64 source of the type its bytes show, anything else a URL source."""
     match = DATA_URL.match(url)
-    if match:
-        return {"type": "image", "source": {"type": "base64", "media_type": image_media_type(match),
-                                            "data": match["data"]}}
-    return {"type": "image", "source": {"type": "url", "url": url}}
+    source = _base64_source(image_media_type(match), match) if match else {"type": "url", "url": url}
+    return {"type": "image", "source": source}
 
 
 def document_block(file):
     match = DATA_URL.match(file["file_data"])
-    block = {"type": "document", "source": {"type": "base64", "media_type": match["media_type"],
-                                            "data": match["data"]}}
+    block = {"type": "document", "source": _base64_source(match["media_type"], match)}
     if file.get("filename"):
         block["title"] = file["filename"]
     return block
+
+
+def _base64_source(media_type, data_url):
+    return {"type": "base64", "media_type": media_type, "data": data_url["data"]}
 
 
 def assistant_blocks(message):
@@ -236,11 +237,11 @@ def _finish_prefill(turns):
 
 def tools_and_choice(body, context):
     """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
-    tools = [anthropic_tool(tool["function"]) for tool in body.get("tools") or []]
-    strict = [tool["function"] for tool in body.get("tools") or []]
+    specs = [tool["function"] for tool in body.get("tools") or []]
+    tools = [anthropic_tool(spec) for spec in specs]
     if (body.get("response_format") or {}).get("type") == "json_schema":
-        strict.append(body["response_format"]["json_schema"])
-    if any(spec.get("strict") for spec in strict):
+        specs.append(body["response_format"]["json_schema"])
+    if any(spec.get("strict") for spec in specs):
         context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
     json_tool = response_format_tool(body.get("response_format"))
