@@ -39,7 +39,6 @@ class _Call:
     name: str
     pending: str = ""      # argument fragments that came before the name
     opened: bool = False
-    closed: bool = False
 
 
 class StreamTranslator:
@@ -124,7 +123,7 @@ class StreamTranslator:
         call = self.calls.get(index)
         if call is None or (call_id and call.id and call_id != call.id):
             call = self.calls[index] = _Call(id=call_id, name=name)
-        elif call.closed:
+        elif call.opened and call is not self.open:  # its block is closed
             if not arguments:
                 return []  # a repeat of a finished call's id or name adds nothing
             raise BridgeError("api_error", f"upstream sent more arguments for tool call {index} after "
@@ -162,8 +161,6 @@ class StreamTranslator:
     def _close(self):
         if self.open is None:
             return []
-        if isinstance(self.open, _Call):
-            self.open.closed = True
         self.open = None
         return [{"type": "content_block_stop", "index": self.blocks - 1}]
 
