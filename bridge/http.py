@@ -2,6 +2,7 @@
 import json
 import math
 import re
+from urllib.parse import quote
 
 from flask import Response, current_app, g, request
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -107,5 +108,9 @@ def sse_response(chunks, headers=None):
 
 
 def dropped_header(names):
-    """Report parameters dropped for lack of an equivalent upstream."""
-    return {"x-bridge-dropped-params": ", ".join(names)} if names else {}
+    """Report parameters dropped for lack of an equivalent upstream.
+
+    A name may be any JSON key the client sent: percent-encoded, it cannot break the header
+    (a newline, a character outside Latin-1) nor be read as two names (a comma).
+    """
+    return {"x-bridge-dropped-params": ", ".join(quote(name, safe="") for name in names)} if names else {}

@@ -18,7 +18,7 @@ twenty-five times as many, randomized; a failure prints a blob that reproduces i
 import copy
 import json
 import os
-import pathlib
+import urllib.parse
 
 import pytest
 import requests
@@ -490,3 +490,16 @@ def test_models_errors_take_the_shape_of_the_models_answer(http):
     http.fake.reply(fixture("anthropic/error_429.json"))
     response = http.send("GET", "/v1/models", b"", {"x-api-key": "sk-client"})
     assert response.status_code == 429 and set(response.json()["error"]) >= {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize("path, seed", ENDPOINTS[::2], ids=[p for p, _ in ENDPOINTS[::2]])
+def test_parameter_names_in_the_dropped_params_header_cannot_break_or_inject_headers(http, path, seed):
+    """Found by the long fuzz: a Chat request's unknown keys are reported as dropped, and a key
+    with a newline made a 500 and one outside Latin-1 left the client waiting for an answer
+    werkzeug could not write."""
+    odd = ["a\r\nSet-Cookie: x=1", "\U000947f8\tkey", "comma, inside", "del\x7f", "top_k"]
+    response = http.send("POST", path, dumps({**seed, **{name: 1 for name in odd}}), ANTHROPIC_HEADERS)
+    assert response.status_code == 200 and "set-cookie" not in response.headers
+    reported = response.headers.get("x-bridge-dropped-params", "")
+    assert reported.isascii() and reported.isprintable()
+    assert set(map(urllib.parse.unquote, reported.split(", "))) <= set(odd)
