@@ -98,8 +98,10 @@ def _lone_surrogate(raw, body):
 
 
 def json_response(body, status=200, headers=None):
-    return Response(json.dumps(body, ensure_ascii=False), status=status,
-                    headers=headers or {}, mimetype="application/json")
+    # A lone surrogate (an error quoting the client's key, an upstream's half emoji) goes out
+    # as the JSON escape it came in as, instead of failing the UTF-8 encode.
+    text = json.dumps(body, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return Response(text, status=status, headers=headers or {}, mimetype="application/json")
 
 
 def sse_response(chunks, headers=None):

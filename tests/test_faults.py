@@ -164,6 +164,16 @@ class Direction:
     def upstream_base(self, port):
         return f"http://127.0.0.1:{port}" + ("/v1" if self.upstream == "openai" else "")
 
+    def upstream_text(self, event):
+        """The text one raw upstream event carries, or ''."""
+        data = event.split(b"data:", 1)[1].strip()
+        if data == b"[DONE]":
+            return ""
+        data = json.loads(data)
+        if self.upstream == "anthropic":
+            return data["delta"].get("text", "") if data["type"] == "content_block_delta" else ""
+        return (data["choices"][0]["delta"].get("content") or "") if data["choices"] else ""
+
     def text_of(self, items):
         """The text a client assembled from stream items (SDK events or chunks)."""
         if self.sdk is anthropic:
@@ -400,14 +410,7 @@ def start_and_hang_up(url, direction):
 def lengthened(direction, **reply):
     """The recorded stream with its first text delta repeated: a long answer, still well formed."""
     events = recorded_stream(direction).events
-
-    def is_text(event):
-        data = json.loads(event.split(b"data:", 1)[1])
-        if direction.upstream == "anthropic":
-            return data["type"] == "content_block_delta"
-        return bool(data["choices"] and data["choices"][0]["delta"].get("content"))
-
-    at = next(i for i, event in enumerate(events) if is_text(event))
+    at = next(i for i, event in enumerate(events) if direction.upstream_text(event))
     return recorded_stream(direction, events=events[:at] + events[at:at + 1] * 30 + events[at:], **reply)
 
 
@@ -453,3 +456,4 @@ def test_werkzeug_closes_the_upstream_within_a_second_of_a_client_leaving_and_en
     assert_upstream_closed_within_a_second(fake, left_at)
     wait_for(lambda: not set(threading.enumerate()) - before,
              "the request, upstream-reader and fake upstream threads to end")
+

@@ -503,3 +503,11 @@ def test_parameter_names_in_the_dropped_params_header_cannot_break_or_inject_hea
     reported = response.headers.get("x-bridge-dropped-params", "")
     assert reported.isascii() and reported.isprintable()
     assert set(map(urllib.parse.unquote, reported.split(", "))) <= set(odd)
+
+
+@pytest.mark.parametrize("path, seed", ENDPOINTS, ids=[p for p, _ in ENDPOINTS])
+def test_a_lone_surrogate_in_a_key_is_a_400_that_can_name_it(http, path, seed):
+    """Found by the long fuzz: the 400 quoting the key could not itself be encoded (a 500)."""
+    response = http.send("POST", path, b'{"\\ud83dkey": 1, ' + dumps(seed)[1:], ANTHROPIC_HEADERS)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("\ud83dkey: ")
