@@ -58,10 +58,13 @@ class Decoder:
 
 
 def encode(data, event=None):
-    """Frame one event; `data` is already-serialised text without newlines."""
-    if event:
-        return f"event: {event}\ndata: {data}\n\n".encode()
-    return f"data: {data}\n\n".encode()
+    """Frame one event; `data` is already-serialised text without newlines.
+
+    A lone surrogate (half an emoji the upstream sent as "\\ud83d") leaves as that same JSON
+    escape: failing the UTF-8 encode would break the stream.
+    """
+    text = f"event: {event}\ndata: {data}\n\n" if event else f"data: {data}\n\n"
+    return text.encode("utf-8", "backslashreplace")
 
 
 def comment(text="keep-alive"):

@@ -457,3 +457,19 @@ def test_werkzeug_closes_the_upstream_within_a_second_of_a_client_leaving_and_en
     wait_for(lambda: not set(threading.enumerate()) - before,
              "the request, upstream-reader and fake upstream threads to end")
 
+
+@pytest.mark.parametrize("direction", [
+    pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat", marks=pytest.mark.xfail(strict=True, reason=(
+        "bridge/messages_to_chat/tokens.py text_tokens() encodes the upstream's text to UTF-8 to "
+        "count output tokens and raises UnicodeEncodeError on a lone surrogate: an OpenAI chunk "
+        "with delta.content \"cut \\ud83d\" ends the client's stream with no error event"))),
+    pytest.param(CHAT_TO_MESSAGES, id="chat_to_messages")])
+def test_a_lone_surrogate_from_the_upstream_passes_through_as_the_escape_it_came_as(bridge, fake, direction):
+    """Half an emoji in an upstream event ("\\ud83d") is what the upstream said: it reaches the
+    client the same way instead of failing to encode (a 500 page before the first byte)."""
+    events = recorded_stream(direction).events
+    at = next(i for i, event in enumerate(events) if direction.upstream_text(event))
+    cut = events[at].replace(direction.upstream_text(events[at]).encode(), b"cut \\ud83d")
+    fake.reply(recorded_stream(direction, events=[*events[:at], cut, *events[at + 1:]]))
+    items, error = drain(direction.ask(bridge.url, stream=True))
+    assert error is None and "cut \ud83d" in direction.text_of(items)
