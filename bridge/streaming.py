@@ -15,6 +15,7 @@ client protocol's error event and ends the stream. A translator may set
 response at once instead of waiting (and pinging) for the upstream's end.
 """
 import json
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,8 @@ import time
 from . import observability, sse
 from .errors import ANTHROPIC, BridgeError
 from .upstream import transport_error
+
+log = logging.getLogger(__name__)
 
 DONE = "[DONE]"
 # A translator returns this to send the client a keep-alive (for OpenAI clients an SSE comment),
@@ -82,7 +85,11 @@ def relay(response, translator, protocol, ping_interval):
         for item in translator.finish():
             record.saw(item)
             pending.append(frame(item))
-    except BridgeError as error:
+    except Exception as error:
+        if not isinstance(error, BridgeError):  # a bug: still the protocol's error event, not a cut stream
+            log.exception("stream translation failed")
+            error = BridgeError("api_error", "internal error in the bridge while translating the "
+                                "stream; see its log")
         record.failed_mid_stream(error, protocol)
         pending.append(error_event(error, protocol))  # after what the same read already produced
     finally:

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from bridge import sse
-from bridge.errors import ANTHROPIC
+from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.deploy_processes import Gunicorn, wait_for
 from tests.fake_upstream import Reply, fixture, json_reply
@@ -473,3 +473,27 @@ def test_a_lone_surrogate_from_the_upstream_passes_through_as_the_escape_it_came
     fake.reply(recorded_stream(direction, events=[*events[:at], cut, *events[at + 1:]]))
     items, error = drain(direction.ask(bridge.url, stream=True))
     assert error is None and "cut \ud83d" in direction.text_of(items)
+
+
+class Crashing:
+    """A translator with a bug: it raises something that is not a BridgeError."""
+
+    def feed(self, name, payload):
+        raise KeyError("a translator bug")
+
+    def finish(self):
+        return []
+
+
+@pytest.mark.parametrize("protocol", [ANTHROPIC, OPENAI])
+def test_a_translator_bug_ends_the_stream_with_an_error_event_and_closes_the_upstream(fake, protocol, caplog):
+    """Not an HTML 500 page before the first byte, nor a cut connection after it: the
+    protocol's error event, the upstream closed, the bug in the log."""
+    fake.reply(Reply(events=[sse.encode('{"type": "a"}', event="a")] * 3, stall_after=1))
+    chunks = list(relay(requests.get(f"{fake.url}/stream", stream=True), Crashing(), protocol, 5))
+    events = sse.Decoder().feed(b"".join(chunks))
+    body = json.loads(events[-1].data)
+    assert len(events) == 1 and body["error"]["type"] in ("api_error", "server_error")
+    assert (events[-1].event == "error") == (protocol == ANTHROPIC)
+    wait_for(lambda: fake.closed_streams, "the upstream to be closed")
+    assert "a translator bug" in caplog.text
