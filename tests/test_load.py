@@ -1,5 +1,12 @@
-"""Load: what running many streams at once found, pinned.
+"""Load, at small scale: loadtest/run.py through gunicorn, and what load found.
+
+The full run (200 concurrent paced streams, 1,000 requests) is `python -m loadtest.run`; its
+numbers are in the README under "Capacity and sizing". Here the same script runs at a tenth of
+that, and its own checks are shown to catch a stream that lost or reordered an event.
 """
+import json
+import subprocess
+import sys
 import threading
 
 import urllib3
@@ -8,8 +15,43 @@ from bridge import settings as settings_module, sse
 from bridge.errors import ANTHROPIC
 from bridge.streaming import relay
 from bridge.upstream import Upstream
+from loadtest.run import DIRECTIONS
 from tests.conftest import bridge_env
+from tests.deploy_processes import REPO
 from tests.fake_upstream import fixture
+
+
+def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
+    run = subprocess.run([sys.executable, "-m", "loadtest.run", "--streams", "20", "--requests", "100",
+                          "--events", "20", "--rounds", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    report = json.loads(run.stdout)
+    assert report["streams"] == {**report["streams"], "count": 20, "failed": 0}
+    assert report["requests"] == {**report["requests"], "count": 100, "failed": 0}
+    assert report["rss_mib"]["back_near_baseline"], report["rss_mib"]
+    assert run.returncode == 0 and report["ok"], run.stderr[-2000:]
+
+
+def stamped_stream(direction, stamps):
+    """A client-side stream as the bridge would send it, carrying these upstream stamps."""
+    texts = [f"@{stamp:.6f}@ " for stamp in stamps]
+    if direction.name == "messages_to_chat":
+        events = [("message_start", {}), ("content_block_start", {})]
+        events += [("content_block_delta", {"delta": {"type": "text_delta", "text": t}}) for t in texts]
+        events += [("content_block_stop", {}), ("message_delta", {}), ("message_stop", {})]
+        return b"".join(sse.encode(json.dumps({"type": name, **data}), event=name) for name, data in events)
+    chunks = [{"choices": [{"delta": {"content": t}, "finish_reason": None}]} for t in texts]
+    chunks.append({"choices": [{"delta": {}, "finish_reason": "stop"}]})
+    return b"".join(sse.encode(json.dumps(c)) for c in chunks) + sse.encode("[DONE]")
+
+
+def test_the_load_checks_catch_a_lost_or_reordered_event():
+    for direction in DIRECTIONS:
+        assert direction.stream_problem(stamped_stream(direction, [1.0, 2.0, 3.0]), 3) == ""
+        assert "2 text events of 3" in direction.stream_problem(stamped_stream(direction, [1.0, 3.0]), 3)
+        assert "out of order" in direction.stream_problem(stamped_stream(direction, [1.0, 3.0, 2.0]), 3)
+        cut = stamped_stream(direction, [1.0, 2.0, 3.0]).rsplit(b"\n\n", 2)[0] + b"\n\n"
+        assert direction.stream_problem(cut, 3)
 
 
 class DoneAtMessageStop:
