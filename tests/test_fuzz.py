@@ -405,7 +405,7 @@ def test_every_seed_is_a_valid_request(http, path, body, headers):
 
 
 @given(case=mutated(messages_seeds()))
-@examples(700)
+@examples(500)
 def test_mutated_messages_requests(http, case):
     path, body, headers = case
     http.send("POST", path, dumps(body), client_headers(headers))
@@ -419,7 +419,7 @@ def test_mutated_count_tokens_requests(http, case):
 
 
 @given(case=mutated(chat_seeds()))
-@examples(700)
+@examples(600)
 def test_mutated_chat_requests(http, case):
     path, body, headers = case
     http.send("POST", path, dumps(body), client_headers(headers))
@@ -440,7 +440,7 @@ def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
 
 
 @given(data=st.data())
-@examples(300)
+@examples(200)
 def test_models_with_generated_headers_and_queries(http, data):
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
     query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00"]))
