@@ -29,13 +29,18 @@ from tests.test_streaming import Echo
 
 @contextlib.contextmanager
 def full_backlog():
-    """A port whose listen queue is full: the kernel drops new SYNs, so a connect just hangs."""
-    with socket.socket() as listener:
+    """A port whose listen queue is full: the kernel drops new SYNs, so a connect just hangs.
+
+    A few non-blocking connects fill the queue whatever size the kernel makes of listen(0)."""
+    with socket.socket() as listener, contextlib.ExitStack() as fillers:
         listener.bind(("127.0.0.1", 0))
         listener.listen(0)
         port = listener.getsockname()[1]
-        with socket.create_connection(("127.0.0.1", port)):  # the one place in the queue
-            yield port
+        for _ in range(3):
+            filler = fillers.enter_context(socket.socket())
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        yield port
 
 
 class SlammingDoor:
@@ -102,11 +107,12 @@ def test_a_connect_timeout_is_a_504_in_each_protocol(start_bridge):
     with full_backlog() as port:
         live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
                             BRIDGE_ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
-                            BRIDGE_CONNECT_TIMEOUT=0.2)
+                            BRIDGE_CONNECT_TIMEOUT=0.2, BRIDGE_READ_TIMEOUT=1)
         anthropic_reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
         openai_reply = requests.get(f"{live.url}/v1/models")
     assert is_anthropic_error(anthropic_reply, 504, "api_error")
     assert is_openai_error(openai_reply, 504) and openai_reply.json()["error"]["type"] == "timeout"
+    assert "ConnectTimeout" in anthropic_reply.text, "the connect itself timed out, not a read"
 
 
 def test_a_200_whose_body_is_not_json_is_a_502_not_a_crash(bridge, fake):
@@ -254,11 +260,12 @@ def test_connection_refused_is_a_502(start_bridge, direction, stream):
 @EACH
 def test_a_connect_timeout_is_a_504(start_bridge, direction):
     with full_backlog() as port:
-        live = start_bridge(BRIDGE_CONNECT_TIMEOUT=0.2,
+        live = start_bridge(BRIDGE_CONNECT_TIMEOUT=0.2, BRIDGE_READ_TIMEOUT=1,
                             **{direction.base_url_setting: direction.upstream_base(port)})
         with pytest.raises(direction.sdk.InternalServerError) as caught:
             direction.ask(live.url, stream=True)
     assert direction.is_error(caught.value.response, 504, "api_error")
+    assert "ConnectTimeout" in caught.value.message
 
 
 @EACH
