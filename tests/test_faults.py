@@ -465,6 +465,16 @@ def test_werkzeug_closes_the_upstream_within_a_second_of_a_client_leaving_and_en
              "the request, upstream-reader and fake upstream threads to end")
 
 
+@EACH
+@pytest.mark.parametrize("answer", ["json", "empty", "only-done"])
+def test_a_stream_request_answered_with_no_stream_ends_with_an_error_event(bridge, fake, direction, answer):
+    """An upstream that ignores stream:true (a JSON body), or sends nothing: never a made-up end."""
+    reply = {"json": fixture(f"{direction.upstream}/text.json"), "empty": Reply(events=[]),
+             "only-done": Reply(events=[b"data: [DONE]\n\n"])}[answer]
+    fake.reply(reply)
+    assert_ends_with_one_error_event(raw_events(bridge.url, direction), direction)
+
+
 @pytest.mark.parametrize("direction", [
     pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat", marks=pytest.mark.xfail(strict=True, reason=(
         "bridge/messages_to_chat/tokens.py text_tokens() encodes the upstream's text to UTF-8 to "
