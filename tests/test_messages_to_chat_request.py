@@ -507,7 +507,9 @@ def test_stream_asks_for_usage_unless_switched_off():
     assert "stream" not in chat and not context.stream
 
 
-def test_context_carries_an_input_estimate():
-    _, small = translate(request(user("x")))
-    _, large = translate(request(user("x" * 3000)))
+def test_a_stream_context_carries_an_input_estimate_for_message_start():
+    _, small = translate(request(user("x"), stream=True))
+    _, large = translate(request(user("x" * 3000), stream=True))
     assert 0 < small.input_tokens < large.input_tokens
+    _, unstreamed = translate(request(user("x" * 3000)))
+    assert unstreamed.input_tokens == 0  # nothing reads it: the upstream's usage answers

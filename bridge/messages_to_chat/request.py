@@ -58,7 +58,7 @@ class Context:
     dropped: list              # request fields not forwarded, for x-bridge-dropped-params
     tool_names: dict           # upstream tool name -> the client's name
     stop_sequences: tuple
-    input_tokens: int          # estimate for message_start, before the upstream counts
+    input_tokens: int          # estimate for a stream's message_start (0 when not streamed)
 
 
 def _max_tokens(requested, cap):
@@ -95,7 +95,7 @@ def to_chat_request(body, settings):
             chat["stream_options"] = {"include_usage": True}
     context = Context(model=body["model"], stream=stream, dropped=dropped,
                       tool_names={short: name for name, short in names.items()},
-                      stop_sequences=tuple(stop), input_tokens=count_tokens(body))
+                      stop_sequences=tuple(stop), input_tokens=count_tokens(body) if stream else 0)
     return chat, context
 
 

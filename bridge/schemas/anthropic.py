@@ -182,8 +182,7 @@ class ToolField(fields.Field):
         kind = value.get("type")
         if kind is not None and not isinstance(kind, str):
             raise ValidationError({"type": ["Not a valid string."]})
-        schema = CustomTool() if kind in (None, "custom") else ServerTool()
-        return schema.load(value)
+        return (_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL).load(value)
 
 
 class ChoiceAuto(_Schema):
@@ -237,6 +236,8 @@ class MessagesRequest(CountTokensRequest):
     metadata = fields.Nested(Metadata)
 
 
+_CUSTOM_TOOL = CustomTool()
+_SERVER_TOOL = ServerTool()
 _MESSAGES = MessagesRequest()
 _COUNT_TOKENS = CountTokensRequest()
 

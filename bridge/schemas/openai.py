@@ -34,7 +34,9 @@ class TaggedUnion(fields.Field):
 
     def __init__(self, tag, schemas, refused=None, **kwargs):
         super().__init__(**kwargs)
-        self.tag, self.schemas, self.refused = tag, schemas, refused or {}
+        # One instance per tag, built once: a schema built per part deep-copies its fields each time.
+        self.tag, self.refused = tag, refused or {}
+        self.schemas = {name: schema() for name, schema in schemas.items()}
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
@@ -45,7 +47,7 @@ class TaggedUnion(fields.Field):
         if not isinstance(tag, str) or tag not in self.schemas:
             raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
                                               f"got {tag!r}"]})
-        return {self.tag: tag, **self.schemas[tag]().load(value)}
+        return {self.tag: tag, **self.schemas[tag].load(value)}
 
 
 class OneOrMany(fields.Field):
@@ -408,10 +410,13 @@ def _check_tool_links(messages):
         raise ValidationError({"messages": errors})
 
 
+_CHAT = ChatRequest()
+
+
 def validate_chat(body):
     """The loaded request, or a 400 whose message names every bad field by its path."""
     try:
-        return ChatRequest().load(body)
+        return _CHAT.load(body)
     except ValidationError as exc:
         problems = list(_flatten(exc.messages))
         raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
