@@ -255,10 +255,9 @@ def validate_count_tokens(body):
 def _validated(schema, body):
     errors = schema.validate(body)
     if errors:
-        paths = list(_flatten(errors))
-        path, message = paths[0]
-        more = f" (and {len(paths) - 1} more problems)" if len(paths) > 1 else ""
-        raise invalid(f"{path}: {message}{more}" if path else f"{message}{more}", param=path or None)
+        problems = list(_flatten(errors))
+        raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
+                      param=problems[0][0] or None)
     return body
 
 
