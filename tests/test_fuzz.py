@@ -12,7 +12,7 @@ answer (a stream ends with message_stop or [DONE], never with an error, since th
 upstream answers every request that passes validation with a valid body); and the service
 stays healthy.
 
-CI runs a fixed, derandomized set (a few thousand examples). BRIDGE_FUZZ_PROFILE=long runs
+CI runs a fixed, derandomized set (a few thousand examples). FUZZ_PROFILE=long runs
 twenty-five times as many, randomized; a failure prints a blob that reproduces it.
 """
 import copy
@@ -36,7 +36,7 @@ settings.register_profile(
                            HealthCheck.data_too_large, HealthCheck.large_base_example])
 settings.register_profile("bridge-fuzz-long", parent=settings.get_profile("bridge-fuzz-ci"),
                           derandomize=False)
-PROFILE = os.environ.get("BRIDGE_FUZZ_PROFILE", "ci")
+PROFILE = os.environ.get("FUZZ_PROFILE", "ci")
 SCALE = {"ci": 1, "long": 25}[PROFILE]
 
 
