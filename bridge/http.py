@@ -7,6 +7,7 @@ from urllib.parse import quote
 from flask import Response, current_app, g, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from . import json_codec, observability
 from .errors import BridgeError, invalid
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -37,7 +38,7 @@ def parse_json(raw):
     if not raw.strip():
         raise invalid("request body is empty; expected a JSON object")
     try:
-        body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+        body = json_codec.loads(raw, fallback=_parse_strictly)
     except UnicodeDecodeError:
         raise invalid("request body is not valid UTF-8") from None
     except ValueError as exc:
@@ -46,6 +47,16 @@ def parse_json(raw):
         raise invalid("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _parse_strictly(raw):
+    """What orjson refused, parsed by the json module to say exactly what is wrong with it.
+
+    The json module also takes what is valid JSON but not valid Unicode, a lone surrogate,
+    which orjson refuses: that is looked for here, and only here.
+    """
+    body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
     where = _lone_surrogate(raw, body)
     if where is not None:
         raise invalid(f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not "
@@ -98,10 +109,8 @@ def _lone_surrogate(raw, body):
 
 
 def json_response(body, status=200, headers=None):
-    # A lone surrogate (an error quoting the client's key, an upstream's half emoji) goes out
-    # as the JSON escape it came in as, instead of failing the UTF-8 encode.
-    text = json.dumps(body, ensure_ascii=False).encode("utf-8", "backslashreplace")
-    return Response(text, status=status, headers=headers or {}, mimetype="application/json")
+    observability.current().answered(body)
+    return Response(json_codec.dumps(body), status=status, headers=headers or {}, mimetype="application/json")
 
 
 def sse_response(chunks, headers=None):

@@ -2,9 +2,9 @@
 
 Every request gets a Record as it enters the WSGI app. Whoever learns
 something fills it in: the after-request hook (status, client key name,
-models, a non-streamed body's usage), the upstream client (which model went
-upstream, how the upstream answered) and the stream relay (first event,
-usage, a mid-stream error). The record is written when the server closes
+models), the JSON response helper (a body's usage or error type), the
+upstream client (which model went upstream, how the upstream answered) and
+the stream relay (first event, usage, a mid-stream error). The record is written when the server closes
 the response - for a stream, when it ends or the client leaves - as one
 JSON line on the `bridge.access` logger and as Prometheus metrics. Only
 metadata is kept: ids, model names, statuses, timings, token counts; never
@@ -18,7 +18,6 @@ reports the whole service.
 import contextvars
 import datetime
 import functools
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from flask import Response, g, request
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge,
                                Histogram, generate_latest, multiprocess)
 
+from . import json_codec
 from .errors import BridgeError
 
 access_log = logging.getLogger("bridge.access")
@@ -86,6 +86,13 @@ class Record:
         if isinstance(usage, dict):
             self.count(usage)
 
+    def answered(self, body):
+        """A JSON answer's usage, or the error type the client was told."""
+        if isinstance(body.get("usage"), dict):
+            self.count(body["usage"])
+        if isinstance(body.get("error"), dict):
+            self.error = body["error"].get("type")
+
     def count(self, usage):
         """Merge usage fields: later events refine earlier ones, missing fields keep their value."""
         self.usage.update((k, v) for k, v in usage.items() if isinstance(v, int))
@@ -111,7 +118,7 @@ class Record:
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
         tokens = _tokens(self.usage)
         if access_log.isEnabledFor(logging.INFO):
-            access_log.info(json.dumps(self._line(duration, first_byte, tokens), ensure_ascii=False))
+            access_log.info(json_codec.dumps_text(self._line(duration, first_byte, tokens)))
         self._measure(duration, first_byte, tokens)
 
     def _line(self, duration, first_byte, tokens):
@@ -196,19 +203,7 @@ def _note_response(response):
     record.stream = response.mimetype == "text/event-stream"
     if not record.stream:
         record.first_byte = time.monotonic()
-        if response.is_json and (record.status >= 400 or record.direction):
-            body = response.get_json(silent=True)
-            if isinstance(body, dict):
-                _note_body(record, body)
     return response
-
-
-def _note_body(record, body):
-    """Usage of a non-streamed answer, or the error type the client was told."""
-    if isinstance(body.get("usage"), dict):
-        record.count(body["usage"])
-    if isinstance(body.get("error"), dict):
-        record.error = body["error"].get("type")
 
 
 def _observing(send):

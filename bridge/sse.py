@@ -13,58 +13,57 @@ Event = collections.namedtuple("Event", "event data")
 class Decoder:
     def __init__(self):
         self._tail = b""
-        self._event = None
-        self._data = []
 
     def feed(self, chunk):
-        """Return the events completed by this chunk of bytes."""
+        """Return the events completed by this chunk of bytes.
+
+        Whole events are cut at blank lines in one pass; only the unfinished event (and a
+        "\r" that may be the first half of "\r\n") waits for the next chunk.
+        """
         buffer = self._tail + chunk
-        lines = buffer.splitlines(keepends=True)
-        # A trailing "\r" may be the first half of "\r\n": wait for more.
-        if lines and (not lines[-1].endswith((b"\n", b"\r")) or lines[-1].endswith(b"\r")):
-            self._tail = lines.pop()
-        else:
-            self._tail = b""
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r"):
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        blocks = buffer.split(b"\n\n")
+        self._tail = blocks.pop() + held
         events = []
-        for line in lines:
-            event = self._line(line.rstrip(b"\r\n"))
+        for block in blocks:
+            event = _event(block)
             if event is not None:
                 events.append(event)
         return events
 
     def close(self):
-        """Events left when the stream ends without a final blank line."""
-        events = self.feed(b"\n") if self._tail else []
-        event = self._line(b"")
-        return events + ([event] if event is not None else [])
+        """The event left when the stream ends without a final blank line."""
+        tail, self._tail = self._tail.replace(b"\r", b"\n"), b""
+        event = _event(tail)
+        return [event] if event is not None else []
 
-    def _line(self, line):
-        if not line:
-            # WHATWG: an empty data buffer dispatches nothing, whatever `event:` said.
-            event = Event(self._event, "\n".join(self._data))
-            self._event, self._data = None, []
-            return event if event.data else None
-        if line.startswith(b":"):
-            return None
-        name, _, value = line.partition(b":")
+
+def _event(block):
+    """One event's lines as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
+    name, data = None, []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
         if value.startswith(b" "):
             value = value[1:]
-        text = value.decode("utf-8", errors="replace")
-        if name == b"data":
-            self._data.append(text)
-        elif name == b"event":
-            self._event = text
-        return None
+        if field == b"data":
+            data.append(value.decode("utf-8", errors="replace"))
+        elif field == b"event":
+            name = value.decode("utf-8", errors="replace")
+    text = "\n".join(data)
+    return Event(name, text) if text else None
 
 
 def encode(data, event=None):
-    """Frame one event; `data` is already-serialised text without newlines.
-
-    A lone surrogate (half an emoji the upstream sent as "\\ud83d") leaves as that same JSON
-    escape: failing the UTF-8 encode would break the stream.
-    """
-    text = f"event: {event}\ndata: {data}\n\n" if event else f"data: {data}\n\n"
-    return text.encode("utf-8", "backslashreplace")
+    """Frame one event; `data` is serialised JSON (bytes, or text) without newlines."""
+    if isinstance(data, str):
+        data = data.encode()
+    return b"event: %s\ndata: %s\n\n" % (event.encode(), data) if event else b"data: %s\n\n" % data
 
 
 def comment(text="keep-alive"):

@@ -1,10 +1,11 @@
 """Relay an upstream event stream to the client, translating as it goes.
 
-A reader thread decodes the upstream body into SSE events and hands them
+A reader thread (pooled: a thread outlives its stream and serves the next)
+decodes the upstream body into SSE events and hands them
 over a queue, so the response generator can send a keep-alive while the
 upstream is silent (a reasoning model thinking) and nginx or the client do
 not time out. Each event is translated and written the moment it arrives;
-nothing is buffered beyond the SSE decoder's unfinished line.
+nothing is buffered beyond the SSE decoder's unfinished event.
 
 Translators are pure state machines with two methods:
 `feed(event_name, payload) -> [outgoing]` and `finish() -> [outgoing]`,
@@ -14,13 +15,12 @@ client protocol's error event and ends the stream. A translator may set
 `done` once it has sent the client's last event: the relay then ends the
 response at once instead of waiting (and pinging) for the upstream's end.
 """
-import json
 import logging
 import queue
 import threading
 import time
 
-from . import observability, sse
+from . import json_codec, observability, sse
 from .errors import ANTHROPIC, BridgeError
 from .upstream import transport_error
 
@@ -47,9 +47,7 @@ def relay(response, translator, protocol, ping_interval):
     record = observability.current()
     upstream = _Ending(response)
     events = queue.SimpleQueue()
-    reader = threading.Thread(target=_read, args=(response, events.put), daemon=True,
-                              name="upstream-reader")
-    reader.start()
+    _READERS.run(lambda: _read(response, events.put))
     quiet_since = time.monotonic()
     # Events that are already here leave in one write: the reader hands over each upstream
     # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
@@ -102,8 +100,8 @@ def error_event(error, protocol):
     """The mid-stream form of an error: after the first byte no status can change."""
     body = error.body_for(protocol)
     if protocol == ANTHROPIC:
-        return sse.encode(json.dumps(body), event="error")
-    return sse.encode(json.dumps(body))
+        return sse.encode(json_codec.dumps(body), event="error")
+    return sse.encode(json_codec.dumps(body))
 
 
 def _payload(event):
@@ -111,7 +109,7 @@ def _payload(event):
     if data == DONE:
         return DONE
     try:
-        return json.loads(data)
+        return json_codec.loads(data)
     except ValueError:
         raise BridgeError("api_error", "upstream sent a stream event that is not JSON: "
                           + repr(data[:80]), status=502) from None
@@ -135,12 +133,8 @@ def _take(frames):
     return data
 
 
-# One encoder for every event: json.dumps with an option builds a new one per call (a third of its time).
-_to_json = json.JSONEncoder(ensure_ascii=False).encode
-
-
 def _anthropic_event(item):
-    return sse.encode(_to_json(item), event=item["type"])
+    return sse.encode(json_codec.dumps(item), event=item["type"])
 
 
 def _openai_chunk(item):
@@ -148,7 +142,39 @@ def _openai_chunk(item):
         return sse.encode(DONE)
     if item == KEEPALIVE:
         return sse.comment()
-    return sse.encode(_to_json(item))
+    return sse.encode(json_codec.dumps(item))
+
+
+class _Readers:
+    """Daemon threads that read upstream bodies, each kept for the next stream when its own ends.
+
+    Starting a thread per stream costs more CPU than relaying a short stream's events. There
+    is always a thread for every stream: an idle one if any, else a new one; so there are
+    never more than the most streams open at once (at most gunicorn's threads per worker).
+    """
+
+    def __init__(self):
+        self._jobs = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, job):
+        with self._lock:
+            reuse = self._idle > 0
+            if reuse:
+                self._idle -= 1
+        if not reuse:
+            threading.Thread(target=self._serve, daemon=True, name="upstream-reader").start()
+        self._jobs.put(job)
+
+    def _serve(self):
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_READERS = _Readers()
 
 
 def _read(response, put):

@@ -12,7 +12,6 @@ Retries happen only here, before a single byte went to the client: for
 connection failures and for 429/5xx answers, with capped exponential
 backoff that honours a short `retry-after`.
 """
-import json
 import logging
 import time
 
@@ -20,6 +19,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from . import json_codec
 from .errors import BridgeError, kind_for_status
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class Upstream:
 
     def request(self, method, url, headers, body=None, stream=False):
         """Send and return a 2xx requests.Response, or raise BridgeError."""
-        data = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
+        data = json_codec.dumps(body) if body is not None else None
         merged = requests.utils.default_headers()  # User-Agent, Accept...: what a Session would add
         merged.update(headers)
         prepared = requests.Request(method, url, headers=merged, data=data).prepare()
@@ -114,8 +114,8 @@ def upstream_error(response):
                            f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
                            "follow: check the upstream base URL setting", status=502, upstream_status=status)
     try:
-        payload = response.json()
-    except ValueError:
+        payload = json_codec.loads(response.content)
+    except (ValueError, requests.RequestException):
         payload = None
     finally:
         response.close()
@@ -141,8 +141,8 @@ def upstream_error(response):
 def read_json(response):
     """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none."""
     try:
-        return response.json()
-    except ValueError:  # first: requests' JSONDecodeError is also a RequestException
+        return json_codec.loads(response.content)
+    except ValueError:
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         raise BridgeError("api_error", f"upstream answered HTTP {response.status_code} with a "
                           f"body that is not JSON ({content_type})", status=502) from None

@@ -476,11 +476,7 @@ def test_a_stream_request_answered_with_no_stream_ends_with_an_error_event(bridg
 
 
 @pytest.mark.parametrize("direction", [
-    pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat", marks=pytest.mark.xfail(strict=True, reason=(
-        "bridge/messages_to_chat/tokens.py text_tokens() encodes the upstream's text to UTF-8 to "
-        "count output tokens and raises UnicodeEncodeError on a lone surrogate: an OpenAI chunk "
-        "with delta.content \"cut \\ud83d\" ends the client's stream with an api_error event "
-        "(internal error) instead of passing the text on"))),
+    pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat"),
     pytest.param(CHAT_TO_MESSAGES, id="chat_to_messages")])
 def test_a_lone_surrogate_from_the_upstream_passes_through_as_the_escape_it_came_as(bridge, fake, direction):
     """Half an emoji in an upstream event ("\\ud83d") is what the upstream said: it reaches the

@@ -225,7 +225,7 @@ def test_tool_use_becomes_tool_calls_with_json_string_arguments():
     call = chat["messages"][1]
     assert call == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "toolu_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]}
+         "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
     assert chat["messages"][2] == {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"}
 
 

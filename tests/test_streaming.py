@@ -44,7 +44,7 @@ def test_each_event_is_translated_and_framed_in_order(fake):
     translator = Echo()
     response = open_stream(fake, '{"type":"a","n":1}', '{"type":"b","n":2}')
     events = decoded(relay(response, translator, ANTHROPIC, ping_interval=5))
-    assert [(e.event, e.data) for e in events] == [("a", '{"type": "a", "n": 1}'), ("b", '{"type": "b", "n": 2}')]
+    assert [(e.event, e.data) for e in events] == [("a", '{"type":"a","n":1}'), ("b", '{"type":"b","n":2}')]
     assert translator.finished
 
 
@@ -71,7 +71,7 @@ def test_an_upstream_dropped_mid_stream_ends_with_an_error_event(fake, protocol,
     response = open_stream(fake, '{"type":"a"}', '{"type":"b"}', drop_after=1)
     translator = Echo()
     events = decoded(relay(response, translator, protocol, ping_interval=5))
-    assert events[0].data == '{"type": "a"}' and check(events[-1])
+    assert events[0].data == '{"type":"a"}' and check(events[-1])
     assert not translator.finished
 
 

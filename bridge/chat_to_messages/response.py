@@ -4,7 +4,8 @@ The stream translator (stream.py) builds its chunks from the same helpers,
 so a streamed answer accumulates to exactly what the non-streamed one is.
 """
 import datetime
-import json
+
+from .. import json_codec
 
 # Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
 # that paused) has no Chat meaning beyond "the turn ended here": stop.
@@ -52,7 +53,7 @@ def completion_id(message_id):
 
 def arguments(tool_input):
     """Chat carries tool input as a JSON string."""
-    return json.dumps(tool_input if tool_input is not None else {}, ensure_ascii=False)
+    return json_codec.dumps_text(tool_input if tool_input is not None else {})
 
 
 def tool_call(call_id, name, args):

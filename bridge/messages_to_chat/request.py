@@ -31,9 +31,9 @@ where the two protocols place things differently:
 """
 import dataclasses
 import hashlib
-import json
 import re
 
+from .. import json_codec
 from ..errors import invalid
 from ..models import map_model
 from .response import upstream_tool_id
@@ -155,7 +155,7 @@ def _assistant_turn(blocks, names, reasoning_history):
         elif block["type"] == "tool_use":
             calls.append({"id": upstream_tool_id(block["id"]), "type": "function",
                           "function": {"name": _upstream_name(block["name"], names),
-                                       "arguments": json.dumps(block["input"], ensure_ascii=False)}})
+                                       "arguments": json_codec.dumps_text(block["input"])}})
         elif block["type"] == "thinking" and block["thinking"]:
             reasoning.append(block["thinking"])
     if not texts and not calls:

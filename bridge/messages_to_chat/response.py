@@ -24,10 +24,10 @@ import base64
 import binascii
 import datetime
 import hashlib
-import json
 import re
 import uuid
 
+from .. import json_codec
 from ..errors import BridgeError
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
@@ -184,7 +184,7 @@ def tool_input(arguments):
     if not text.strip():
         return {}
     try:
-        parsed = json.loads(text)
+        parsed = json_codec.loads(text)
     except ValueError:
         parsed = None
     return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
@@ -194,7 +194,7 @@ def arguments_text(arguments):
     """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
     if arguments is None:
         return ""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments)
 
 
 def client_tool_name(context, upstream_name):

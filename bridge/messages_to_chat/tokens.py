@@ -24,9 +24,10 @@ Method:
 """
 import base64
 import binascii
-import json
 import math
 import re
+
+from .. import json_codec
 
 CHARS_PER_TOKEN = 3
 IMAGE_TOKENS = 1600
@@ -54,12 +55,13 @@ def count_tokens(body):
 def text_tokens(text):
     if not text:
         return 0
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    # surrogatepass: an upstream's lone surrogate (half an emoji) counts its 3 bytes, not a crash
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return math.ceil(size / CHARS_PER_TOKEN)
 
 
 def json_tokens(value):
-    return text_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return text_tokens(json_codec.dumps_text(value))
 
 
 def content_tokens(content):
