@@ -47,7 +47,7 @@ def relay(response, translator, protocol, ping_interval):
     record = observability.current()
     upstream = _Ending(response)
     events = queue.SimpleQueue()
-    _READERS.run(lambda: _read(response, events.put))
+    READERS.run(lambda: _read(response, events.put))
     quiet_since = time.monotonic()
     # Events that are already here leave in one write: the reader hands over each upstream
     # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
@@ -155,7 +155,7 @@ class _Readers:
 
     def __init__(self):
         self._jobs = queue.SimpleQueue()
-        self._idle = 0
+        self._threads = self._idle = 0
         self._lock = threading.Lock()
 
     def run(self, job):
@@ -163,9 +163,16 @@ class _Readers:
             reuse = self._idle > 0
             if reuse:
                 self._idle -= 1
+            else:
+                self._threads += 1
         if not reuse:
             threading.Thread(target=self._serve, daemon=True, name="upstream-reader").start()
         self._jobs.put(job)
+
+    def busy(self):
+        """How many threads are reading an upstream right now."""
+        with self._lock:
+            return self._threads - self._idle
 
     def _serve(self):
         while True:
@@ -174,7 +181,7 @@ class _Readers:
                 self._idle += 1
 
 
-_READERS = _Readers()
+READERS = _Readers()
 
 
 def _read(response, put):

@@ -1,12 +1,14 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
+import threading
 import time
 
 import pytest
 import requests
 
-from bridge import sse
+from bridge import sse, streaming
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import DONE, relay
+from tests.deploy_processes import wait_for
 from tests.fake_upstream import Reply
 
 
@@ -96,3 +98,19 @@ def test_closing_the_client_side_closes_the_upstream_at_once(fake):
     while not fake.closed_streams and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake.closed_streams and fake.closed_streams[0][1] < 50
+
+
+def test_a_reader_thread_serves_the_next_stream_once_its_own_has_ended(fake):
+    """Starting a thread per stream costs more CPU than relaying a short stream's events."""
+    def readers():
+        return {t for t in threading.enumerate() if t.name == "upstream-reader"}
+
+    list(relay(open_stream(fake, '{"type":"a"}'), Echo(), ANTHROPIC, ping_interval=5))
+    wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
+    pooled = readers()
+    assert pooled, "the reader outlives its stream"
+    for _ in range(3):
+        events = decoded(relay(open_stream(fake, '{"type":"b"}'), Echo(), ANTHROPIC, ping_interval=5))
+        assert [e.event for e in events] == ["b"]
+        wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
+    assert readers() == pooled
