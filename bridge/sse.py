@@ -46,16 +46,15 @@ def _event(block):
     """One event's lines as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
     name, data = None, []
     for line in block.split(b"\n"):
-        if not line or line.startswith(b":"):
-            continue
         field, _, value = line.partition(b":")
-        if value.startswith(b" "):
+        if value[:1] == b" ":
             value = value[1:]
         if field == b"data":
-            data.append(value.decode("utf-8", errors="replace"))
+            data.append(value)
         elif field == b"event":
             name = value.decode("utf-8", errors="replace")
-    text = "\n".join(data)
+    # A comment (empty field name) and a blank line fall through above: they carry nothing.
+    text = b"\n".join(data).decode("utf-8", errors="replace")
     return Event(name, text) if text else None
 
 

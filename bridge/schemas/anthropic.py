@@ -7,19 +7,20 @@ becomes one 400 whose message starts with the path of the first bad field,
 request needs.
 
 Unknown keys pass everywhere (Anthropic adds optional fields often; the
-translator forwards only what it knows). Content blocks and messages are
+translator forwards only what it knows). They are left out of marshmallow's
+loaded copy, which nobody reads: copying them cost a tenth of the validation. Content blocks and messages are
 tagged unions: `type` (or `role`) picks the schema, so an unknown tag is
 reported at that key. Numbers and booleans are strict: JSON "0.5" or 1 is
 not a temperature or a flag.
 """
-from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from ..errors import invalid
 
 
 class _Schema(Schema):
     class Meta:
-        unknown = INCLUDE
+        unknown = EXCLUDE
 
 
 class Number(fields.Float):
