@@ -24,8 +24,11 @@ worker_class = "gthread"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
 # waiting - each open stream holds one thread for its whole life, so
 # workers x threads is how many requests run at once; more wait their turn.
+# gunicorn does not spread connections evenly over its workers, so each gets
+# threads for all the streams expected in total: 2 x 256 held 494 of a burst
+# of 512. Threads are started only when needed; an idle one costs ~60 KiB.
 workers = _count("BRIDGE_WORKERS", 2)
-threads = _count("BRIDGE_THREADS", 64)
+threads = _count("BRIDGE_THREADS", 256)
 # gthread's main thread heartbeats every second while the request threads do
 # their work (ThreadWorker.run), so this restarts a worker whose main loop is
 # stuck but never one busy with a long stream.
