@@ -210,9 +210,10 @@ def render(plan, args, titles, results, translations, commands, seconds, env):
         f"- gunicorn from deploy/gunicorn.conf.py: {g['worker_class']}, {g['workers']} workers × "
         f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge)",
         f"- pinning: {pin_text}",
-        f"- load average (1 min) before and after the run: {env['load'][0]:.2f}, {env['load'][1]:.2f}"
+        f"- other work on the machine during the run: {env['other_cores']:.2f} cores on average (machine "
+        "CPU time minus the bench's own processes)"
         + ("; **the machine was busy with other work: throughput and latency are unreliable, "
-           "CPU per request less so**" if max(env["load"]) > 1.0 else ""),
+           "CPU per request less so**" if env["other_cores"] > 0.1 else ""),
         f"- plan: {plan.rounds} interleaved round(s) per metric; {plan.latency_requests} requests "
         f"and {plan.streams} streams per target per round at concurrency 1; wrk runs of "
         f"{plan.wrk_seconds} s; paced streams of {plan.paced_events} events {plan.paced_ms} ms apart",

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -290,7 +291,7 @@ def main(argv=None):
     pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     servers.pin_self()
     started = time.monotonic()
-    load_before = _loadavg()
+    cpu_before = _cpu_marks()
 
     def log(message):
         print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
@@ -325,7 +326,7 @@ def main(argv=None):
             server.stop()
 
     env = environment()
-    env["load"] = (load_before, _loadavg())
+    env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
     text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, commands,
                          time.monotonic() - started, env)
     print(text)
@@ -335,9 +336,24 @@ def main(argv=None):
     return 0
 
 
-def _loadavg():
-    with open("/proc/loadavg") as fh:
-        return float(fh.read().split()[0])
+def _cpu_marks():
+    """(CPU seconds the whole machine has been busy, CPU seconds of this process and its reaped children)."""
+    with open("/proc/stat") as fh:
+        user, nice, system = map(int, fh.readline().split()[1:4])  # interrupts are nobody's
+    own = os.times()
+    return ((user + nice + system) / os.sysconf("SC_CLK_TCK"),
+            own.user + own.system + own.children_user + own.children_system)
+
+
+def _other_cores(before, after, seconds):
+    """Cores' worth of CPU that processes other than the bench's used while it ran.
+
+    Every process the bench starts (upstream, relay, bridge, wrk) has been stopped and reaped
+    by now, so its CPU is in this process's children times; the load average would instead
+    count the bench's own hundreds of held streams.
+    """
+    machine, own = after[0] - before[0], after[1] - before[1]
+    return max(0.0, machine - own) / seconds
 
 
 def environment():
