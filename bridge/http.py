@@ -7,8 +7,9 @@ from urllib.parse import quote
 from flask import Response, current_app, g, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import json_codec, observability
+from . import json_codec, observability, upstream
 from .errors import BridgeError, invalid
+from .streaming import relay
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -116,6 +117,15 @@ def json_response(body, status=200, headers=None):
 def sse_response(chunks, headers=None):
     return Response(chunks, headers={**SSE_HEADERS, **(headers or {})},
                     mimetype="text/event-stream", direct_passthrough=True)
+
+
+def answer(response, context, stream_translator, translate_body, protocol):
+    """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
+    headers = dropped_header(context.dropped)
+    if context.stream:
+        events = relay(response, stream_translator(context), protocol, bridge().settings.ping_interval)
+        return sse_response(events, headers)
+    return json_response(translate_body(upstream.read_json(response), context), headers=headers)
 
 
 def dropped_header(names):

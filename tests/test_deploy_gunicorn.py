@@ -1,4 +1,5 @@
 """deploy/gunicorn.conf.py run for real: workers, reload with open streams, timeouts, shared metrics."""
+import contextlib
 import os
 import re
 import signal
@@ -53,6 +54,19 @@ def chat(server, **extra):
         model="gpt-4o", messages=[{"role": "user", "content": PROMPT}], **extra)
 
 
+@contextlib.contextmanager
+def stream_under_way(server, fake):
+    """(the gated upstream, the client's chunks) of a Chat stream whose first text has arrived."""
+    upstream = TextStream(fake)
+    try:
+        upstream.release_until_text(0)
+        chunks = iter(chat(server, stream=True))
+        assert next_text(chunks) == upstream.texts[0][1]
+        yield upstream, chunks
+    finally:
+        upstream.release_rest()
+
+
 def test_the_shipped_config_runs_threaded_workers_from_the_environment(start):
     server = start(BRIDGE_WORKERS="3", BRIDGE_THREADS="4")
     server.wait_for(lambda: len(booted_workers(server)) == 3, "3 workers")
@@ -82,11 +96,7 @@ def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
 def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake):
     server = start(BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}", BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY)
     server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
-    upstream = TextStream(fake)
-    try:
-        upstream.release_until_text(0)
-        chunks = iter(chat(server, stream=True))
-        assert next_text(chunks) == upstream.texts[0][1]
+    with stream_under_way(server, fake) as (upstream, chunks):
         assert open_streams(server) == 1
 
         server.signal(signal.SIGHUP)
@@ -97,8 +107,6 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
 
         upstream.release_rest()
         rest = list(chunks)
-    finally:
-        upstream.release_rest()
     received = [upstream.texts[0][1]] + [c.choices[0].delta.content for c in rest
                                          if c.choices and c.choices[0].delta.content]
     assert received == [text for _, text in upstream.texts]
@@ -117,16 +125,10 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
 def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
     server = start(BRIDGE_GRACEFUL_TIMEOUT="1")
     server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
-    upstream = TextStream(fake)
-    try:
-        upstream.release_until_text(0)
-        chunks = iter(chat(server, stream=True))
-        next_text(chunks)
+    with stream_under_way(server, fake) as (_upstream, chunks):
         server.signal(signal.SIGHUP)
         with pytest.raises(Exception) as cut:  # the connection closes mid-stream
             list(chunks)
-    finally:
-        upstream.release_rest()
     assert not isinstance(cut.value, openai.APITimeoutError)
     assert "graceful_timeout (1s) is over; closing 1 open connection" in server.log()
 
@@ -134,17 +136,11 @@ def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
 def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restarted(start, fake):
     server = start("--timeout", "2", BRIDGE_PING_INTERVAL="0.2")
     server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
-    upstream = TextStream(fake)
-    try:
-        upstream.release_until_text(0)
-        chunks = iter(chat(server, stream=True))
-        next_text(chunks)
+    with stream_under_way(server, fake) as (upstream, chunks):
         timeouts_before = server.log().count("WORKER TIMEOUT")
         time.sleep(5)  # the stream stays open across two and a half worker timeouts
         upstream.release_rest()
         rest = list(chunks)
-    finally:
-        upstream.release_rest()
     assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
     assert server.log().count("WORKER TIMEOUT") == timeouts_before
 

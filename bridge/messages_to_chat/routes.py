@@ -3,10 +3,8 @@ from flask import Blueprint, request
 
 from .. import auth
 from ..errors import ANTHROPIC
-from ..http import bridge, dropped_header, json_response, read_json, sse_response
+from ..http import answer, bridge, json_response, read_json
 from ..schemas import anthropic as schema
-from ..streaming import relay
-from ..upstream import read_json as upstream_json
 from .request import to_chat_request
 from .response import to_anthropic_message
 from .stream import StreamTranslator
@@ -23,11 +21,7 @@ def create_message():
     response = state.upstream.request(
         "POST", f"{state.settings.openai_base_url}/chat/completions",
         auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
-    headers = dropped_header(context.dropped)
-    if context.stream:
-        translator = StreamTranslator(context)
-        return sse_response(relay(response, translator, ANTHROPIC, state.settings.ping_interval), headers)
-    return json_response(to_anthropic_message(upstream_json(response), context), headers=headers)
+    return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC)
 
 
 @bp.post("/v1/messages/count_tokens")
