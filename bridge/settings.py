@@ -80,6 +80,9 @@ def _url(name, value):
         raise SettingsError(f"{name}: must be an http(s) URL, got {value!r}")
     if parts.query or parts.fragment:
         raise SettingsError(f"{name}: must not carry a query or fragment")
+    if parts.username is not None or parts.password is not None:
+        # A URL is logged (a retry names it); a key in it would be too.
+        raise SettingsError(f"{name}: must not carry credentials; put the key in the _API_KEY setting")
     return value.rstrip("/")
 
 

@@ -17,6 +17,7 @@ def test_defaults_need_no_environment():
 @pytest.mark.parametrize("variable, value", [
     ("BRIDGE_OPENAI_BASE_URL", "ftp://x"),
     ("BRIDGE_ANTHROPIC_BASE_URL", "not a url"),
+    ("BRIDGE_OPENAI_BASE_URL", "http://user:sk-secret@vllm.internal/v1"),
     ("BRIDGE_READ_TIMEOUT", "soon"),
     ("BRIDGE_RETRIES", "-1"),
     ("BRIDGE_OPENAI_STREAM_USAGE", "maybe"),
