@@ -371,7 +371,8 @@ def environment():
                 break
     with open("/proc/meminfo") as fh:
         memory = int(fh.readline().split()[1]) / 1024 / 1024
-    dirty = first(["git", "status", "--porcelain", "--untracked-files=no"])
+    # The results file itself, written by an earlier run, is no change to the code measured.
+    dirty = first(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/RESULTS.md"])
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": f"{cpu}, {len(servers.CORES)} cores usable",
