@@ -15,6 +15,7 @@ connection failures and for 429/5xx answers, with capped exponential
 backoff that honours a short `retry-after`.
 """
 import functools
+import json
 import logging
 import time
 
@@ -144,7 +145,7 @@ def upstream_error(response):
                            f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
                            "follow: check the upstream base URL setting", status=502, upstream_status=status)
     try:
-        payload = json_codec.loads(response.content)
+        payload = json_codec.loads(response.content, fallback=_lenient)
     except (ValueError, requests.RequestException):
         payload = None
     finally:
@@ -168,10 +169,19 @@ def upstream_error(response):
                        retry_after=response.headers.get("retry-after"), upstream_status=status)
 
 
+def _lenient(raw):
+    """What orjson refused, read as requests' response.json() did: bytes that are not UTF-8
+    (a local server cutting a character at a token boundary) become U+FFFD, as in a stream."""
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        return json.loads(raw.decode("utf-8", "replace"))
+
+
 def read_json(response):
     """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none."""
     try:
-        return json_codec.loads(response.content)
+        return json_codec.loads(response.content, fallback=_lenient)
     except ValueError:
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         raise BridgeError("api_error", f"upstream answered HTTP {response.status_code} with a "

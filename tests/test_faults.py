@@ -490,6 +490,24 @@ def test_a_lone_surrogate_from_the_upstream_passes_through_as_the_escape_it_came
     assert error is None and "cut \ud83d" in direction.text_of(items)
 
 
+@EACH
+def test_invalid_utf8_in_an_upstream_answer_becomes_a_replacement_character_as_in_its_stream(
+        bridge, fake, direction):
+    """A local server cutting a character at a token boundary (b"\\xe2\\x82"): the answer is
+    still the upstream's, with U+FFFD for the broken bytes, as the streamed one is; not a 502."""
+    raw = fixture(f"{direction.upstream}/text.json").body
+    body = json.loads(raw)
+    text = (body["choices"][0]["message"]["content"] if direction.upstream == "openai"
+            else body["content"][0]["text"])
+    key = raw.index(b'"content":' if direction.upstream == "openai" else b'"text":')
+    start = raw.index(b'"', raw.index(b":", key)) + 1
+    cut = raw[:start] + b"\xe2\x82 " + raw[start:]
+    fake.reply(Reply(body=cut, headers={"content-type": "application/json"}))
+    reply = direction.ask(bridge.url)
+    answer = reply.content[0].text if direction.sdk is anthropic else reply.choices[0].message.content
+    assert answer == "\ufffd " + text
+
+
 class Crashing:
     """A translator with a bug: it raises something that is not a BridgeError."""
 
