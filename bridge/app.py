@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from . import auth, models, observability, settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
-from .errors import ANTHROPIC, OPENAI, BridgeError
+from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .http import json_response
 from .messages_to_chat.routes import bp as messages_to_chat_bp
 from .upstream import Upstream
@@ -75,6 +75,14 @@ def create_app(settings=None):
             return _render(BridgeError("invalid_request", f"method {request.method} is not allowed on "
                                        f"{request.path}", status=405))
         return _render(BridgeError("invalid_request", exc.description or exc.name, status=exc.code))
+
+    @app.errorhandler(RecursionError)
+    def too_deep(exc):
+        """JSON orjson reads (1,024 levels) that the json module, which writes what orjson cannot
+        (over 255 levels), has no stack for: a client's body before the upstream answered."""
+        if observability.current().upstream_status is None:
+            return _render(invalid("request body is nested too deeply"))
+        return _render(BridgeError("api_error", "upstream answer is nested too deeply", status=502))
 
     @app.errorhandler(Exception)
     def unexpected(exc):

@@ -2,6 +2,7 @@
 
 Each error must come back as JSON in the protocol of the client that asked.
 """
+import json
 import socket
 
 import pytest
@@ -65,6 +66,25 @@ def test_bodies_that_are_not_a_json_object_are_rejected_in_the_clients_protocol(
     assert check(requests.post(url, data="[" * 100000 + "]" * 100000, headers=json_type), 400)
     assert requests.get(f"{bridge.url}/healthz").status_code == 200
 
+
+
+@pytest.mark.parametrize("path, tool", [
+    ("/v1/messages", lambda deep: {"name": "t", "input_schema": {"type": "object", "default": deep}}),
+    ("/v1/chat/completions", lambda deep: {"type": "function", "function": {
+        "name": "t", "parameters": {"type": "object", "default": deep}}}),
+])
+def test_a_body_nested_near_the_parsers_limit_is_answered_or_a_400_never_a_500(bridge, fake, path, tool):
+    """orjson reads 1,024 levels; the json module, which writes what orjson cannot (over 255
+    levels), runs out of stack short of that: such a body is the client's problem, a 400."""
+    for depth in range(900, 1030, 6):
+        fake.reply(fixture("openai/text.json" if path == "/v1/messages" else "anthropic/text.json"))
+        body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+                "tools": [tool("DEEP")]}
+        raw = json.dumps(body).replace('"DEEP"', "[" * depth + "]" * depth)
+        reply = requests.post(bridge.url + path, data=raw, headers={
+            **ANTHROPIC_HEADERS, "content-type": "application/json"})
+        assert reply.status_code == 200 or (reply.status_code == 400 and "nested too deeply" in reply.text), \
+            (depth, reply.status_code, reply.text[:200])
 
 def test_a_body_over_the_limit_is_a_413_in_the_clients_protocol(start_bridge):
     live = start_bridge(BRIDGE_MAX_BODY_BYTES=2048)
