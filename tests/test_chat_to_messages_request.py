@@ -104,6 +104,12 @@ def test_assistant_text_and_tool_calls_become_text_and_tool_use_with_parsed_inpu
         {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": json.loads(arguments)}]}
 
 
+def test_a_models_integers_in_arguments_stay_exact_however_long():
+    arguments = '{"account": 123456789012345678901234567890}'
+    out, _ = translate(USER, {"role": "assistant", "tool_calls": [call(arguments=arguments)]}, tool_reply())
+    assert out["messages"][1]["content"][0]["input"] == {"account": 123456789012345678901234567890}
+
+
 def test_assistant_with_null_content_and_tool_calls_is_tool_use_only():
     out, _ = translate(USER, {"role": "assistant", "content": None, "tool_calls": [call()]}, tool_reply())
     assert [b["type"] for b in out["messages"][1]["content"]] == ["tool_use"]

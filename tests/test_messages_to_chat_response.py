@@ -50,6 +50,14 @@ def test_tool_calls_become_tool_use_blocks_with_parsed_input():
     assert message["stop_reason"] == "tool_use"
 
 
+def test_a_models_integers_in_arguments_stay_exact_however_long():
+    arguments = '{"account": 123456789012345678901234567890, "min": -9223372036854775809}'
+    message = to_anthropic_message(completion({"tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": arguments}}]}), context())
+    assert message["content"][0]["input"] == {"account": 123456789012345678901234567890,
+                                              "min": -9223372036854775809}
+
+
 def test_shortened_tool_names_are_restored():
     body = completion({"content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "mcp__x_1a2b3c4d", "arguments": "{}"}}]},

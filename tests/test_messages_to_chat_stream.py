@@ -365,6 +365,13 @@ def test_several_choices_are_refused():
     assert caught.value.status == 502 and "choices" in caught.value.message
 
 
+@pytest.mark.parametrize("choices", [{"0": {"delta": {"content": "a"}}}, "a", [["a"]]])
+def test_choices_that_are_not_a_list_of_objects_are_an_upstream_error_not_a_crash(choices):
+    with pytest.raises(BridgeError) as caught:
+        translate([(None, {"id": "x", "choices": choices}), (None, DONE)])
+    assert caught.value.status == 502 and "choices" in caught.value.message
+
+
 def test_role_on_every_chunk_and_empty_content_open_no_block():
     events = translate([chunk({"role": "assistant", "content": ""}), chunk({"role": "assistant", "content": "a"}),
                         chunk({"role": "assistant", "content": ""}, "stop"), (None, DONE)])

@@ -7,10 +7,10 @@ here so that a valid Chat conversation is a valid Messages conversation.
 """
 import dataclasses
 import hashlib
+import json
 import re
 import time
 
-from .. import json_codec
 from ..errors import invalid
 from ..models import map_model
 from ..schemas.openai import DATA_URL, image_media_type
@@ -177,7 +177,9 @@ def assistant_blocks(message):
         blocks.extend(_text_blocks(message["refusal"]))
     for call in message.get("tool_calls") or []:
         blocks.append({"type": "tool_use", "id": anthropic_tool_id(call["id"]),
-                       "name": call["function"]["name"], "input": json_codec.loads(call["function"]["arguments"])})
+                       "name": call["function"]["name"],
+                       # not orjson: a model's integers stay exact however long
+                       "input": json.loads(call["function"]["arguments"])})
     if all(block["type"] in ("thinking", "redacted_thinking") for block in blocks):
         return []  # Anthropic rejects an assistant turn that ends in thinking; reasoning alone says nothing
     return blocks

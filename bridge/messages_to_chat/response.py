@@ -24,6 +24,7 @@ import base64
 import binascii
 import datetime
 import hashlib
+import json
 import re
 import uuid
 
@@ -184,7 +185,7 @@ def tool_input(arguments):
     if not text.strip():
         return {}
     try:
-        parsed = json_codec.loads(text)
+        parsed = json.loads(text)  # not orjson: a model's integers stay exact however long
     except ValueError:
         parsed = None
     return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}

@@ -67,7 +67,8 @@ class StreamTranslator:
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
         choices = payload.get("choices") or []
-        if len(choices) > 1 or (choices and (not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0)):
+        if not isinstance(choices, list) or len(choices) > 1 or (
+                choices and (not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0)):
             raise BridgeError("api_error", "upstream streamed several choices; an Anthropic message "
                               "carries exactly one answer", status=502)
         if self.stop is not None:

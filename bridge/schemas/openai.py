@@ -13,11 +13,11 @@ whole response messages back (`annotations`, `reasoning_content`, SDK-only
 fields), and so are those Anthropic has no place for (`name`, image `detail`).
 """
 import base64
+import json
 import re
 
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
-from .. import json_codec
 from ..errors import invalid
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
@@ -182,7 +182,7 @@ class UserMessage(Strict):
 
 def _arguments(text):
     try:
-        value = json_codec.loads(text)
+        value = json.loads(text)  # as the translator will read it
     except ValueError as exc:
         raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
     if not isinstance(value, dict):
