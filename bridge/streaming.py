@@ -113,6 +113,8 @@ def _payload(event):
     except ValueError:
         raise BridgeError("api_error", "upstream sent a stream event that is not JSON: "
                           + repr(data[:80]), status=502) from None
+    except RecursionError:
+        raise BridgeError("api_error", "upstream sent a stream event nested too deeply", status=502) from None
 
 
 def _with_queued(first, events):

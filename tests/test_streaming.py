@@ -89,6 +89,12 @@ def test_non_json_data_is_an_error_event_not_a_crash(fake):
     assert events[-1].event == "error" and "not JSON" in events[-1].data
 
 
+def test_an_event_nested_past_the_parsers_limit_is_an_upstream_error_event_not_a_crash(fake):
+    response = open_stream(fake, '{"type":"a","x":' + "[" * 5000 + "]" * 5000 + "}")
+    events = decoded(relay(response, Echo(), ANTHROPIC, ping_interval=5))
+    assert events[-1].event == "error" and "nested too deeply" in events[-1].data
+
+
 def test_closing_the_client_side_closes_the_upstream_at_once(fake):
     response = open_stream(fake, *['{"type":"a"}'] * 50, pace=0.05)
     stream = relay(response, Echo(), ANTHROPIC, ping_interval=5)
