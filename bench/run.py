@@ -27,7 +27,7 @@ QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    rounds: int = 3
+    rounds: int = 5                 # throughput ratios move by up to 0.1 between runs of 3
     latency_requests: int = 400     # per target per round, concurrency 1
     streams: int = 100              # unpaced 50-event streams per target per round, concurrency 1
     wrk_seconds: int = 4
