@@ -19,6 +19,7 @@ import re
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from ..errors import invalid
+from . import load_fields
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -47,7 +48,7 @@ class TaggedUnion(fields.Field):
         if not isinstance(tag, str) or tag not in self.schemas:
             raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
                                               f"got {tag!r}"]})
-        return {self.tag: tag, **self.schemas[tag].load(value)}
+        return {self.tag: tag, **load_fields(self.schemas[tag], value)}
 
 
 class OneOrMany(fields.Field):

@@ -1,0 +1,83 @@
+"""schemas.load_fields: what Schema.load returns, for the schemas the tagged unions load with it."""
+import pytest
+from marshmallow import EXCLUDE, Schema, ValidationError, fields
+
+from bridge.schemas import anthropic, load_fields, openai
+
+
+def parts_of(value):
+    """Field and Schema instances held by a field: its inner fields, its tagged schemas."""
+    if isinstance(value, (fields.Field, Schema)):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from parts_of(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from parts_of(item)
+
+
+def schemas_loaded_field_by_field():
+    """Every schema instance a tagged union (or the tools field) hands to load_fields."""
+    found, seen = {}, set()
+    todo = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, openai._CHAT]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Schema):
+            todo.extend(item.fields.values())
+            continue
+        if isinstance(item, (anthropic.Tagged, openai.TaggedUnion)):
+            found.update((id(s), s) for s in item.schemas.values())
+        if isinstance(item, anthropic.ToolField):
+            found.update((id(s), s) for s in (anthropic._CUSTOM_TOOL, anthropic._SERVER_TOOL))
+        if isinstance(item, fields.Nested):
+            todo.append(item.schema)
+        todo.extend(part for attribute in vars(item).values() for part in parts_of(attribute))
+    return list(found.values())
+
+
+SCHEMAS = schemas_loaded_field_by_field()
+
+
+def test_every_tagged_schema_is_found():
+    names = {type(s).__name__ for s in SCHEMAS}
+    assert {"TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
+            "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool"} <= names  # Chat
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{type(s).__module__.rsplit('.', 1)[1]}.{type(s).__name__}")
+def test_no_tagged_schema_has_what_load_does_beyond_its_fields(schema):
+    """Hooks (@validates, @validates_schema, @pre_load...), data_key, attribute and load_default
+    are Schema.load's business: load_fields would skip them without a word."""
+    assert schema.unknown == EXCLUDE
+    assert not any(type(schema)._hooks.values())
+    for name, field in schema.fields.items():
+        assert field.data_key is None and field.attribute is None, name
+        assert field.load_default is fields.missing_, name
+
+
+SAMPLES = [
+    (anthropic.ToolUseBlock(), {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}, "cache_control": {}}),
+    (anthropic.ToolUseBlock(), {"type": "tool_use", "id": "", "input": "x"}),
+    (anthropic.ToolResultBlock(), {"tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}], "is_error": True}),
+    (anthropic.ToolResultBlock(), {"tool_use_id": "t1", "content": [{"type": "text"}, 5], "is_error": "yes"}),
+    (openai.AssistantMessage(), {"role": "assistant", "content": None, "annotations": [], "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+    (openai.AssistantMessage(), {"role": "assistant", "tool_calls": [{"type": "function", "function": {}}]}),
+    (openai.UserMessage(), {"role": "user", "content": [{"type": "text", "text": "hi", "extra": 1}], "name": "n"}),
+]
+
+
+@pytest.mark.parametrize("schema, value", SAMPLES)
+def test_load_fields_returns_or_raises_what_schema_load_does(schema, value):
+    try:
+        expected = schema.load(value)
+    except ValidationError as error:
+        with pytest.raises(ValidationError) as caught:
+            load_fields(schema, value)
+        assert caught.value.messages == error.messages
+    else:
+        assert load_fields(schema, value) == expected
