@@ -9,7 +9,8 @@ when writing. Those rare inputs go to the json module, so they are handled
 exactly as before.
 
 One difference remains: orjson reads an integer beyond the 64-bit range as a
-float, as JavaScript does; no API behind the bridge takes such a number.
+float, as JavaScript does. A model's tool arguments, where a client might put
+such a number, are read with the json module by the translators instead.
 """
 import json
 
@@ -34,7 +35,4 @@ def dumps(value):
 
 def dumps_text(value):
     """`value` as compact JSON text, for a JSON document carried in a string (tool arguments)."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False)
+    return dumps(value).decode()
