@@ -4,11 +4,11 @@ Every request gets a Record as it enters the WSGI app. Whoever learns
 something fills it in: the after-request hook (status, client key name,
 models), the JSON response helper (a body's usage or error type), the
 upstream client (which model went upstream, how the upstream answered) and
-the stream relay (first event, usage, a mid-stream error). The record is written when the server closes
-the response - for a stream, when it ends or the client leaves - as one
-JSON line on the `bridge.access` logger and as Prometheus metrics. Only
-metadata is kept: ids, model names, statuses, timings, token counts; never
-message content, never a key.
+the stream relay (first event, usage, a mid-stream error). The record is
+written when the server closes the response - for a stream, when it ends or
+the client leaves - as one JSON line on the `bridge.access` logger and as
+Prometheus metrics. Only metadata is kept: ids, model names, statuses,
+timings, token counts; never message content, never a key.
 
 GET /metrics needs no client key (nginx restricts who may reach it). Under
 gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR

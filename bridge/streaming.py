@@ -1,11 +1,11 @@
 """Relay an upstream event stream to the client, translating as it goes.
 
-A reader thread (pooled: a thread outlives its stream and serves the next)
-decodes the upstream body into SSE events and hands them
-over a queue, so the response generator can send a keep-alive while the
-upstream is silent (a reasoning model thinking) and nginx or the client do
-not time out. Each event is translated and written the moment it arrives;
-nothing is buffered beyond the SSE decoder's unfinished event.
+A reader thread (pooled: it outlives its stream and serves the next) decodes
+the upstream body into SSE events and hands them over a queue, so the
+response generator can send a keep-alive while the upstream is silent (a
+reasoning model thinking) and nginx or the client do not time out. Each
+event is translated and written the moment it arrives; nothing is buffered
+beyond the SSE decoder's unfinished event.
 
 Translators are pure state machines with two methods:
 `feed(event_name, payload) -> [outgoing]` and `finish() -> [outgoing]`,

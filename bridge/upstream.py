@@ -7,8 +7,9 @@ proxy variables and netrc, keep upstream cookies and hand them to the next
 client, and merge settings and hooks on every call (a fifth of the call's
 CPU). Nor are they prepared by requests.Request.prepare(), which parses the
 URL, looks for credentials in it and builds a cookie jar on every call
-(70 µs): the few upstream URLs, fixed by the settings, are prepared once. Every transport failure becomes a BridgeError before it can reach a
-client as a stack trace.
+(70 µs): the few upstream URLs, fixed by the settings, are prepared once.
+Every transport failure becomes a BridgeError before it can reach a client
+as a stack trace.
 
 Retries happen only here, before a single byte went to the client: for
 connection failures and for 429/5xx answers, with capped exponential
