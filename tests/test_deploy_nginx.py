@@ -6,7 +6,8 @@ import pytest
 import requests
 
 from bridge import settings as settings_module
-from tests.deploy_processes import Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary, openai_client
+from tests.deploy_processes import (Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary,
+                                    openai_client, wait_for)
 from tests.fake_upstream import fixture
 
 if not nginx_binary():
@@ -54,8 +55,10 @@ def test_the_request_id_goes_through_and_nginx_makes_one_when_the_client_sent_no
     assert sent.headers["x-request-id"] == "client-chosen-id"
     made = requests.get(f"{proxy.url}/healthz", verify=proxy.cert).headers["x-request-id"]
     assert len(made) == 32 and int(made, 16) >= 0  # nginx's $request_id, not the bridge's own
-    assert f"request_id={made}" in proxy.access_log()
-    assert made in [line["request_id"] for line in server.access_lines()]
+    # Each side writes its log line once the response has gone: the client may see it first.
+    wait_for(lambda: f"request_id={made}" in proxy.access_log(), "nginx's access line with its id")
+    server.wait_for(lambda: made in [line["request_id"] for line in server.access_lines()],
+                    "the bridge's access line with nginx's id")
 
 
 def test_plain_http_is_redirected_to_tls_keeping_the_method(stack):
