@@ -18,6 +18,7 @@ reports the whole service.
 import contextvars
 import datetime
 import functools
+import glob
 import logging
 import os
 import sys
@@ -184,11 +185,32 @@ def install(app, settings):
     app.wsgi_app = _Observed(app.wsgi_app)
 
 
+class _SharedMetrics(multiprocess.MultiProcessCollector):
+    """The workers' metric files, less those still empty.
+
+    A worker creates its file empty and sizes it a moment later; prometheus_client
+    (up to 0.26 at least, client_python#1199) fails the whole scrape on a file read
+    in that moment, and for good on one left by a worker killed in it. Files only
+    grow, so one seen empty has nothing to count yet.
+    """
+
+    def collect(self):
+        files = [path for path in glob.glob(os.path.join(self._path, "*.db")) if _has_data(path)]
+        return self.merge(files, accumulate=True)
+
+
+def _has_data(path):
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # a dead worker's live gauge, removed by child_exit
+        return False
+
+
 def metrics():
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        _SharedMetrics(registry)
     return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

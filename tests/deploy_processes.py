@@ -76,9 +76,9 @@ class Gunicorn:
         self.url = f"http://127.0.0.1:{self.port}"
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.log_path = tmp_path / "gunicorn.log"
-        metrics_dir = tmp_path / "metrics"
+        self.metrics_dir = tmp_path / "metrics"
         environ = {**os.environ, **bridge_env(fake, BRIDGE_LOG_LEVEL="DEBUG"),
-                   "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **env}
+                   "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),

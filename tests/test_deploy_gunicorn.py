@@ -40,8 +40,9 @@ def booted_workers(server):
 
 def samples(server, name):
     """Every sample of metric `name` in one scrape of /metrics."""
-    text = requests.get(f"{server.url}/metrics", timeout=5).text
-    return [s for family in text_string_to_metric_families(text) for s in family.samples
+    response = requests.get(f"{server.url}/metrics", timeout=5)
+    assert response.status_code == 200, response.text
+    return [s for family in text_string_to_metric_families(response.text) for s in family.samples
             if s.name == name]
 
 
@@ -83,6 +84,19 @@ def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fa
         counted = [s for s in samples(server, "bridge_requests_total")
                    if s.labels == {"direction": "chat_to_messages", "status": "200"}]
         assert [s.value for s in counted] == [6.0]
+
+
+def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(start, fake):
+    """A worker creates its file empty and sizes it a moment later - or is killed in between."""
+    server = start()
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    fake.reply(fixture("anthropic/text.json"))
+    chat(server)
+    (server.metrics_dir / "histogram_999999.db").touch()
+    for _ in range(4):  # each scrape may land on either worker
+        counted = [s for s in samples(server, "bridge_requests_total")
+                   if s.labels == {"direction": "chat_to_messages", "status": "200"}]
+        assert [s.value for s in counted] == [1.0]
 
 
 def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
