@@ -17,10 +17,13 @@ def parts_of(value):
             yield from parts_of(item)
 
 
+TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, openai._CHAT]
+
+
 def schemas_loaded_field_by_field():
-    """Every schema instance a tagged union (or the tools field) hands to load_fields."""
-    found, seen = {}, set()
-    todo = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, openai._CHAT]
+    """Every schema instance validation hands to load_fields: the requests', and those of tagged unions and tools."""
+    found, seen = {id(s): s for s in TOP_LEVEL}, set()
+    todo = list(TOP_LEVEL)
     while todo:
         item = todo.pop()
         if id(item) in seen:
@@ -42,9 +45,10 @@ def schemas_loaded_field_by_field():
 SCHEMAS = schemas_loaded_field_by_field()
 
 
-def test_every_tagged_schema_is_found():
+def test_every_schema_loaded_field_by_field_is_found():
     names = {type(s).__name__ for s in SCHEMAS}
-    assert {"TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
+    assert {"MessagesRequest", "CountTokensRequest", "ChatRequest",
+            "TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
             "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool"} <= names  # Chat
 
 
@@ -68,6 +72,12 @@ SAMPLES = [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
     (openai.AssistantMessage(), {"role": "assistant", "tool_calls": [{"type": "function", "function": {}}]}),
     (openai.UserMessage(), {"role": "user", "content": [{"type": "text", "text": "hi", "extra": 1}], "name": "n"}),
+    (openai._CHAT, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "extra": 1}),
+    (openai._CHAT, {"messages": "hi", "temperature": 3, "n": 2, "audio": None}),
+    (anthropic._MESSAGES, {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+                           "metadata": {"user_id": "u"}, "extra": 1}),
+    (anthropic._MESSAGES, {"model": "", "messages": [], "stream": "yes"}),
+    (anthropic._MESSAGES, ["not", "an", "object"]),
 ]
 
 

@@ -258,11 +258,12 @@ def validate_count_tokens(body):
 
 
 def _validated(schema, body):
-    errors = schema.validate(body)
-    if errors:
-        problems = list(_flatten(errors))
+    try:
+        load_fields(schema, body)
+    except ValidationError as error:
+        problems = list(_flatten(error.messages))
         raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
-                      param=problems[0][0] or None)
+                      param=problems[0][0] or None) from None
     return body
 
 

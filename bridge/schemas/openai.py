@@ -16,7 +16,7 @@ import base64
 import json
 import re
 
-from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from ..errors import invalid
 from . import load_fields
@@ -326,10 +326,8 @@ def _false(reason):
 _NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
 
 
-class ChatRequest(Schema):
-    class Meta:
-        unknown = INCLUDE  # reported as dropped by the translator, never silently
-
+class ChatRequest(Strict):
+    """The request's declared fields; validate_chat keeps the others, for the translator to report as dropped."""
     model = fields.String(required=True, validate=validate.Length(min=1))
     messages = fields.List(MESSAGE, required=True)
     max_tokens = _int(validate.Range(min=1))
@@ -360,22 +358,21 @@ class ChatRequest(Schema):
     function_call = _must_be_absent("legacy function calling is not supported; use tool_choice")
     web_search_options = _must_be_absent("web search is not supported through the Chat Completions bridge")
 
-    @validates_schema
-    def _conversation(self, data, **kwargs):
-        messages = data.get("messages") or []
-        if not any(m["role"] in ("user", "assistant", "tool") for m in messages):
-            raise ValidationError("must contain at least one user or assistant message; system and "
-                                  "developer messages alone leave nothing to answer", "messages")
-        _check_tool_links(messages)
 
-    @validates_schema
-    def _chosen_tool_exists(self, data, **kwargs):
-        choice = data.get("tool_choice")
-        if isinstance(choice, dict) and data.get("tools"):
-            name = choice["function"]["name"]
-            if name not in {tool["function"]["name"] for tool in data["tools"]}:
-                raise ValidationError({"tool_choice": {"function": {"name": [
-                    f"no function named {name!r} in tools"]}}})
+def _check_conversation(messages):
+    if not any(m["role"] in ("user", "assistant", "tool") for m in messages):
+        raise ValidationError({"messages": ["must contain at least one user or assistant message; system "
+                                            "and developer messages alone leave nothing to answer"]})
+    _check_tool_links(messages)
+
+
+def _check_chosen_tool(request):
+    choice = request.get("tool_choice")
+    if isinstance(choice, dict) and request.get("tools"):
+        name = choice["function"]["name"]
+        if name not in {tool["function"]["name"] for tool in request["tools"]}:
+            raise ValidationError({"tool_choice": {"function": {"name": [
+                f"no function named {name!r} in tools"]}}})
 
 
 def _check_tool_links(messages):
@@ -417,7 +414,10 @@ _CHAT = ChatRequest()
 def validate_chat(body):
     """The loaded request, or a 400 whose message names every bad field by its path."""
     try:
-        return _CHAT.load(body)
+        request = {**body, **load_fields(_CHAT, body)}
+        _check_conversation(request["messages"])
+        _check_chosen_tool(request)
+        return request
     except ValidationError as exc:
         problems = list(_flatten(exc.messages))
         raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
