@@ -2,6 +2,7 @@
 import pytest
 from marshmallow import EXCLUDE, Schema, ValidationError, fields
 
+from bridge import schemas
 from bridge.schemas import anthropic, load_fields, openai
 
 
@@ -21,7 +22,8 @@ TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, openai._CHAT]
 
 
 def schemas_loaded_field_by_field():
-    """Every schema instance validation hands to load_fields: the requests', and those of tagged unions and tools."""
+    """Every schema instance validation hands to load_fields: the requests', and those of tagged unions,
+    tools and schemas.Nested fields."""
     found, seen = {id(s): s for s in TOP_LEVEL}, set()
     todo = list(TOP_LEVEL)
     while todo:
@@ -36,6 +38,8 @@ def schemas_loaded_field_by_field():
             found.update((id(s), s) for s in item.schemas.values())
         if isinstance(item, anthropic.ToolField):
             found.update((id(s), s) for s in (anthropic._CUSTOM_TOOL, anthropic._SERVER_TOOL))
+        if isinstance(item, schemas.Nested):
+            found[id(item.schema)] = item.schema
         if isinstance(item, fields.Nested):
             todo.append(item.schema)
         todo.extend(part for attribute in vars(item).values() for part in parts_of(attribute))
@@ -49,7 +53,8 @@ def test_every_schema_loaded_field_by_field_is_found():
     names = {type(s).__name__ for s in SCHEMAS}
     assert {"MessagesRequest", "CountTokensRequest", "ChatRequest",
             "TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
-            "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool"} <= names  # Chat
+            "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool",
+            "FunctionDefinition", "FunctionCall", "Metadata"} <= names  # Chat
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{type(s).__module__.rsplit('.', 1)[1]}.{type(s).__name__}")
@@ -78,6 +83,9 @@ SAMPLES = [
                            "metadata": {"user_id": "u"}, "extra": 1}),
     (anthropic._MESSAGES, {"model": "", "messages": [], "stream": "yes"}),
     (anthropic._MESSAGES, ["not", "an", "object"]),
+    (openai.FunctionTool(), {"type": "function", "function": {"name": "get weather", "parameters": [], "x": 1}}),
+    (openai.FunctionTool(), {"type": "function", "function": "get_weather"}),
+    (openai.FunctionTool(), {"type": "function", "function": {"name": "f", "strict": True}}),
 ]
 
 

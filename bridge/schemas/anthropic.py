@@ -19,7 +19,7 @@ strict: JSON "0.5" or 1 is not a temperature or a flag.
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from ..errors import invalid
-from . import load_fields
+from . import Nested, load_fields
 
 
 class _Schema(Schema):
@@ -228,7 +228,7 @@ class CountTokensRequest(_Schema):
                           "none": _Schema()}, what="tool_choice")
     thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": _Schema(), "disabled": _Schema()},
                       what="thinking")
-    output_config = fields.Nested(OutputConfig)
+    output_config = Nested(OutputConfig)
 
 
 class MessagesRequest(CountTokensRequest):
@@ -238,7 +238,7 @@ class MessagesRequest(CountTokensRequest):
     temperature = Number(validate=validate.Range(min=0, max=1))
     top_p = Number(validate=validate.Range(min=0, max=1))
     top_k = fields.Integer(strict=True, validate=validate.Range(min=0))
-    metadata = fields.Nested(Metadata)
+    metadata = Nested(Metadata)
 
 
 _CUSTOM_TOOL = CustomTool()

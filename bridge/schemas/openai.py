@@ -19,7 +19,7 @@ import re
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from ..errors import invalid
-from . import load_fields
+from . import Nested, load_fields
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -133,7 +133,7 @@ class ImageUrl(Strict):
 
 
 class ImagePart(Part):
-    image_url = fields.Nested(ImageUrl, required=True)
+    image_url = Nested(ImageUrl, required=True)
 
 
 def _pdf_data_url(value):
@@ -153,7 +153,7 @@ class File(Strict):
 
 
 class FilePart(Part):
-    file = fields.Nested(File, required=True)
+    file = Nested(File, required=True)
 
 
 class RefusalPart(Strict):
@@ -197,7 +197,7 @@ class FunctionCall(Strict):
 
 class ToolCall(Strict):
     id = fields.String(required=True, validate=validate.Length(min=1))
-    function = fields.Nested(FunctionCall, required=True)
+    function = Nested(FunctionCall, required=True)
 
 
 class ThinkingBlock(Strict):
@@ -249,7 +249,7 @@ class FunctionDefinition(Strict):
 
 
 class FunctionTool(Strict):
-    function = fields.Nested(FunctionDefinition, required=True)
+    function = Nested(FunctionDefinition, required=True)
 
 
 class ChosenFunction(Strict):
@@ -257,7 +257,7 @@ class ChosenFunction(Strict):
 
 
 class NamedToolChoice(Strict):
-    function = fields.Nested(ChosenFunction, required=True)
+    function = Nested(ChosenFunction, required=True)
 
 
 class ToolChoice(fields.Field):
@@ -290,7 +290,7 @@ class JsonSchemaFormat(Strict):
 
 
 class ResponseFormatJsonSchema(Strict):
-    json_schema = fields.Nested(JsonSchemaFormat, required=True)
+    json_schema = fields.Nested(JsonSchemaFormat, required=True)  # Schema.load: it has a validator
 
 
 class StreamOptions(Strict):
@@ -337,7 +337,7 @@ class ChatRequest(Strict):
     top_k = _int(validate.Range(min=0))  # Anthropic's own, passed by the openai SDK's extra_body
     n = _int(_one)
     stream = _strict_bool()
-    stream_options = fields.Nested(StreamOptions, allow_none=True)
+    stream_options = Nested(StreamOptions, allow_none=True)
     stop = OneOrMany(fields.String(), fields.String(), allow_none=True)
     tools = fields.List(TaggedUnion("type", {"function": FunctionTool}, refused={
         "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
