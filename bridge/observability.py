@@ -128,7 +128,7 @@ class Record:
             .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "request_id": self.request_id, "method": self.method, "route": self.route,
             "direction": self.direction, "client": self.client,
-            "model": self.model, "upstream_model": self.upstream_model,
+            "model": _capped(self.model), "upstream_model": _capped(self.upstream_model),
             "status": self.status, "upstream_status": self.upstream_status,
             "duration_ms": round(duration * 1000),
             "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
@@ -147,6 +147,12 @@ class Record:
                 _series(TOKENS, self.label, kind).inc(count)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+def _capped(name, limit=200):
+    """A model name as the client wrote it, cut short: any string is accepted there, and one
+    line of the log must not grow with it."""
+    return name[:limit] + "…" if name is not None and len(name) > limit else name
 
 
 @functools.lru_cache(maxsize=None)

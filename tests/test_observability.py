@@ -95,6 +95,16 @@ def test_a_streamed_request_is_one_line_written_when_the_stream_ends(live, fake,
     assert_nothing_secret_logged(caplog, lines, answer)
 
 
+def test_a_huge_model_name_is_cut_short_in_the_access_line(live, fake, lines):
+    model = "claude-" + "x" * 100_000  # unmapped: it goes upstream as it is
+    fake.reply(fixture("openai/text.json"))
+    client(live).messages.create(model=model, max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+    assert fake.last.body["model"] == model
+    wait_for(lambda: lines, "the access line")
+    for logged in (lines[-1]["model"], lines[-1]["upstream_model"]):
+        assert logged.endswith("…") and model.startswith(logged[:-1]) and len(logged) < 1000
+
+
 def test_an_upstream_failure_is_logged_with_its_type_and_counted(live, fake, lines, caplog):
     errors_before = metric(live, "bridge_upstream_errors_total", direction="messages_to_chat",
                            type="rate_limit")
