@@ -60,14 +60,15 @@ def cpu_us(app, path, body, headers, count):
     return (time.process_time() - start) / count * 1e6
 
 
-def apps(upstream_url):
+def apps(upstream_url, log_level="WARNING"):
+    """(relay, bridge) WSGI apps against the upstream; the bridge's access lines are INFO."""
     os.environ["BENCH_UPSTREAM"] = upstream_url
     relay = importlib.import_module("bench.relay").app
     from bridge import settings
     from bridge.app import create_app
     bridge = create_app(settings.load({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                                        "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
-                                       "BRIDGE_LOG_LEVEL": "WARNING"}))
+                                       "BRIDGE_LOG_LEVEL": log_level}))
     return relay, bridge
 
 
@@ -89,8 +90,8 @@ def main(argv=None):
         for name, d in DIRECTIONS.items():
             for kind, stream in (("body", False), ("stream", True)):
                 model = "bench-n50"
-                relay_args = (d.upstream_path, _json(d.upstream_body(model, stream)), d.upstream_headers)
-                bridge_args = (d.client_path, _json(d.client_body(model, stream)), d.client_headers)
+                relay_args = (d.upstream_path, encode(d.upstream_body(model, stream)), d.upstream_headers)
+                bridge_args = (d.client_path, encode(d.client_body(model, stream)), d.client_headers)
                 for app, request in ((relay_app, relay_args), (bridge_app, bridge_args)):
                     cpu_us(app, *request, 200)  # warm up
                 relay = min(cpu_us(relay_app, *relay_args, args.requests // 4) for _ in range(4))
@@ -103,7 +104,8 @@ def main(argv=None):
     return 0
 
 
-def _json(body):
+def encode(body):
+    """A request body as the client sends it."""
     return json.dumps(body, ensure_ascii=False).encode()
 
 

@@ -145,7 +145,7 @@ def _verdict(ok):
     return "—" if ok is None else ("yes" if ok else "**no**")
 
 
-def targets_table(s, data, translation, plan):
+def targets_table(s, data, translation, counted, plan):
     relay, bridge, direct = s["relay"], s["bridge"], s["direct"]
     checks = []
 
@@ -162,6 +162,11 @@ def targets_table(s, data, translation, plan):
 
     ratio_check("added latency p50, c1 (ms)", "lat_p50", 1.2, True, added=True)
     ratio_check("server CPU per request (ms)", "rps16_cpu", 1.2, True)
+    if counted:
+        ratio = counted["bridge"] / counted["relay"]
+        check("CPU per request in instructions, in-process (callgrind; millions)",
+              f"{counted['bridge'] / 1e6:.2f} vs {counted['relay'] / 1e6:.2f} → {ratio:.2f}×", ratio <= 1.2,
+              "≤ 1.2× relay")
     ratio_check("requests/s, c16", "rps16", 0.85, False)
     ratio_check("streams/s, c32", "sps32", 0.85, False)
     for pct, goal in (("p50", 0.5), ("p99", 2.0)):
@@ -188,7 +193,7 @@ def targets_table(s, data, translation, plan):
     return "\n".join(["| target | measured (bridge vs relay) | goal | met |", "|---|---|---|---|"] + checks)
 
 
-def render(plan, args, titles, results, translations, commands, seconds, env):
+def render(plan, args, titles, results, translations, counted, commands, seconds, env):
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
     pins = env["pinning"]
     pin_text = (f"the proxy under test (relay or bridge: gunicorn master and workers) is pinned to core "
@@ -237,7 +242,8 @@ def render(plan, args, titles, results, translations, commands, seconds, env):
                 out.append(f"- {target.name} was **not measured**: `{target.broken}`")
             for error in data[target.name].get("errors", []):
                 out.append(f"- {target.name}: a measurement failed: `{error}`")
-        out += ["", "### Targets (issue 6)", "", targets_table(summary, data, translations.get(name), plan), "",
+        checks = targets_table(summary, data, translations.get(name), counted.get(name), plan)
+        out += ["", "### Targets (issue 6)", "", checks, "",
                 "### Per request and per stream", "", table, "",
                 "### Streams held at once and memory", "", process_table(data, plan), "",
                 "### Validate and translate one large request, in-process (median ms)", "",

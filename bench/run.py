@@ -19,7 +19,7 @@ import time
 import traceback
 from importlib import metadata
 
-from . import client, corpus, procstat, report, servers, translate, wrk
+from . import client, corpus, instructions, procstat, report, servers, translate, wrk
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
@@ -317,6 +317,10 @@ def main(argv=None):
         for name in names:
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
+        counted = {}
+        for name in names if instructions.available() and not args.smoke else ():
+            log(f"instructions per request (callgrind): {name}")
+            counted[name] = instructions.per_request(upstream.url, name)
         commands = {server.name: server.argv for server in running}
     except Exception:
         traceback.print_exc()
@@ -327,8 +331,8 @@ def main(argv=None):
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
-    text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, commands,
-                         time.monotonic() - started, env)
+    text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, counted,
+                         commands, time.monotonic() - started, env)
     print(text)
     out = pathlib.Path(out)
     out.write_text(text)

@@ -1,0 +1,60 @@
+"""CPU work per request counted in instructions (valgrind's callgrind): the ratio noise cannot move.
+
+CPU seconds on a shared VM move by 10-30% between runs, and the bridge, touching more code,
+moves more than the relay. The instructions a request executes do not move. Relay and bridge
+run in-process as in bench.profile, but as deployed: access log on, metrics in a
+PROMETHEUS_MULTIPROC_DIR. Each is run twice under callgrind, with FEW and MANY requests
+after a warm-up, and the difference divided by MANY - FEW is one request's instructions,
+start-up excluded. gunicorn is left out; it does the same work for both, so the server's
+ratio lies between this one and 1. Kernel time (the sockets) is not counted either.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FEW, MANY, WARM_UP = 0, 150, 20
+
+
+def available():
+    return shutil.which("valgrind") is not None
+
+
+def per_request(upstream_url, direction):
+    """{"relay": instructions, "bridge": instructions} for one non-streamed request of `direction`."""
+    return {target: (_count(upstream_url, target, direction, MANY) - _count(upstream_url, target, direction, FEW))
+            / (MANY - FEW) for target in ("relay", "bridge")}
+
+
+def _count(upstream_url, target, direction, requests):
+    with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as scratch:
+        report = os.path.join(scratch, "valgrind.log")
+        subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", f"--log-file={report}",
+                        sys.executable, "-m", "bench.instructions", upstream_url, target, direction, str(requests)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": scratch})
+        with open(report) as fh:
+            found = re.search(r"Collected : (\d+)", fh.read())
+    if not found:
+        raise RuntimeError(f"callgrind reported no instruction count for {target} {direction}")
+    return int(found.group(1))
+
+
+def _serve(upstream_url, target, direction, requests):
+    """The child under valgrind: WARM_UP + `requests` requests through one app."""
+    from . import profile
+    from .run import DIRECTIONS
+    relay_app, bridge_app = profile.apps(upstream_url, log_level="INFO")
+    d = DIRECTIONS[direction]
+    if target == "relay":
+        call = (relay_app, d.upstream_path, profile.encode(d.upstream_body("bench-n50", False)), d.upstream_headers)
+    else:
+        call = (bridge_app, d.client_path, profile.encode(d.client_body("bench-n50", False)), d.client_headers)
+    for _ in range(WARM_UP + requests):
+        profile.call(*call)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
