@@ -125,6 +125,13 @@ def test_every_bad_field_is_named_not_only_the_first():
     assert "n: " in caught.value.message and "logprobs: " in caught.value.message
 
 
+def test_a_conversation_with_nothing_to_answer_and_an_unknown_chosen_tool_are_both_named():
+    with pytest.raises(BridgeError) as caught:
+        validate_chat(chat({"role": "system", "content": "be brief"}, tools=[TOOL],
+                           tool_choice={"type": "function", "function": {"name": "missing"}}))
+    assert "messages: " in caught.value.message and "tool_choice.function.name: " in caught.value.message
+
+
 def test_echoed_response_message_is_accepted():
     """What the openai SDK sends when a client appends response.choices[0].message to its history."""
     echoed = {"role": "assistant", "content": None, "refusal": None, "annotations": None, "audio": None,

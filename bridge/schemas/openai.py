@@ -359,7 +359,8 @@ class ChatRequest(Strict):
     web_search_options = _must_be_absent("web search is not supported through the Chat Completions bridge")
 
 
-def _check_conversation(messages):
+def _check_conversation(request):
+    messages = request["messages"]
     if not any(m["role"] in ("user", "assistant", "tool") for m in messages):
         raise ValidationError({"messages": ["must contain at least one user or assistant message; system "
                                             "and developer messages alone leave nothing to answer"]})
@@ -415,13 +416,23 @@ def validate_chat(body):
     """The loaded request, or a 400 whose message names every bad field by its path."""
     try:
         request = {**body, **load_fields(_CHAT, body)}
-        _check_conversation(request["messages"])
-        _check_chosen_tool(request)
-        return request
     except ValidationError as exc:
-        problems = list(_flatten(exc.messages))
-        raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
-                      param=problems[0][0] or None) from None
+        raise _refusal(exc.messages) from None
+    errors = {}
+    for check in (_check_conversation, _check_chosen_tool):  # once the fields are sound; both speak
+        try:
+            check(request)
+        except ValidationError as exc:
+            errors.update(exc.messages)
+    if errors:
+        raise _refusal(errors)
+    return request
+
+
+def _refusal(messages):
+    problems = list(_flatten(messages))
+    return invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
+                   param=problems[0][0] or None)
 
 
 def _flatten(messages, path=()):
