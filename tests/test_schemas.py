@@ -66,6 +66,7 @@ def test_no_tagged_schema_has_what_load_does_beyond_its_fields(schema):
     for name, field in schema.fields.items():
         assert field.data_key is None and field.attribute is None, name
         assert field.load_default is fields.missing_, name
+        assert type(field).deserialize is fields.Field.deserialize, name  # load_fields may skip it
 
 
 SAMPLES = [
