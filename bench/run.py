@@ -318,7 +318,7 @@ def main(argv=None):
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
         counted = {}
-        for name in names if instructions.available() and not args.smoke else ():
+        for name in names if instructions.available() and not (args.smoke or args.quick) else ():
             log(f"instructions per request (callgrind): {name}")
             counted[name] = instructions.per_request(upstream.url, name)
         commands = {server.name: server.argv for server in running}
