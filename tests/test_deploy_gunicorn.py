@@ -1,7 +1,9 @@
 """deploy/gunicorn.conf.py run for real: workers, reload with open streams, timeouts, shared metrics."""
 import contextlib
+import gc
 import os
 import re
+import runpy
 import signal
 import subprocess
 import sys
@@ -97,6 +99,15 @@ def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(
         counted = [s for s in samples(server, "bridge_requests_total")
                    if s.labels == {"direction": "chat_to_messages", "status": "200"}]
         assert [s.value for s in counted] == [1.0]
+
+
+def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
+    hooks = runpy.run_path(str(GUNICORN_CONF))
+    try:
+        hooks["post_worker_init"](None)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
