@@ -10,7 +10,8 @@ exactly as before.
 
 One difference remains: orjson reads an integer beyond the 64-bit range as a
 float, as JavaScript does. A model's tool arguments, where a client might put
-such a number, are read with the json module by the translators instead.
+such a number, are read with the json module instead: by the Chat schema for a
+client's history, by the messages -> chat translators for an upstream's answer.
 """
 import json
 

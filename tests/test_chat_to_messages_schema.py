@@ -132,6 +132,14 @@ def test_a_conversation_with_nothing_to_answer_and_an_unknown_chosen_tool_are_bo
     assert "messages: " in caught.value.message and "tool_choice.function.name: " in caught.value.message
 
 
+def test_tool_call_arguments_are_loaded_once_as_the_object_with_exact_integers():
+    arguments = '{"id": 123456789012345678901234567890, "path": "a.txt"}'
+    body = validate_chat(chat(USER, {"role": "assistant", "tool_calls": [call(arguments=arguments)]},
+                              {"role": "tool", "tool_call_id": "call_1", "content": "ok"}))
+    assert body["messages"][1]["tool_calls"][0]["function"]["arguments"] == {
+        "id": 123456789012345678901234567890, "path": "a.txt"}
+
+
 def test_echoed_response_message_is_accepted():
     """What the openai SDK sends when a client appends response.choices[0].message to its history."""
     echoed = {"role": "assistant", "content": None, "refusal": None, "annotations": None, "audio": None,

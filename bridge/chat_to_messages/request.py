@@ -7,7 +7,6 @@ here so that a valid Chat conversation is a valid Messages conversation.
 """
 import dataclasses
 import hashlib
-import json
 import re
 import time
 
@@ -177,9 +176,7 @@ def assistant_blocks(message):
         blocks.extend(_text_blocks(message["refusal"]))
     for call in message.get("tool_calls") or []:
         blocks.append({"type": "tool_use", "id": anthropic_tool_id(call["id"]),
-                       "name": call["function"]["name"],
-                       # not orjson: a model's integers stay exact however long
-                       "input": json.loads(call["function"]["arguments"])})
+                       "name": call["function"]["name"], "input": call["function"]["arguments"]})
     if all(block["type"] in ("thinking", "redacted_thinking") for block in blocks):
         return []  # Anthropic rejects an assistant turn that ends in thinking; reasoning alone says nothing
     return blocks

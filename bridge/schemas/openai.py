@@ -181,18 +181,27 @@ class UserMessage(Strict):
     content = _content(USER_PARTS, required=True)
 
 
-def _arguments(text):
-    try:
-        value = json.loads(text)  # as the translator will read it
-    except ValueError as exc:
-        raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
-    if not isinstance(value, dict):
-        raise ValidationError(f"must be a JSON object encoded as a string, got {_json_type(value)}")
+class ObjectText(fields.String):
+    """A JSON object encoded as a string (a tool call's `arguments`), loaded as that object.
+
+    Read once, here, for the translator too; with the json module, so a model's integers
+    stay exact however long.
+    """
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
+        if not isinstance(parsed, dict):
+            raise ValidationError(f"must be a JSON object encoded as a string, got {_json_type(parsed)}")
+        return parsed
 
 
 class FunctionCall(Strict):
     name = fields.String(required=True)
-    arguments = fields.String(required=True, validate=_arguments)
+    arguments = ObjectText(required=True)
 
 
 class ToolCall(Strict):
