@@ -62,7 +62,7 @@ def post_worker_init(worker):
     """The app is loaded and lives as long as the worker: leave its ~45,000 objects out of
     every full garbage collection. Walking them took 20-35 ms of CPU each time, every thread
     of the worker stalled behind the GIL meanwhile (streams included), and under load it came
-    every few seconds; without them a full collection takes 1-4 ms."""
+    every few seconds; without them a full collection takes 1-5 ms."""
     gc.freeze()
 
 
