@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from bench import servers
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -38,3 +40,17 @@ def test_bench_without_wrk_says_how_to_install_it(tmp_path):
                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert run.returncode == 2
     assert "apt-get install -y wrk" in run.stderr
+
+
+@pytest.mark.parametrize("direction", ["messages_to_chat", "chat_to_messages"])
+def test_the_instruction_count_child_serves_relay_and_bridge(tmp_path, monkeypatch, direction):
+    """What bench.instructions runs under valgrind, run bare (valgrind is optional and slow)."""
+    monkeypatch.setattr(servers, "LOGS", tmp_path)
+    upstream = servers.upstream()
+    try:
+        for target in ("relay", "bridge"):
+            run = subprocess.run([sys.executable, "-m", "bench.instructions", upstream.url, target, direction, "1"],
+                                 cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert run.returncode == 0, run.stderr[-3000:]
+    finally:
+        upstream.stop()
