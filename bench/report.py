@@ -141,6 +141,16 @@ def translation_table(rows):
     return "\n".join(lines)
 
 
+def _spread(data, key):
+    """The lowest and highest bridge ÷ relay of single rounds, when the metric is taken per round:
+    how far the machine moved the ratio within this run."""
+    def rounds(samples):
+        values = samples.get(key) or []
+        return [cpu / n for cpu, n in values if n] if key.endswith("_cpu") else values
+    ratios = [b / r for b, r in zip(rounds(data["bridge"]), rounds(data["relay"])) if r]
+    return f" (rounds {min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
+
+
 def _verdict(ok):
     return "—" if ok is None else ("yes" if ok else "**no**")
 
@@ -157,7 +167,7 @@ def targets_table(s, data, translation, counted, plan):
         r = _added(relay, direct, key) if added else relay.get(key)
         ratio = _ratio(b, r)
         ok = None if ratio is None else (ratio <= goal if at_most else ratio >= goal)
-        check(label, f"{_fmt(b)} vs {_fmt(r)} → {_fmt(ratio)}×", ok,
+        check(label, f"{_fmt(b)} vs {_fmt(r)} → {_fmt(ratio)}×{_spread(data, key)}", ok,
               f"{'≤' if at_most else '≥'} {goal}× relay")
 
     ratio_check("added latency p50, c1 (ms)", "lat_p50", 1.2, True, added=True)
@@ -213,7 +223,9 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         f"- Python {env['python']}; {env['packages']}; {env['wrk']}",
         f"- bridge commit {env['commit']}",
         f"- gunicorn from deploy/gunicorn.conf.py: {g['worker_class']}, {g['workers']} workers × "
-        f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge)",
+        f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge); "
+        "the per-request and per-stream metrics run each proxy with one worker (`BRIDGE_WORKERS=1`) "
+        "for the one core it is given, streams held and memory with the config as it is",
         f"- pinning: {pin_text}",
         f"- other work on the machine during the run: {env['other_cores']:.2f} cores on average (machine "
         "CPU time minus the bench's own processes)"
@@ -226,8 +238,8 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         "## Exact commands",
         "",
     ]
-    for name, argv in commands.items():
-        out.append(f"- {name}: `{shlex.join(argv)}`")
+    for name, command in commands.items():
+        out.append(f"- {name}: `{shlex.join(command)}`")
     out += [f"- throughput: `{shlex.join(wrk.command('<url>', '<c>', plan.wrk_seconds, 'post.lua'))}` "
             "(post.lua sets method POST, the JSON body and headers), "
             "run from the bench process, so on its core",

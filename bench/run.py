@@ -5,6 +5,13 @@ Per translation direction, three targets answer the same conversation:
 reference relay: gunicorn + Flask + requests forwarding bytes, the floor of
 the bridge's stack) and *bridge*. Every metric is taken in rounds that
 rotate through the targets, so drift in the machine hits all three alike.
+
+The proxy under test gets one core, so the per-request and per-stream
+metrics run it with one worker, the config's own rule (a process per core).
+Two workers sharing that core made each round a draw: wrk's keep-alive
+connections land on one worker or are split between both, and split rounds
+served 15-25% fewer requests, for relay and bridge alike. Streams held at
+once and memory are measured with the default config.
 """
 import argparse
 import dataclasses
@@ -232,41 +239,57 @@ def long_stream(target, plan):
 # ---------------------------------------------------------------- the run
 
 def measure_direction(direction, plan, upstream, relay, bridge, log):
+    """Every per-request and per-stream metric, in rounds: (targets, {target name: samples})."""
     targets = targets_for(direction, upstream, relay, bridge)
+    data = {t.name: {} for t in targets}
+    live = _ready(targets, log)
+    for number in range(plan.rounds):
+        for metric in METRICS:
+            order = live[number % len(live):] + live[:number % len(live)]
+            for target in order:
+                log(f"  round {number + 1}/{plan.rounds} {metric.__name__} {target.name}")
+                samples = data[target.name]
+                for key, value in _attempt(samples, log, metric, target, plan, upstream.pid).items():
+                    samples.setdefault(key, []).append(value)
+    return targets, data
+
+
+def measure_capacity(direction, plan, upstream, relay, bridge, data, log):
+    """Idle memory, streams held at once and one long stream, into `data`: the default config's."""
+    proxies = [t for t in targets_for(direction, upstream, relay, bridge) if t.name != "direct"]
+    for target in _ready(proxies, log):
+        settle(target.pid)
+        samples = data[target.name]
+        samples["idle_rss"], samples["idle_pss"] = procstat.memory_mib(target.pid)
+        for name, test in (("hold", hold_open), ("long", long_stream)):
+            log(f"  {name} {target.name}")
+            result = _attempt(samples, log, test, target, plan)
+            if result:
+                samples[name] = result
+    for target in proxies:
+        if target.broken:
+            data[target.name].setdefault("errors", []).append(f"default config: {target.broken}")
+
+
+def _ready(targets, log):
+    """The targets that answer correctly, warmed up; the others are marked broken."""
     for target in targets:
         target.broken = smoke(target)
         if target.broken:
             log(f"  {target.name}: not measured: {target.broken}")
         else:
             warm_up(target)
-    live = [t for t in targets if not t.broken]
-    data = {t.name: {} for t in targets}
-    for target in live:
-        if target.name != "direct":
-            settle(target.pid)
-            data[target.name]["idle_rss"], data[target.name]["idle_pss"] = procstat.memory_mib(target.pid)
-    for number in range(plan.rounds):
-        for metric in METRICS:
-            order = live[number % len(live):] + live[:number % len(live)]
-            for target in order:
-                log(f"  round {number + 1}/{plan.rounds} {metric.__name__} {target.name}")
-                try:
-                    for key, value in metric(target, plan, upstream.pid).items():
-                        data[target.name].setdefault(key, []).append(value)
-                except RuntimeError as exc:
-                    data[target.name].setdefault("errors", []).append(str(exc))
-                    log(f"    failed: {exc}")
-    for target in live:
-        if target.name == "direct":
-            continue
-        for name, test in (("hold", hold_open), ("long", long_stream)):
-            log(f"  {name} {target.name}")
-            try:
-                data[target.name][name] = test(target, plan)
-            except RuntimeError as exc:
-                data[target.name].setdefault("errors", []).append(str(exc))
-                log(f"    failed: {exc}")
-    return targets, data
+    return [t for t in targets if not t.broken]
+
+
+def _attempt(samples, log, measure, *args):
+    """measure(*args), or {} with the reason it failed noted in the target's samples."""
+    try:
+        return measure(*args)
+    except RuntimeError as exc:
+        samples.setdefault("errors", []).append(str(exc))
+        log(f"    failed: {exc}")
+        return {}
 
 
 def main(argv=None):
@@ -305,23 +328,32 @@ def main(argv=None):
             translations[name] = f"{type(exc).__name__}: {exc}".strip()
             log(f"  not measured: {translations[name]}")
 
-    running = []
+    running, commands = [], {}
+
+    def start(label, server):
+        running.append(server)
+        commands[label] = server.command
+        return server
+
     try:
-        upstream = servers.upstream()
-        running.append(upstream)
-        relay = servers.relay(upstream.url)
-        running.append(relay)
-        bridge = servers.bridge(upstream.url)
-        running.append(bridge)
+        upstream = start("upstream", servers.upstream())
+        relay = start("relay, one worker (per request and per stream)", servers.relay(upstream.url, workers=1))
+        bridge = start("bridge, one worker (per request and per stream)", servers.bridge(upstream.url, workers=1))
         results = {}
         for name in names:
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
+        for server in (relay, bridge):
+            server.stop()
+        relay = start("relay, default config (streams held, memory)", servers.relay(upstream.url))
+        bridge = start("bridge, default config (streams held, memory)", servers.bridge(upstream.url))
+        for name in names:
+            log(f"capacity {name}")
+            measure_capacity(DIRECTIONS[name], plan, upstream, relay, bridge, results[name][1], log)
         counted = {}
         for name in names if instructions.available() and not (args.smoke or args.quick) else ():
             log(f"instructions per request (callgrind): {name}")
             counted[name] = instructions.per_request(upstream.url, name)
-        commands = {server.name: server.argv for server in running}
     except Exception:
         traceback.print_exc()
         return 1

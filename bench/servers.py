@@ -44,14 +44,21 @@ def free_port():
 
 
 class Server:
-    def __init__(self, name, argv, env, port):
+    def __init__(self, name, argv, env, port, settings=None):
         self.name = name
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.argv = argv
+        self.settings = settings or {}  # the environment it was given beyond the bench's own
         self.log = open(LOGS / f"{name}.log", "w")
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env={**env, **self.settings}, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         _wait_for_port(port, self.proc, name)
+
+    @property
+    def command(self):
+        """The command line as a person would type it, settings included."""
+        return [f"{key}={value}" for key, value in self.settings.items()] + self.argv
 
     @property
     def pid(self):
@@ -100,17 +107,27 @@ def gunicorn_argv(app, port):
     return (["taskset", "-c", str(pins[0])] + argv) if pins else argv
 
 
-def relay(upstream_url):
+def relay(upstream_url, workers=None):
+    """The reference relay; `workers` overrides the config's BRIDGE_WORKERS."""
     port = free_port()
-    return Server("relay", gunicorn_argv("bench.relay:app", port),
-                  _env({"BENCH_UPSTREAM": upstream_url}), port)
+    return Server(_name("relay", workers), gunicorn_argv("bench.relay:app", port),
+                  _env({"BENCH_UPSTREAM": upstream_url}), port, _workers(workers))
 
 
-def bridge(upstream_url):
+def bridge(upstream_url, workers=None):
     port = free_port()
     env = _env({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                       "BRIDGE_ANTHROPIC_BASE_URL": upstream_url})
-    return Server("bridge", gunicorn_argv("wsgi:app", port), env, port)
+    return Server(_name("bridge", workers), gunicorn_argv("wsgi:app", port), env, port, _workers(workers))
+
+
+def _workers(count):
+    return {"BRIDGE_WORKERS": str(count)} if count else {}
+
+
+def _name(proxy, workers):
+    """Its log's name: bench/out/relay.log for the default config, relay-1-worker.log for one worker."""
+    return f"{proxy}-{workers}-worker" if workers else proxy
 
 
 def gunicorn_config():

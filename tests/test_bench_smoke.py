@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench import servers
+from bench import report, servers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -32,6 +32,19 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
                   "server CPU per upstream event", "500 KB session"):
         row = next(line for line in text.splitlines() if label in line)
         assert "—" not in row, row  # every cell has a number
+    # Per-request metrics on one worker for the proxy's one core, capacity on the config as it is.
+    commands = [line for line in text.splitlines() if line.startswith(("- relay,", "- bridge,"))]
+    assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == \
+        [(True, False)] * 2 + [(False, True)] * 2, commands
+
+
+def test_targets_give_the_spread_of_single_rounds_ratios():
+    bridge = {"rps16": [900.0, 1000.0, 800.0], "rps16_cpu": [(1.2, 1000), (1.1, 1000), (1.5, 1000)]}
+    relay = {"rps16": [1000.0, 1000.0, 1000.0], "rps16_cpu": [(1.0, 1000), (1.0, 1000), (1.0, 1000)]}
+    data = {"bridge": bridge, "relay": relay}
+    assert report._spread(data, "rps16") == " (rounds 0.80–1.00)"
+    assert report._spread(data, "rps16_cpu") == " (rounds 1.10–1.50)"
+    assert report._spread({"bridge": {"rps16": [900.0]}, "relay": {"rps16": [1000.0]}}, "rps16") == ""
 
 
 def test_bench_without_wrk_says_how_to_install_it(tmp_path):
