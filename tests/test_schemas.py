@@ -1,6 +1,6 @@
 """schemas.load_fields: what Schema.load returns, for the schemas the tagged unions load with it."""
 import pytest
-from marshmallow import EXCLUDE, Schema, ValidationError, fields
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from bridge import schemas
 from bridge.schemas import anthropic, load_fields, openai
@@ -67,6 +67,56 @@ def test_no_tagged_schema_has_what_load_does_beyond_its_fields(schema):
         assert field.data_key is None and field.attribute is None, name
         assert field.load_default is fields.missing_, name
         assert type(field).deserialize is fields.Field.deserialize, name  # load_fields may skip it
+        assert_deserialize_may_be_skipped(field)
+
+
+def assert_deserialize_may_be_skipped(field):
+    """schemas.deserialize does what Field.deserialize does for fields with no processors and
+    the stock _validate; a List's items go through it too."""
+    assert not field.pre_load and not field.post_load, field
+    assert type(field)._validate is fields.Field._validate, field
+    if isinstance(field, fields.List):
+        assert isinstance(field, schemas.List), f"{field}: a fields.List builds a validator chain per item"
+    held = [value for key, value in vars(field).items() if key not in ("parent", "root")]
+    for part in parts_of(held):  # a List's items, Content's blocks, OneOrMany's forms
+        if isinstance(part, fields.Field):
+            assert_deserialize_may_be_skipped(part)
+
+
+FIELDS = [  # (field, values): valid ones, and ones each of its checks refuses
+    (fields.String(validate=validate.Length(min=1)), ["ok", "", 5, None]),
+    (fields.Integer(strict=True, validate=[validate.Range(min=1), validate.Range(max=3)]), [2, 0, 9, "2", 2.5]),
+    (fields.String(validate=[validate.Length(max=1), lambda value: value != "x"]), ["a", "x", "long"]),
+    (fields.Raw(allow_none=True, validate=lambda value: value != 1), [None, 1, 2]),
+    (fields.String(required=True), [fields.missing_, "a"]),
+    (schemas.List(fields.String(validate=validate.Length(min=1))), [["a", "b"], ["a", "", 3], "ab", {}, None, []]),
+    (schemas.List(fields.Integer(strict=True), validate=validate.Length(min=1)), [[1], [], [1, "2"]]),
+]
+
+
+@pytest.mark.parametrize("field, value", [(f, v) for f, values in FIELDS for v in values])
+def test_deserialize_returns_or_raises_what_field_deserialize_does(field, value):
+    try:
+        expected = field.deserialize(value)
+    except ValidationError as error:
+        with pytest.raises(ValidationError) as caught:
+            schemas.deserialize(field, value)
+        assert caught.value.messages == error.messages
+    else:
+        assert schemas.deserialize(field, value) == expected
+
+
+@pytest.mark.parametrize("value", [["a", "b"], ["a", "", None, 4], [], "ab", {"a": 1}, 5])
+def test_schemas_list_returns_or_raises_what_marshmallow_list_does(value):
+    ours, theirs = (kind(fields.String(validate=validate.Length(min=1))) for kind in (schemas.List, fields.List))
+    try:
+        expected = theirs.deserialize(value)
+    except ValidationError as error:
+        with pytest.raises(ValidationError) as caught:
+            ours.deserialize(value)
+        assert caught.value.messages == error.messages
+    else:
+        assert ours.deserialize(value) == expected
 
 
 SAMPLES = [

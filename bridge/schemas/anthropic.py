@@ -19,7 +19,7 @@ strict: JSON "0.5" or 1 is not a temperature or a flag.
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from ..errors import invalid
-from . import Nested, load_fields
+from . import List, Nested, load_fields
 
 
 class _Schema(Schema):
@@ -76,7 +76,7 @@ class Content(fields.Field):
 
     def __init__(self, blocks, **kwargs):
         super().__init__(**kwargs)
-        self.blocks = fields.List(blocks)
+        self.blocks = List(blocks)
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
@@ -218,12 +218,12 @@ class OutputConfig(_Schema):
 
 class CountTokensRequest(_Schema):
     model = fields.String(required=True, validate=validate.Length(min=1))
-    messages = fields.List(
+    messages = List(
         Tagged({"user": UserMessage(), "assistant": AssistantMessage(), "system": SystemMessage()},
                key="role", what="message"),
         required=True, validate=validate.Length(min=1, error="must contain at least one message"))
     system = Content(Tagged(_TEXT, what="system content block"))
-    tools = fields.List(ToolField())
+    tools = List(ToolField())
     tool_choice = Tagged({"auto": ChoiceAuto(), "any": ChoiceAuto(), "tool": ChoiceTool(),
                           "none": _Schema()}, what="tool_choice")
     thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": _Schema(), "disabled": _Schema()},
@@ -234,7 +234,7 @@ class CountTokensRequest(_Schema):
 class MessagesRequest(CountTokensRequest):
     max_tokens = fields.Integer(strict=True, required=True, validate=validate.Range(min=1))
     stream = Flag()
-    stop_sequences = fields.List(fields.String())
+    stop_sequences = List(fields.String())
     temperature = Number(validate=validate.Range(min=0, max=1))
     top_p = Number(validate=validate.Range(min=0, max=1))
     top_k = fields.Integer(strict=True, validate=validate.Range(min=0))

@@ -19,7 +19,7 @@ import re
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from ..errors import invalid
-from . import Nested, load_fields
+from . import List, Nested, load_fields
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -56,7 +56,7 @@ class OneOrMany(fields.Field):
 
     def __init__(self, single, item, **kwargs):
         super().__init__(**kwargs)
-        self.single, self.many = single, fields.List(item)
+        self.single, self.many = single, List(item)
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, list):
@@ -225,10 +225,10 @@ _CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_us
 class AssistantMessage(Strict):
     content = _content(ASSISTANT_PARTS, allow_none=True)
     refusal = fields.String(allow_none=True)
-    tool_calls = fields.List(TaggedUnion("type", {"function": ToolCall}, refused={"custom": _CUSTOM_CALL}),
+    tool_calls = List(TaggedUnion("type", {"function": ToolCall}, refused={"custom": _CUSTOM_CALL}),
                              allow_none=True)
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
-    thinking_blocks = fields.List(TaggedUnion("type", {"thinking": ThinkingBlock,
+    thinking_blocks = List(TaggedUnion("type", {"thinking": ThinkingBlock,
                                                        "redacted_thinking": RedactedThinkingBlock}),
                                   allow_none=True)
     function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
@@ -338,7 +338,7 @@ _NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
 class ChatRequest(Strict):
     """The request's declared fields; validate_chat keeps the others, for the translator to report as dropped."""
     model = fields.String(required=True, validate=validate.Length(min=1))
-    messages = fields.List(MESSAGE, required=True)
+    messages = List(MESSAGE, required=True)
     max_tokens = _int(validate.Range(min=1))
     max_completion_tokens = _int(validate.Range(min=1))
     temperature = fields.Float(allow_none=True, validate=validate.Range(0, 2))
@@ -348,7 +348,7 @@ class ChatRequest(Strict):
     stream = _strict_bool()
     stream_options = Nested(StreamOptions, allow_none=True)
     stop = OneOrMany(fields.String(), fields.String(), allow_none=True)
-    tools = fields.List(TaggedUnion("type", {"function": FunctionTool}, refused={
+    tools = List(TaggedUnion("type", {"function": FunctionTool}, refused={
         "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
                   "use function tools"}), allow_none=True)
     tool_choice = ToolChoice(allow_none=True)
@@ -361,7 +361,7 @@ class ChatRequest(Strict):
     safety_identifier = fields.String(allow_none=True)
     logprobs = _strict_bool(validate=_false(_NO_LOGPROBS))
     top_logprobs = fields.Raw(allow_none=True, validate=_false(_NO_LOGPROBS))
-    modalities = fields.List(fields.String(), allow_none=True, validate=_no_audio_modality)
+    modalities = List(fields.String(), allow_none=True, validate=_no_audio_modality)
     audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
     functions = _must_be_absent("legacy function calling is not supported; use tools")
     function_call = _must_be_absent("legacy function calling is not supported; use tool_choice")
