@@ -16,7 +16,6 @@ gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
 reports the whole service.
 """
 import contextvars
-import datetime
 import functools
 import glob
 import logging
@@ -124,8 +123,7 @@ class Record:
 
     def _line(self, duration, first_byte, tokens):
         return {
-            "time": datetime.datetime.fromtimestamp(self.time, datetime.timezone.utc)
-            .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": _utc_time(self.time),
             "request_id": self.request_id, "method": self.method, "route": self.route,
             "direction": self.direction, "client": self.client,
             "model": _capped(self.model), "upstream_model": _capped(self.upstream_model),
@@ -147,6 +145,18 @@ class Record:
                 _series(TOKENS, self.label, kind).inc(count)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+def _utc_time(timestamp):
+    """ISO 8601 in UTC to the millisecond: 2026-11-26T15:34:48.046Z."""
+    return f"{_utc_second(int(timestamp))}.{int(timestamp * 1000) % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=2)
+def _utc_second(whole):
+    """Formatting a time was the dearest of the access line's fields (19,000 instructions with
+    datetime); the lines of one second share it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
 
 
 def _capped(name, limit=200):

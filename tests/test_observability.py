@@ -1,12 +1,15 @@
 """Access log and metrics: one JSON line per request and matching Prometheus series; never a key or message text."""
+import datetime
 import json
 import logging
+import re
 
 import anthropic
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge import observability
 from bridge.observability import access_log
 from tests.deploy_processes import Gate, wait_for
 from tests.fake_upstream import Reply, fixture
@@ -103,6 +106,23 @@ def test_a_huge_model_name_is_cut_short_in_the_access_line(live, fake, lines):
     wait_for(lambda: lines, "the access line")
     for logged in (lines[-1]["model"], lines[-1]["upstream_model"]):
         assert logged.endswith("…") and model.startswith(logged[:-1]) and len(logged) < 1000
+
+
+def test_the_access_line_is_stamped_with_the_requests_start_in_utc_to_the_millisecond(live, fake, lines):
+    fake.reply(fixture("openai/text.json"))
+    before = datetime.datetime.now(datetime.timezone.utc)
+    client(live).messages.create(model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+    wait_for(lambda: lines, "the access line")
+    after = datetime.datetime.now(datetime.timezone.utc)
+    stamp = lines[-1]["time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
+    assert before - datetime.timedelta(milliseconds=1) <= datetime.datetime.fromisoformat(stamp) <= after
+
+
+@pytest.mark.parametrize("stamp", [0.0, 1764171288.5, 1764171288.999, 1764171289.0, 4102444799.25])
+def test_utc_times_read_as_datetime_writes_them(stamp):
+    expected = datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    assert observability._utc_time(stamp) == expected.replace("+00:00", "Z")
 
 
 def test_an_upstream_failure_is_logged_with_its_type_and_counted(live, fake, lines, caplog):
