@@ -343,11 +343,11 @@ def main(argv=None):
         for name in names:
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
-        for server in (relay, bridge):
-            server.stop()
-        relay = start("relay, default config (streams held, memory)", servers.relay(upstream.url))
-        bridge = start("bridge, default config (streams held, memory)", servers.bridge(upstream.url))
-        for name in names:
+        for name in names:  # fresh processes per direction: idle memory before any stream was held
+            for server in (relay, bridge):
+                server.stop()
+            relay = start("relay, default config (streams held, memory)", servers.relay(upstream.url))
+            bridge = start("bridge, default config (streams held, memory)", servers.bridge(upstream.url))
             log(f"capacity {name}")
             measure_capacity(DIRECTIONS[name], plan, upstream, relay, bridge, results[name][1], log)
         counted = {}
