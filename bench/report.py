@@ -147,7 +147,10 @@ def _spread(data, key):
     def rounds(samples):
         values = samples.get(key) or []
         return [cpu / n for cpu, n in values if n] if key.endswith("_cpu") else values
-    ratios = [b / r for b, r in zip(rounds(data["bridge"]), rounds(data["relay"])) if r]
+    bridge, relay = rounds(data["bridge"]), rounds(data["relay"])
+    if len(bridge) != len(relay):  # a failed round: the others no longer pair up
+        return ""
+    ratios = [b / r for b, r in zip(bridge, relay) if r]
     return f" (rounds {min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
 
 

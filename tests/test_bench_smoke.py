@@ -45,6 +45,8 @@ def test_targets_give_the_spread_of_single_rounds_ratios():
     assert report._spread(data, "rps16") == " (rounds 0.80–1.00)"
     assert report._spread(data, "rps16_cpu") == " (rounds 1.10–1.50)"
     assert report._spread({"bridge": {"rps16": [900.0]}, "relay": {"rps16": [1000.0]}}, "rps16") == ""
+    unpaired = {"bridge": {"rps16": [900.0, 1000.0]}, "relay": {"rps16": [1000.0, 1000.0, 1000.0]}}
+    assert report._spread(unpaired, "rps16") == ""  # a round failed: which ratio is which is unknown
 
 
 def test_bench_without_wrk_says_how_to_install_it(tmp_path):
