@@ -8,6 +8,8 @@ client, and merge settings and hooks on every call (a fifth of the call's
 CPU). Nor are they prepared by requests.Request.prepare(), which parses the
 URL, looks for credentials in it and builds a cookie jar on every call
 (70 µs): the few upstream URLs, fixed by the settings, are prepared once.
+The adapter itself is told (through the methods requests offers subclasses)
+that no proxy is ever used and no cookie ever kept: 3% of a request's work.
 Every transport failure becomes a BridgeError before it can reach a client
 as a stack trace.
 
@@ -36,7 +38,7 @@ _RETRY_STATUSES = {429, 500, 502, 503, 504, 529}
 class Upstream:
     def __init__(self, settings):
         self.settings = settings
-        self.adapter = HTTPAdapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
+        self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
 
     def request(self, method, url, headers, body=None, stream=False):
         """Send and return a 2xx requests.Response, or raise BridgeError."""
@@ -81,6 +83,28 @@ class Upstream:
             except ValueError:
                 pass
         return wait if wait <= self.settings.retry_max_wait else None
+
+
+class _Adapter(HTTPAdapter):
+    """HTTPAdapter less what a client without proxies or cookies does on every call."""
+
+    def request_url(self, request, proxies):
+        """The path, as HTTPAdapter gives it for a request that goes through no proxy, without
+        parsing the URL twice more to find out that it does not."""
+        return request.path_url
+
+    def build_response(self, req, resp):
+        """HTTPAdapter's Response less the cookie jar (an upstream's cookies are nobody's
+        business here) and the text encoding (the bridge reads bytes)."""
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url
+        response.request = req
+        response.connection = self
+        return response
 
 
 # User-Agent, Accept, Accept-Encoding, Connection: what a Session would add.
