@@ -119,6 +119,24 @@ def test_the_access_line_is_stamped_with_the_requests_start_in_utc_to_the_millis
     assert before - datetime.timedelta(milliseconds=1) <= datetime.datetime.fromisoformat(stamp) <= after
 
 
+def test_stderr_gets_the_bare_line_and_handlers_an_info_record_of_the_access_logger(live, fake, capsys):
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    access_log.addHandler(handler)
+    try:
+        fake.reply(fixture("openai/text.json"))
+        client(live).messages.create(model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        wait_for(lambda: records, "the access line")
+    finally:
+        access_log.removeHandler(handler)
+    (record,) = records
+    assert (record.name, record.levelno, record.levelname) == ("bridge.access", logging.INFO, "INFO")
+    assert json.loads(record.getMessage())["route"] == "/v1/messages"
+    written = [line for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    assert written == [record.getMessage()]
+
+
 @pytest.mark.parametrize("stamp", [0.0, 1764171288.5, 1764171288.999, 1764171289.0, 4102444799.25])
 def test_utc_times_read_as_datetime_writes_them(stamp):
     expected = datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat(timespec="milliseconds")
