@@ -6,10 +6,10 @@ OpenAI, `/v1/models` follows `anthropic-version`), never as an HTML page.
 """
 import logging
 import re
+import secrets
 import types
-import uuid
 
-from flask import Flask, g, request
+from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
 from . import auth, models, observability, settings as settings_module
@@ -47,14 +47,15 @@ def create_app(settings=None):
 
     @app.before_request
     def identify_and_authenticate():
+        record = observability.current()
         incoming = request.headers.get("x-request-id", "")
-        g.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{uuid.uuid4().hex}"
+        record.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
-            g.client_name = auth.authenticate(settings, request.headers)
+            record.client = auth.authenticate(settings, request.headers) or None
 
     @app.after_request
     def add_request_id(response):
-        request_id = g.get("request_id")
+        request_id = observability.current().request_id
         if request_id:
             response.headers["request-id"] = request_id
             response.headers["x-request-id"] = request_id
@@ -88,7 +89,7 @@ def create_app(settings=None):
     def unexpected(exc):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return _render(BridgeError("api_error", "internal error in the bridge; see its log for "
-                                   f"request id {g.get('request_id', 'unknown')}"))
+                                   f"request id {observability.current().request_id or 'unknown'}"))
 
     return app
 

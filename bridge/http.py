@@ -4,7 +4,7 @@ import math
 import re
 from urllib.parse import quote
 
-from flask import Response, current_app, g, request
+from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from . import json_codec, observability, upstream
@@ -30,7 +30,7 @@ def read_json():
         # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
         raise RequestEntityTooLarge()
     body = parse_json(raw)
-    g.requested_model = body.get("model") if isinstance(body.get("model"), str) else None  # access log
+    observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
     return body
 
 

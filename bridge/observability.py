@@ -1,10 +1,11 @@
 """Access log and Prometheus metrics: what each request did, never what it said.
 
 Every request gets a Record as it enters the WSGI app. Whoever learns
-something fills it in: the after-request hook (status, client key name,
-models), the JSON response helper (a body's usage or error type), the
-upstream client (which model went upstream, how the upstream answered) and
-the stream relay (first event, usage, a mid-stream error). The record is
+something fills it in: the before-request hook (request id, client key
+name), the body reader (the model asked for), the after-request hook
+(route, status), the JSON response helper (a body's usage or error type),
+the upstream client (which model went upstream, how the upstream answered)
+and the stream relay (first event, usage, a mid-stream error). The record is
 written when the server closes the response - for a stream, when it ends or
 the client leaves - as one JSON line on the `bridge.access` logger and as
 Prometheus metrics. Only metadata is kept: ids, model names, statuses,
@@ -23,7 +24,7 @@ import os
 import sys
 import time
 
-from flask import Response, g, request
+from flask import Response, request
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge,
                                Histogram, generate_latest, multiprocess)
 
@@ -235,9 +236,6 @@ def metrics():
 
 def _note_response(response):
     record = current()
-    record.request_id = g.get("request_id")
-    record.client = g.get("client_name") or None
-    record.model = g.get("requested_model")
     record.route = request.url_rule.rule if request.url_rule else None
     record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
     record.status = response.status_code

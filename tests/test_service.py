@@ -3,6 +3,7 @@
 Each error must come back as JSON in the protocol of the client that asked.
 """
 import json
+import re
 import socket
 
 import pytest
@@ -37,6 +38,23 @@ def test_every_response_carries_a_request_id_and_a_sane_incoming_one_is_kept(bri
     assert kept.headers["request-id"] == "nginx-abc123"
     hostile = requests.get(f"{bridge.url}/healthz", headers={"x-request-id": "a b<script>"})
     assert hostile.headers["request-id"].startswith("req_bridge_")
+    ids = {requests.get(f"{bridge.url}/healthz").headers["request-id"] for _ in range(20)}
+    assert len(ids) == 20 and all(re.fullmatch(r"req_bridge_[0-9a-f]{32}", i) for i in ids)
+
+
+def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request_id(bridge, fake, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("a bug in a translation rule")
+    monkeypatch.setattr("bridge.messages_to_chat.routes.to_chat_request", broken)
+    body = {"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    failed = requests.post(f"{bridge.url}/v1/messages", json=body, headers={"x-request-id": "trace-42"})
+    assert is_anthropic_error(failed, 500, "api_error")
+    assert failed.headers["request-id"] == "trace-42"
+    assert "request id trace-42" in failed.json()["error"]["message"]
+    assert "a bug" not in failed.text
+    monkeypatch.undo()
+    fake.reply(fixture("openai/text.json"))
+    assert requests.post(f"{bridge.url}/v1/messages", json=body).status_code == 200
 
 
 def test_unknown_route_is_a_json_404_in_each_protocol(bridge):
