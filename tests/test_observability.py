@@ -132,6 +132,7 @@ def test_stderr_gets_the_bare_line_and_handlers_an_info_record_of_the_access_log
         access_log.removeHandler(handler)
     (record,) = records
     assert (record.name, record.levelno, record.levelname) == ("bridge.access", logging.INFO, "INFO")
+    assert (record.pathname, record.lineno) == ("", 0)  # README: no caller file or line
     assert json.loads(record.getMessage())["route"] == "/v1/messages"
     written = [line for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     assert written == [record.getMessage()]
