@@ -69,6 +69,30 @@ def json_reply(body, status=200, headers=None):
                  headers={"content-type": "application/json", **(headers or {})})
 
 
+def chat_stream(text="", tool_calls=(), model="fake-model"):
+    """A streamed Chat Completions answer as an OpenAI-compatible server writes it: a role chunk,
+    the text, each tool call `(id, name, arguments dict)` whole in one chunk, the finish reason,
+    a usage chunk, then `data: [DONE]`."""
+    def data(choices, **extra):
+        body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": choices, **extra}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    def delta(fields, finish_reason=None):
+        return data([{"index": 0, "delta": fields, "finish_reason": finish_reason}])
+
+    events = [delta({"role": "assistant", "content": ""})]
+    if text:
+        events.append(delta({"content": text}))
+    for index, (call_id, name, arguments) in enumerate(tool_calls):
+        events.append(delta({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}))
+    events.append(delta({}, "tool_calls" if tool_calls else "stop"))
+    events.append(data([], usage={"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}))
+    events.append(b"data: [DONE]\n\n")
+    return Reply(headers={"content-type": "text/event-stream"}, events=events)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a burst of connects from a loaded bridge must not hit SYN retries
