@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install clean bench bench-profile
+.PHONY: run test install clients clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,24 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT) wsgi:app
 
-test: install
+test: install clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The real clients some tests run (Claude Code), pinned in tests/clients/package.json and
+# installed with npm into .clients/. Without npm their tests skip (and fail under CI=true).
+CLIENTS := .clients
+
+$(CLIENTS)/.installed: tests/clients/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		mkdir -p $(CLIENTS) && cp tests/clients/package.json $(CLIENTS)/package.json && \
+		npm install --prefix $(CLIENTS) --no-package-lock --no-audit --no-fund --loglevel=error && \
+		touch $@; \
+	else \
+		echo "npm not found: the Claude Code CLI is not installed, so tests/test_claude_code_cli.py skips" \
+			"(install Node.js with npm, then make clients)"; \
+	fi
+
+clients: $(CLIENTS)/.installed
 
 # The benchmark (bench/README.md): bridge vs a bare reference relay vs the upstream.
 # Needs wrk from the OS packages; the profiler goes into the venv, not into setup.cfg.
@@ -37,4 +53,4 @@ bench-profile: $(VENV)/.bench-tools
 	$(BIN)/python -m bench.profile $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(CLIENTS) *.egg-info .pytest_cache
