@@ -18,7 +18,7 @@ from tests.test_messages_to_chat_request import CHAT_FIELDS, assert_valid_chat_r
 from tests.test_messages_to_chat_stream import FAILING, expected_from, upstream_events
 
 OPENAI = FIXTURES / "openai"
-CLIENTS = sorted((FIXTURES / "clients").glob("claude_code_*.json"))
+CLIENTS = sorted((FIXTURES / "clients").glob("**/claude_code_*.json"))
 HI = [{"role": "user", "content": "What's the weather in Paris?"}]
 WEATHER = {"name": "get_weather", "description": "Weather for a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
@@ -324,7 +324,7 @@ def replay(url, capture):
                          stream=bool(capture["body"].get("stream")))
 
 
-@pytest.mark.parametrize("path", CLIENTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", CLIENTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_recorded_claude_code_request_is_served(bridge, fake, path):
     capture = json.loads(path.read_text())
     body = capture["body"]
