@@ -30,7 +30,7 @@ class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
     def __init__(self, kind, message, *, status=None, param=None, code=None,
-                 retry_after=None, upstream_status=None):
+                 retry_after=None, upstream_status=None, details=None):
         if kind not in _KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
@@ -41,6 +41,7 @@ class BridgeError(Exception):
         self.code = code
         self.retry_after = retry_after
         self.upstream_status = upstream_status
+        self.details = details  # Anthropic's machine-readable `error.details` (its SDKs act on error_code)
 
     def status_for(self, protocol):
         if protocol == OPENAI:
@@ -52,8 +53,10 @@ class BridgeError(Exception):
         if protocol == OPENAI:
             return {"error": {"message": self.message, "type": openai_type,
                               "param": self.param, "code": self.code}}
-        return {"type": "error",
-                "error": {"type": anthropic_type, "message": self.message}}
+        error = {"type": anthropic_type, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return {"type": "error", "error": error}
 
     def headers(self):
         return {"retry-after": self.retry_after} if self.retry_after else {}

@@ -18,7 +18,7 @@ from tests.test_messages_to_chat_request import CHAT_FIELDS, assert_valid_chat_r
 from tests.test_messages_to_chat_stream import FAILING, expected_from, upstream_events
 
 OPENAI = FIXTURES / "openai"
-CLIENTS = sorted((FIXTURES / "clients").glob("claude_code_*.json"))
+CLIENTS = sorted((FIXTURES / "clients").glob("**/claude_code_*.json"))
 HI = [{"role": "user", "content": "What's the weather in Paris?"}]
 WEATHER = {"name": "get_weather", "description": "Weather for a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
@@ -324,7 +324,7 @@ def replay(url, capture):
                          stream=bool(capture["body"].get("stream")))
 
 
-@pytest.mark.parametrize("path", CLIENTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", CLIENTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_recorded_claude_code_request_is_served(bridge, fake, path):
     capture = json.loads(path.read_text())
     body = capture["body"]
@@ -387,3 +387,72 @@ def test_a_tool_loop_through_the_sdk(anthropic_client, fake):
     assert sent[-2]["tool_calls"][0]["id"] == use.id and sent[-1] == {
         "role": "tool", "tool_call_id": use.id, "content": "London"}
     assert json.loads(sent[-2]["tool_calls"][0]["function"]["arguments"]) == use.input
+
+
+# -- the SDKs' tool runners and Claude Code 2.1.332 -------------------------------------------------
+
+def _chat_answer(message, finish_reason):
+    return json_reply({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+                       "choices": [{"index": 0, "message": {"role": "assistant", **message},
+                                    "finish_reason": finish_reason}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+
+def test_the_sdk_tool_runner_completes_a_two_turn_loop_with_the_whole_history_upstream(anthropic_client, fake):
+    """The default tool_runner threads its turns server-side; refused, it resends every message itself."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_capital", "arguments": '{"country": "UK"}'}}
+    fake.reply(_chat_answer({"content": None, "tool_calls": [call]}, "tool_calls"),
+               _chat_answer({"content": "London."}, "stop"))
+
+    @anthropic.beta_tool
+    def get_capital(country: str) -> str:
+        """The capital of a country."""
+        return {"UK": "London"}[country]
+
+    runner = anthropic_client.beta.messages.tool_runner(
+        model="m", max_tokens=64, tools=[get_capital], messages=[{"role": "user", "content": "Capital of the UK?"}])
+    answers = list(runner)
+    assert [a.stop_reason for a in answers] == ["tool_use", "end_turn"]
+    assert answers[-1].content[0].text == "London."
+    assert len(fake.requests) == 2, "the refused thread turns never went upstream"
+    assert fake.requests[-1].body["messages"] == [
+        {"role": "user", "content": "Capital of the UK?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_capital", "arguments": '{"country":"UK"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "London"}]
+
+
+def test_a_raw_thread_continuation_is_refused_with_details_and_nothing_goes_upstream(bridge, fake):
+    body = {"model": "m", "max_tokens": 64, "thread": {"type": "continue", "previous_message_id": "msg_1"},
+            "messages": [{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}]}]}
+    response = requests.post(f"{bridge.url}/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"].startswith("thread: ")
+    assert error["details"] == {"error_code": "thread_unsupported_request", "unsupported": []}
+    assert fake.requests == []
+    fake.reply(fixture("openai/text.json"))
+    body.pop("thread")
+    body["messages"] = HI
+    assert requests.post(f"{bridge.url}/v1/messages", json=body).status_code == 200, "the service stays healthy"
+
+
+def test_the_sdk_raises_its_thread_error_class(anthropic_client, fake):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        anthropic_client.messages.create(model="m", max_tokens=64, messages=HI,
+                                         extra_body={"thread": {"type": "create"}})
+    assert type(caught.value).__name__ == "ThreadUnsupportedRequestError"
+    assert fake.requests == []
+
+
+def test_safeguards_are_named_and_logged_at_warning_with_the_request_id(bridge, fake, caplog):
+    capture = json.loads((FIXTURES / "clients" / "claude-code-2.1.332" / "claude_code_interactive_turn1.json")
+                         .read_text())
+    fake.reply(fixture("openai/text.sse"))
+    with caplog.at_level("WARNING", logger="bridge"):
+        response = replay(bridge.url, capture)
+        assert response.status_code == 200
+    assert "safeguards" in response.headers["x-bridge-dropped-params"].split(", ")
+    [record] = [r for r in caplog.records if "safeguards" in r.getMessage()]
+    assert response.headers["request-id"] in record.getMessage() and record.levelname == "WARNING"

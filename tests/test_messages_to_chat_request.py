@@ -513,3 +513,130 @@ def test_a_stream_context_carries_an_input_estimate_for_message_start():
     assert 0 < small.input_tokens < large.input_tokens
     _, unstreamed = translate(request(user("x" * 3000)))
     assert unstreamed.input_tokens == 0  # nothing reads it: the upstream's usage answers
+
+
+# -- Claude Code 2.1.332: tool search, per-turn control, fields with no upstream ---------------------
+
+CLAUDE_CODE_2_1_332 = CLIENTS / "claude-code-2.1.332"
+
+
+def test_a_tool_reference_becomes_tool_message_text_naming_the_loaded_tool():
+    loaded = [{"type": "tool_reference", "tool_name": "WebFetch"}]
+    body = request(user("fetch it"), assistant([tool_use("t1", "ToolSearch", query="select:WebFetch")]),
+                   user([tool_result("t1", loaded), text("Tool loaded.")]),
+                   tools=[{"name": "WebFetch", "input_schema": {"type": "object"}, "defer_loading": True}])
+    chat, context = translate(body)
+    assert chat["messages"][-2] == {"role": "tool", "tool_call_id": "t1", "content": "Tool loaded: WebFetch"}
+    assert chat["messages"][-1] == {"role": "user", "content": "Tool loaded."}
+    assert [t["function"]["name"] for t in chat["tools"]] == ["WebFetch"], "deferred tools go inline"
+    assert "tools.defer_loading" in context.dropped
+
+
+def test_a_tool_reference_names_the_tool_as_the_upstream_knows_it():
+    long_name = "mcp__a_very_long_server_name__" + "x" * 60
+    loaded = [{"type": "tool_reference", "tool_name": long_name}]
+    body = request(user("q"), assistant([tool_use("t1", "ToolSearch")]), user([tool_result("t1", loaded)]),
+                   tools=[{"name": long_name, "input_schema": {"type": "object"}}])
+    chat, _ = translate(body)
+    [tool] = chat["tools"]
+    assert chat["messages"][-1]["content"] == f"Tool loaded: {tool['function']['name']}"
+
+
+def test_a_tool_reference_without_a_tool_name_is_a_400_naming_it():
+    body = request(user("q"), assistant([tool_use("t1")]),
+                   user([tool_result("t1", [{"type": "tool_reference"}])]))
+    assert rejected(body).startswith("messages.2.content.0.content.0.tool_name: ")
+
+
+def test_the_deferred_tool_placeholder_is_not_sent_upstream_and_is_reported():
+    capture = json.loads((CLAUDE_CODE_2_1_332 / "claude_code_p_say_hi.json").read_text())
+    chat, context = translate(capture["body"])
+    names = [t["function"]["name"] for t in chat["tools"]]
+    assert "DeferredToolPlaceholder" not in names and "ToolSearch" in names
+    assert len(names) == len(capture["body"]["tools"]) - 1
+    assert "tools.DeferredToolPlaceholder" in context.dropped
+
+
+def test_a_tool_choice_naming_the_placeholder_is_a_400():
+    placeholder = {"name": "DeferredToolPlaceholder", "input_schema": {"type": "object"}, "defer_loading": True}
+    other = {"name": "Read", "input_schema": {"type": "object"}}
+    body = request(user("q"), tools=[placeholder, other],
+                   tool_choice={"type": "tool", "name": "DeferredToolPlaceholder"})
+    assert rejected(body).startswith("tool_choice.name: ")
+
+
+@pytest.mark.parametrize("path", sorted(CLAUDE_CODE_2_1_332.glob("claude_code_*.json")), ids=lambda p: p.stem)
+def test_every_field_claude_code_2_1_332_sends_that_does_not_go_upstream_is_named(path):
+    """Walk the capture: what neither reaches the Chat body nor is translated into it is in context.dropped."""
+    body = json.loads(path.read_text())["body"]
+    if "max_tokens" not in body:
+        return  # a count_tokens request: answered locally
+    for enabled in ("false", "true"):
+        chat, context = translate(body, openai_reasoning_effort=enabled)
+        expected = {k for k in body if k not in {"model", "messages", "system", "max_tokens", "metadata",
+                                                 "tools", "thinking", "output_config", "stream"}}
+        blocks = [*(body["system"] if isinstance(body["system"], list) else []),
+                  *(b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"])]
+        if any("cache_control" in b for b in blocks):
+            expected.add("cache_control")
+        if any("defer_loading" in t for t in body["tools"]):
+            expected.add("tools.defer_loading")
+        if any(t["name"] == "DeferredToolPlaceholder" for t in body["tools"]):
+            expected.add("tools.DeferredToolPlaceholder")
+        expected |= {"thinking.display"} if enabled == "true" else {"thinking", "output_config.effort"}
+        assert set(context.dropped) == expected
+
+
+def test_a_system_messages_own_effort_steers_over_the_top_level_one():
+    body = request(user("q"), {"role": "system", "content": [], "output_config": {"effort": "low"}},
+                   output_config={"effort": "high"}, thinking={"type": "adaptive", "display": "omitted"})
+    chat, context = translate(body, openai_reasoning_effort="true")
+    assert chat["reasoning_effort"] == "low"
+    assert context.dropped == ["thinking.display"]
+
+
+def test_a_system_message_with_a_list_or_empty_content_is_hoisted():
+    body = request(user("q"), {"role": "system", "content": [text("rules", cache_control={"type": "ephemeral"})]},
+                   {"role": "system", "content": []}, system="top")
+    chat, context = translate(body)
+    assert chat["messages"][0] == {"role": "system", "content": "top\n\nrules"}
+    assert chat["messages"][1:] == [{"role": "user", "content": "q"}]
+    assert context.dropped == ["cache_control"]
+
+
+def test_safeguards_are_dropped_reported_and_warned_about():
+    capture = json.loads((CLAUDE_CODE_2_1_332 / "claude_code_interactive_turn1.json").read_text())
+    chat, context = translate(capture["body"])
+    assert "safeguards" not in chat and "safeguards" in context.dropped
+    [warning] = context.warnings
+    assert warning.startswith("safeguards ")
+    _, plain = translate(request(user("q")))
+    assert plain.warnings == []
+
+
+def test_thread_is_refused_with_the_details_the_sdks_act_on():
+    for thread in ({"type": "create"}, {"type": "continue", "previous_message_id": "msg_1"}):
+        with pytest.raises(BridgeError) as caught:
+            translate(request(user("q"), thread=thread))
+        error = caught.value
+        assert error.status == 400 and error.param == "thread"
+        body = error.body_for("anthropic")["error"]
+        assert body["type"] == "invalid_request_error" and body["message"].startswith("thread: ")
+        assert body["details"] == {"error_code": "thread_unsupported_request", "unsupported": []}
+
+
+def test_compaction_is_refused():
+    assert rejected(request(user("q"), compaction={"type": "summarize"})).startswith("compaction: ")
+
+
+def test_the_deprecated_output_format_is_read_as_output_config_format():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    chat, context = translate(request(user("q"), output_format={"type": "json_schema", "schema": schema}))
+    assert chat["response_format"]["json_schema"]["schema"] == schema and not context.dropped
+    assert rejected(request(user("q"), output_format={"type": "xml"})).startswith("output_format.type: ")
+
+
+def test_fallbacks_and_unknown_top_level_fields_are_named():
+    chat, context = translate(request(user("q"), fallbacks=["claude-x"], some_future_field=1))
+    assert set(chat) <= CHAT_FIELDS
+    assert context.dropped == ["fallbacks", "some_future_field"]

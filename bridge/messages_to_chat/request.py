@@ -28,13 +28,29 @@ where the two protocols place things differently:
 - Tool names OpenAI would refuse (over 64 characters or outside
   [a-zA-Z0-9_-]) are shortened deterministically (prefix + hash); the map
   back travels in the context, so responses and streams restore them.
+- Tool search (Claude Code 2.1.332): every tool in `tools` goes upstream
+  inline, `defer_loading` or not, so a `tool_reference` block in a tool
+  result (the tool a ToolSearch call loaded) becomes text naming that tool,
+  which the upstream model can already call. Claude Code's
+  `DeferredToolPlaceholder` ("never call this tool") exists only to keep
+  Anthropic's server-side deferred loading on; it is not sent upstream,
+  where a model could only call it by mistake.
+- Every field the client sent that does not go upstream is named in
+  `x-bridge-dropped-params` (Context.dropped): top-level fields this module
+  does not read, `cache_control`, `thinking.display`, `tools.defer_loading`,
+  a message's `output_config` when nothing takes its effort. `safeguards`
+  (a safety check of tool use that only Anthropic's servers run) is also
+  logged at WARNING (Context.warnings). `thread` is refused with the details
+  on which Anthropic's SDKs resend the whole conversation without it;
+  `compaction` is refused, since no signed compaction block can come back.
+  The deprecated `output_format` is read as `output_config.format`.
 """
 import dataclasses
 import hashlib
 import re
 
 from .. import json_codec
-from ..errors import invalid
+from ..errors import BridgeError, invalid
 from ..models import map_model
 from .response import upstream_tool_id
 from .tokens import count_tokens
@@ -45,9 +61,14 @@ _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
 _BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
-# Fields with no Chat equivalent: consumed here, never forwarded, reported as dropped.
-_ANTHROPIC_ONLY = ("top_k", "context_management", "container", "mcp_servers", "service_tier",
-                   "inference_geo", "speed", "diagnostics", "user_profile_id", "workspace_id")
+# Top-level fields this module translates; any other is reported as dropped.
+_READ = frozenset(("model", "messages", "system", "max_tokens", "temperature", "top_p", "stop_sequences",
+                   "metadata", "tools", "tool_choice", "thinking", "output_config", "output_format", "stream"))
+# Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
+_UNENFORCED = {"safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
+                             "on an OpenAI-compatible upstream; the request goes on without it"}
+# Claude Code's stand-in tool that keeps Anthropic's deferred tool loading on; meaningless elsewhere.
+DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
 
 
 @dataclasses.dataclass
@@ -59,6 +80,7 @@ class Context:
     tool_names: dict           # upstream tool name -> the client's name
     stop_sequences: tuple
     input_tokens: int          # estimate for a stream's message_start (0 when not streamed)
+    warnings: list = dataclasses.field(default_factory=list)  # for the operator's log, once per request
 
 
 def _max_tokens(requested, cap):
@@ -68,10 +90,11 @@ def _max_tokens(requested, cap):
 
 def to_chat_request(body, settings):
     """(Chat request body, Context) for a validated Messages request body."""
+    _refuse_stateful(body)
     names = {}
-    dropped = [field for field in _ANTHROPIC_ONLY if field in body]
+    dropped = [field for field in body if field not in _READ]
     chat = {"model": map_model(settings.model_map, body["model"]),
-            "messages": _messages(body, names, settings.openai_reasoning_history)}
+            "messages": _messages(body, names, settings.openai_reasoning_history, dropped)}
     chat[settings.openai_max_tokens_param] = _max_tokens(body["max_tokens"], settings.openai_max_tokens_cap)
     for field in ("temperature", "top_p"):
         if field in body:
@@ -84,7 +107,7 @@ def to_chat_request(body, settings):
         chat["user"] = _user(user)
     chat.update(_tools(body, names, dropped))
     chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
-    output_format = (body.get("output_config") or {}).get("format")
+    output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if output_format:
         chat["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "structured_output", "schema": output_format["schema"]}}
@@ -93,30 +116,48 @@ def to_chat_request(body, settings):
         chat["stream"] = True
         if settings.openai_stream_usage:
             chat["stream_options"] = {"include_usage": True}
-    context = Context(model=body["model"], stream=stream, dropped=dropped,
+    context = Context(model=body["model"], stream=stream, dropped=list(dict.fromkeys(dropped)),
                       tool_names={short: name for name, short in names.items()},
-                      stop_sequences=tuple(stop), input_tokens=count_tokens(body) if stream else 0)
+                      stop_sequences=tuple(stop), input_tokens=count_tokens(body) if stream else 0,
+                      warnings=[_UNENFORCED[field] for field in _UNENFORCED if field in body])
     return chat, context
+
+
+def _refuse_stateful(body):
+    """Fields that ask the server to keep or rewrite the conversation: bridge stores nothing.
+
+    `thread` gets Anthropic's own refusal (error.details.error_code thread_unsupported_request),
+    on which both SDKs' tool runners stop threading and resend the whole conversation.
+    """
+    if "thread" in body:
+        raise BridgeError("invalid_request", "thread: this endpoint does not store conversations; send the "
+                          "full conversation in `messages` without `thread`", param="thread",
+                          details={"error_code": "thread_unsupported_request", "unsupported": []})
+    if body.get("compaction") is not None:
+        raise invalid("compaction: an OpenAI-compatible upstream cannot return a compaction block; "
+                      "summarize the conversation with a normal request instead", "compaction")
 
 
 # -- messages --------------------------------------------------------------------
 
-def _messages(body, names, reasoning_history):
-    system = _texts(body.get("system"))
+def _messages(body, names, reasoning_history, dropped):
+    system = _texts(body.get("system"), dropped)
     out = []
     unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
     for i, message in enumerate(body["messages"]):
         role, blocks = message["role"], _blocks(message["content"])
         if role == "system":
-            system.extend(_texts(blocks))
+            system.extend(_texts(blocks, dropped))
             continue
+        if any("cache_control" in block for block in blocks):
+            dropped.append("cache_control")
         if role == "assistant":
             _require_answered(unanswered)
             unanswered = {b["id"]: f"messages.{i}.content.{j}"
                           for j, b in enumerate(blocks) if b["type"] == "tool_use"}
             out.extend(_assistant_turn(blocks, names, reasoning_history))
         else:
-            out.extend(_user_turn(i, blocks, unanswered))
+            out.extend(_user_turn(i, blocks, unanswered, names))
             _require_answered(unanswered)
     _require_answered(unanswered)
     if system:
@@ -128,11 +169,14 @@ def _blocks(content):
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-def _texts(content):
+def _texts(content, dropped):
     """The non-empty texts of a system string or list of text blocks, without a billing header line."""
     if content is None:
         return []
-    texts = (_BILLING_HEADER.sub("", block["text"]) for block in _blocks(content))
+    blocks = _blocks(content)
+    if any("cache_control" in block for block in blocks):
+        dropped.append("cache_control")
+    texts = (_BILLING_HEADER.sub("", block["text"]) for block in blocks)
     return [text for text in texts if text]
 
 
@@ -168,7 +212,7 @@ def _assistant_turn(blocks, names, reasoning_history):
     return [message]
 
 
-def _user_turn(i, blocks, unanswered):
+def _user_turn(i, blocks, unanswered, names):
     """Tool messages first (answering the previous assistant turn), then one user message."""
     tool_messages, attachments, parts = [], [], []
     for j, block in enumerate(blocks):
@@ -179,7 +223,7 @@ def _user_turn(i, blocks, unanswered):
         if unanswered.pop(block["tool_use_id"], None) is None:
             raise invalid(f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the "
                           "previous assistant message", f"{path}.tool_use_id")
-        text, media = _tool_result(block, path)
+        text, media = _tool_result(block, path, names)
         call_id = upstream_tool_id(block["tool_use_id"])
         tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         if media:
@@ -191,13 +235,16 @@ def _user_turn(i, blocks, unanswered):
     return [*tool_messages, {"role": "user", "content": _flattened(content)}]
 
 
-def _tool_result(block, path):
+def _tool_result(block, path, names):
     """(text for the tool message, image/file parts it cannot carry)."""
     content = block.get("content")
     texts, media = [], []
     if isinstance(content, str):
         texts = [content] if content else []
     for j, inner in enumerate(content if isinstance(content, list) else []):
+        if inner["type"] == "tool_reference":
+            texts.append(f"Tool loaded: {_upstream_name(inner['tool_name'], names)}")
+            continue
         for part in _user_parts(inner, f"{path}.content.{j}"):
             if part["type"] == "text":
                 texts.append(part["text"])
@@ -263,11 +310,17 @@ def _upstream_name(name, names):
 
 
 def _tools(body, names, dropped):
-    tools = []
+    tools, declared = [], set()
     for i, tool in enumerate(body.get("tools") or []):
         if tool.get("type") not in (None, "custom"):
             raise invalid(f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
                           "OpenAI-compatible upstream cannot run it", f"tools.{i}.type")
+        if "defer_loading" in tool:
+            dropped.append("tools.defer_loading")  # every tool goes upstream inline
+        if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
+            dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
+            continue
+        declared.add(tool["name"])
         function = {"name": _upstream_name(tool["name"], names), "parameters": _parameters(tool["input_schema"])}
         if tool.get("description"):
             function["description"] = tool["description"]
@@ -281,7 +334,7 @@ def _tools(body, names, dropped):
         return {}
     out = {"tools": tools}
     if choice:
-        out["tool_choice"] = _tool_choice(choice, names, {t["name"] for t in body["tools"]})
+        out["tool_choice"] = _tool_choice(choice, names, declared)
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
@@ -325,13 +378,15 @@ def _reasoning(body, enabled, dropped):
     accepts; adaptive thinking leaves the upstream's default.
     """
     thinking = body.get("thinking") or {}
-    effort = (body.get("output_config") or {}).get("effort")
+    effort = _effort(body)
     if not enabled:
         if thinking and thinking["type"] != "disabled":
             dropped.append("thinking")
         if effort:
             dropped.append("output_config.effort")
         return {}
+    if "display" in thinking:
+        dropped.append("thinking.display")  # whether thinking is shown: the upstream decides
     if effort:
         return {"reasoning_effort": _EFFORTS[effort]}
     if thinking.get("type") == "enabled":
@@ -340,3 +395,14 @@ def _reasoning(body, enabled, dropped):
     if thinking.get("type") == "disabled":
         return {"reasoning_effort": "low"}
     return {}
+
+
+def _effort(body):
+    """Per-turn control (Claude Code 2.1.332): a `role:"system"` message's own output_config steers
+    the turns from there on, over the top-level one."""
+    effort = (body.get("output_config") or {}).get("effort")
+    for message in body["messages"]:
+        config = message.get("output_config") if message["role"] == "system" else None
+        if config and config.get("effort"):
+            effort = config["effort"]
+    return effort

@@ -1,7 +1,9 @@
 """POST /v1/messages and /v1/messages/count_tokens, served by an OpenAI-compatible upstream."""
+import logging
+
 from flask import Blueprint, request
 
-from .. import auth
+from .. import auth, observability
 from ..errors import ANTHROPIC
 from ..http import answer, bridge, json_response, read_json
 from ..schemas import anthropic as schema
@@ -11,6 +13,7 @@ from .stream import StreamTranslator
 from .tokens import count_tokens
 
 bp = Blueprint("messages_to_chat", __name__)
+log = logging.getLogger(__name__)
 
 
 @bp.post("/v1/messages")
@@ -18,6 +21,8 @@ def create_message():
     state = bridge()
     body = schema.validate_messages(read_json())
     chat_body, context = to_chat_request(body, state.settings)
+    for warning in context.warnings:
+        log.warning("request %s: %s", observability.current().request_id, warning)
     response = state.upstream.request(
         "POST", f"{state.settings.openai_base_url}/chat/completions",
         auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)

@@ -142,15 +142,31 @@ class ToolUseBlock(_Schema):
     input = fields.Dict(required=True)
 
 
+class ToolReferenceBlock(_Schema):
+    """A tool that tool search loaded (Claude Code's ToolSearch): `{"type": "tool_reference", "tool_name"}`."""
+    tool_name = fields.String(required=True, validate=validate.Length(min=1))
+
+
 class ToolResultBlock(_Schema):
     tool_use_id = fields.String(required=True, validate=validate.Length(min=1))
-    content = Content(Tagged({**_TEXT, **_IMAGE, **_DOCUMENT}))
+    content = Content(Tagged({**_TEXT, **_IMAGE, **_DOCUMENT, "tool_reference": ToolReferenceBlock()},
+                             what="tool_result content block"))
     is_error = Flag()
 
 
 USER_BLOCKS = {**_TEXT, **_IMAGE, **_DOCUMENT, "tool_result": ToolResultBlock()}
 ASSISTANT_BLOCKS = {**_TEXT, "thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock(),
                     "tool_use": ToolUseBlock()}
+
+
+class OutputFormat(_Schema):
+    schema = fields.Dict(required=True)
+
+
+class OutputConfig(_Schema):
+    effort = fields.String(allow_none=True,
+                           validate=validate.OneOf(["low", "medium", "high", "xhigh", "max"]))
+    format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
 class UserMessage(_Schema):
@@ -163,6 +179,7 @@ class AssistantMessage(_Schema):
 
 class SystemMessage(_Schema):
     content = Content(Tagged(_TEXT, what="system content block"), required=True)
+    output_config = Nested(OutputConfig)  # per-turn control (Claude Code 2.1.332)
 
 
 # -- tools and options -----------------------------------------------------------
@@ -171,6 +188,7 @@ class CustomTool(_Schema):
     name = fields.String(required=True, validate=validate.Length(min=1))
     description = fields.String()
     input_schema = fields.Dict(required=True)
+    defer_loading = Flag()
 
 
 class ServerTool(_Schema):
@@ -198,22 +216,16 @@ class ChoiceTool(ChoiceAuto):
     name = fields.String(required=True, validate=validate.Length(min=1))
 
 
-class ThinkingEnabled(_Schema):
+class ThinkingAdaptive(_Schema):
+    display = fields.String()  # "summarized", "omitted", Claude Code's TUI "updates"
+
+
+class ThinkingEnabled(ThinkingAdaptive):
     budget_tokens = fields.Integer(strict=True, required=True, validate=validate.Range(min=1))
 
 
 class Metadata(_Schema):
     user_id = fields.String(allow_none=True)
-
-
-class OutputFormat(_Schema):
-    schema = fields.Dict(required=True)
-
-
-class OutputConfig(_Schema):
-    effort = fields.String(allow_none=True,
-                           validate=validate.OneOf(["low", "medium", "high", "xhigh", "max"]))
-    format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
 class CountTokensRequest(_Schema):
@@ -226,9 +238,10 @@ class CountTokensRequest(_Schema):
     tools = List(ToolField())
     tool_choice = Tagged({"auto": ChoiceAuto(), "any": ChoiceAuto(), "tool": ChoiceTool(),
                           "none": _Schema()}, what="tool_choice")
-    thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": _Schema(), "disabled": _Schema()},
+    thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": ThinkingAdaptive(), "disabled": _Schema()},
                       what="thinking")
     output_config = Nested(OutputConfig)
+    output_format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
 class MessagesRequest(CountTokensRequest):
