@@ -113,13 +113,11 @@ def load_fields(schema, value):
     """What `schema.load(value)` returns, without the machinery load wraps around the fields.
 
     Requests, content blocks, parts and messages are loaded by the thousand, and Schema.load
-    costs about 2.5 µs before its first field and more per declared field absent: more than
-    most blocks' fields together (the bench's tool-using request validated in 80 µs (Chat)
-    and 52 µs (Messages) that way, 38 and 32 this way, 27 and 18 with deserialize() and List
-    below). For a schema that unknown=EXCLUDE and declares no hooks, data_key, attribute or
-    load_default, with fields that leave Field.deserialize and _validate as they are and have
-    no processors (tests/test_schemas.py keeps them so), loading is deserialising each field
-    present, and the errors are the same dict load raises.
+    costs more before its first field, and per declared field absent, than most blocks' fields
+    together (bench/RESULTS.md has the figures). For a schema that unknown=EXCLUDE and declares
+    no hooks, data_key, attribute or load_default, with fields that leave Field.deserialize and
+    _validate as they are and have no processors (tests/test_schemas.py keeps them so), loading
+    is deserialising each field present, and the errors are the same dict load raises.
     """
     if not isinstance(value, dict):
         raise ValidationError({"_schema": ["Invalid input type."]})
@@ -143,7 +141,7 @@ def load_fields(schema, value):
 def deserialize(field, value, name=None, data=None):
     """field.deserialize(value) for a field without pre_load or post_load processors, less the
     validator chain marshmallow 4 builds on every call (`Field._validate_all` makes an And() of
-    the field's validators each time: 29% of validation time): here it is built once per field."""
+    the field's validators each time, a large share of validation): here it is built once per field."""
     if value is None or value is missing:
         return field.deserialize(value, name, data)  # required, allow_none, load_default
     result = field._deserialize(value, name, data)
@@ -176,7 +174,7 @@ class List(fields.List):
 
 
 class Nested(fields.Nested):
-    """fields.Nested through load_fields: a function tool's definition loaded in 4 µs instead of 14."""
+    """fields.Nested through load_fields: a function tool's definition loads field by field too."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         return load_fields(self.schema, value)
