@@ -1,8 +1,8 @@
 """JSON in and out: orjson's speed, the json module's answers where orjson has none.
 
 JSON is most of the bridge's own work: every request and answer is parsed and
-written once, every stream event twice. orjson does both 4-15x faster than
-the json module. It refuses some of what the json module lets through: a lone
+written once, every stream event twice. orjson does both several times faster
+than the json module. It refuses some of what the json module lets through: a lone
 UTF-16 surrogate (an upstream's half emoji, which the bridge passes on as the
 escape it came as), NaN and Infinity when reading, integers beyond 64 bits
 when writing. Those rare inputs go to the json module, so they are handled

@@ -120,7 +120,7 @@ class Record:
         tokens = _tokens(self.usage)
         if access_log.isEnabledFor(logging.INFO):
             # Logger.info() less its search for the caller's file and line, which an access line
-            # has no use for; with emit() below, 41,000 of the 67,000 instructions it took.
+            # has no use for; with emit() below, most of what the line cost.
             line = json_codec.dumps_text(self._line(duration, first_byte, tokens))
             access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, line, None, None))
         self._measure(duration, first_byte, tokens)
@@ -158,8 +158,8 @@ def _utc_time(timestamp):
 
 @functools.lru_cache(maxsize=2)
 def _utc_second(whole):
-    """Formatting a time was the dearest of the access line's fields (19,000 instructions with
-    datetime); the lines of one second share it."""
+    """Formatting a time was the dearest of the access line's fields (through datetime); the
+    lines of one second share it."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
 
 

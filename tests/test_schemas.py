@@ -3,6 +3,7 @@ import pytest
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from bridge import schemas
+from bridge.errors import BridgeError
 from bridge.schemas import anthropic, load_fields, openai
 
 
@@ -34,7 +35,7 @@ def schemas_loaded_field_by_field():
         if isinstance(item, Schema):
             todo.extend(item.fields.values())
             continue
-        if isinstance(item, (anthropic.Tagged, openai.TaggedUnion)):
+        if isinstance(item, schemas.Tagged):
             found.update((id(s), s) for s in item.schemas.values())
         if isinstance(item, anthropic.ToolField):
             found.update((id(s), s) for s in (anthropic._CUSTOM_TOOL, anthropic._SERVER_TOOL))
@@ -150,3 +151,24 @@ def test_load_fields_returns_or_raises_what_schema_load_does(schema, value):
         assert caught.value.messages == error.messages
     else:
         assert load_fields(schema, value) == expected
+
+
+@pytest.mark.parametrize("validate, body, expected", [
+    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "temperature": "0.5",
+                                   "messages": [{"role": "user", "content": "x"}]}, "temperature: Not a valid number."),
+    (openai.validate_chat, {"model": "m", "temperature": "0.5",
+                            "messages": [{"role": "user", "content": "x"}]}, "temperature: Not a valid number."),
+    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "messages": [{"role": "critic", "content": "x"}]},
+     "messages.0.role: 'critic' is not a supported message role; expected one of: assistant, system, user"),
+    (openai.validate_chat, {"model": "m", "messages": [{"role": "critic", "content": "x"}]},
+     "messages.0.role: 'critic' is not a supported message role; expected one of: "
+     "assistant, developer, system, tool, user"),
+    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "messages": [7]},
+     "messages.0: expected an object, got number"),
+    (openai.validate_chat, {"model": "m", "messages": [7]}, "messages.0: expected an object, got number"),
+])
+def test_both_fronts_refuse_in_the_same_words(validate, body, expected):
+    """One toolkit: a number is a number on every front, and an unknown tag is said one way."""
+    with pytest.raises(BridgeError) as caught:
+        validate(body)
+    assert caught.value.message == expected and caught.value.status == 400

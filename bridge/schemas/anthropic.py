@@ -1,74 +1,15 @@
-"""marshmallow schemas for Anthropic Messages requests.
+"""marshmallow schemas for Anthropic Messages requests, built from the toolkit in schemas/__init__.py.
 
 The schemas only validate: the translators read the client's own dicts
-afterwards, so nothing the client sent is rewritten here. Every failure
-becomes one 400 whose message starts with the path of the first bad field,
-`messages.0.content.1.type: ...`, because that is what a person fixing the
-request needs.
-
-Unknown keys pass everywhere (Anthropic adds optional fields often; the
-translator forwards only what it knows). They are left out of marshmallow's
-loaded copy, which nobody reads: copying them cost a tenth of the validation.
-A tagged block is loaded field by field (schemas.load_fields), not by a
-nested Schema.load.
-
-Content blocks and messages are tagged unions: `type` (or `role`) picks the
-schema, so an unknown tag is reported at that key. Numbers and booleans are
-strict: JSON "0.5" or 1 is not a temperature or a flag.
+afterwards, so nothing the client sent is rewritten here, and the loaded
+copy (without unknown keys) is not read. Content blocks and messages are
+tagged unions (`type`, `role`); Claude Code's newer fields (tool_reference
+blocks, defer_loading, thinking.display, a system message's output_config)
+are validated here and handled by the translator.
 """
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import ValidationError, fields, validate
 
-from ..errors import invalid
-from . import List, Nested, load_fields
-
-
-class _Schema(Schema):
-    class Meta:
-        unknown = EXCLUDE
-
-
-class Number(fields.Float):
-    """A JSON number (not a numeric string, not a boolean)."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.make_error("invalid", input=value)
-        return super()._deserialize(value, attr, data, **kwargs)
-
-
-class Flag(fields.Boolean):
-    """A JSON true/false (not "true", not 1)."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, bool):
-            raise ValidationError("Not a valid boolean.")
-        return value
-
-
-def _json_type(value):
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
-
-
-class Tagged(fields.Field):
-    """An object whose `key` member (type, role) selects the schema that validates it."""
-
-    def __init__(self, schemas, key="type", what="content block", **kwargs):
-        super().__init__(**kwargs)
-        self.schemas = schemas
-        self.key = key
-        self.what = what
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, dict):
-            raise ValidationError(f"expected an object, got {_json_type(value)}")
-        tag = value.get(self.key)
-        schema = self.schemas.get(tag) if isinstance(tag, str) else None
-        if schema is None:
-            expected = ", ".join(sorted(self.schemas))
-            problem = "missing" if tag is None else f"{tag!r} is not a supported {self.what} {self.key}"
-            raise ValidationError({self.key: [f"{problem}; expected one of: {expected}"]})
-        return load_fields(schema, value)
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
 
 
 class Content(fields.Field):
@@ -83,29 +24,29 @@ class Content(fields.Field):
             return value
         if isinstance(value, list):
             return self.blocks.deserialize(value)
-        raise ValidationError(f"expected a string or an array of content blocks, got {_json_type(value)}")
+        raise ValidationError(f"expected a string or an array of content blocks, got {json_type(value)}")
 
 
 # -- content blocks ------------------------------------------------------------
 
-class TextBlock(_Schema):
+class TextBlock(Schema):
     text = fields.String(required=True)
 
 
-class Base64Source(_Schema):
+class Base64Source(Schema):
     media_type = fields.String(required=True)
     data = fields.String(required=True)
 
 
-class UrlSource(_Schema):
+class UrlSource(Schema):
     url = fields.String(required=True)
 
 
-class PlainTextSource(_Schema):
+class PlainTextSource(Schema):
     data = fields.String(required=True)
 
 
-class ImageBlock(_Schema):
+class ImageBlock(Schema):
     source = Tagged({"base64": Base64Source(), "url": UrlSource()}, what="image source", required=True)
 
 
@@ -113,11 +54,11 @@ _TEXT = {"text": TextBlock()}
 _IMAGE = {"image": ImageBlock()}
 
 
-class ContentSource(_Schema):
+class ContentSource(Schema):
     content = Content(Tagged({**_TEXT, **_IMAGE}), required=True)
 
 
-class DocumentBlock(_Schema):
+class DocumentBlock(Schema):
     source = Tagged({"base64": Base64Source(), "url": UrlSource(), "text": PlainTextSource(),
                      "content": ContentSource()}, what="document source", required=True)
     title = fields.String(allow_none=True)
@@ -127,27 +68,27 @@ class DocumentBlock(_Schema):
 _DOCUMENT = {"document": DocumentBlock()}
 
 
-class ThinkingBlock(_Schema):
+class ThinkingBlock(Schema):
     thinking = fields.String(required=True)
     signature = fields.String()
 
 
-class RedactedThinkingBlock(_Schema):
+class RedactedThinkingBlock(Schema):
     data = fields.String(required=True)
 
 
-class ToolUseBlock(_Schema):
+class ToolUseBlock(Schema):
     id = fields.String(required=True, validate=validate.Length(min=1))
     name = fields.String(required=True, validate=validate.Length(min=1))
     input = fields.Dict(required=True)
 
 
-class ToolReferenceBlock(_Schema):
+class ToolReferenceBlock(Schema):
     """A tool that tool search loaded (Claude Code's ToolSearch): `{"type": "tool_reference", "tool_name"}`."""
     tool_name = fields.String(required=True, validate=validate.Length(min=1))
 
 
-class ToolResultBlock(_Schema):
+class ToolResultBlock(Schema):
     tool_use_id = fields.String(required=True, validate=validate.Length(min=1))
     content = Content(Tagged({**_TEXT, **_IMAGE, **_DOCUMENT, "tool_reference": ToolReferenceBlock()},
                              what="tool_result content block"))
@@ -159,39 +100,39 @@ ASSISTANT_BLOCKS = {**_TEXT, "thinking": ThinkingBlock(), "redacted_thinking": R
                     "tool_use": ToolUseBlock()}
 
 
-class OutputFormat(_Schema):
+class OutputFormat(Schema):
     schema = fields.Dict(required=True)
 
 
-class OutputConfig(_Schema):
+class OutputConfig(Schema):
     effort = fields.String(allow_none=True,
                            validate=validate.OneOf(["low", "medium", "high", "xhigh", "max"]))
     format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
-class UserMessage(_Schema):
+class UserMessage(Schema):
     content = Content(Tagged(USER_BLOCKS, what="user content block"), required=True)
 
 
-class AssistantMessage(_Schema):
+class AssistantMessage(Schema):
     content = Content(Tagged(ASSISTANT_BLOCKS, what="assistant content block"), required=True)
 
 
-class SystemMessage(_Schema):
+class SystemMessage(Schema):
     content = Content(Tagged(_TEXT, what="system content block"), required=True)
     output_config = Nested(OutputConfig)  # per-turn control (Claude Code 2.1.332)
 
 
 # -- tools and options -----------------------------------------------------------
 
-class CustomTool(_Schema):
+class CustomTool(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1))
     description = fields.String()
     input_schema = fields.Dict(required=True)
     defer_loading = Flag()
 
 
-class ServerTool(_Schema):
+class ServerTool(Schema):
     """A versioned Anthropic tool (web_search_20250305...): validated here, refused by the translator."""
     name = fields.String(required=True)
 
@@ -201,14 +142,14 @@ class ToolField(fields.Field):
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
-            raise ValidationError(f"expected an object, got {_json_type(value)}")
+            raise ValidationError(f"expected an object, got {json_type(value)}")
         kind = value.get("type")
         if kind is not None and not isinstance(kind, str):
             raise ValidationError({"type": ["Not a valid string."]})
         return load_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
 
 
-class ChoiceAuto(_Schema):
+class ChoiceAuto(Schema):
     disable_parallel_tool_use = Flag()
 
 
@@ -216,19 +157,19 @@ class ChoiceTool(ChoiceAuto):
     name = fields.String(required=True, validate=validate.Length(min=1))
 
 
-class ThinkingAdaptive(_Schema):
+class ThinkingAdaptive(Schema):
     display = fields.String()  # "summarized", "omitted", Claude Code's TUI "updates"
 
 
 class ThinkingEnabled(ThinkingAdaptive):
-    budget_tokens = fields.Integer(strict=True, required=True, validate=validate.Range(min=1))
+    budget_tokens = Integer(required=True, validate=validate.Range(min=1))
 
 
-class Metadata(_Schema):
+class Metadata(Schema):
     user_id = fields.String(allow_none=True)
 
 
-class CountTokensRequest(_Schema):
+class CountTokensRequest(Schema):
     model = fields.String(required=True, validate=validate.Length(min=1))
     messages = List(
         Tagged({"user": UserMessage(), "assistant": AssistantMessage(), "system": SystemMessage()},
@@ -237,20 +178,20 @@ class CountTokensRequest(_Schema):
     system = Content(Tagged(_TEXT, what="system content block"))
     tools = List(ToolField())
     tool_choice = Tagged({"auto": ChoiceAuto(), "any": ChoiceAuto(), "tool": ChoiceTool(),
-                          "none": _Schema()}, what="tool_choice")
-    thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": ThinkingAdaptive(), "disabled": _Schema()},
+                          "none": Schema()}, what="tool_choice")
+    thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": ThinkingAdaptive(), "disabled": Schema()},
                       what="thinking")
     output_config = Nested(OutputConfig)
     output_format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
 class MessagesRequest(CountTokensRequest):
-    max_tokens = fields.Integer(strict=True, required=True, validate=validate.Range(min=1))
+    max_tokens = Integer(required=True, validate=validate.Range(min=1))
     stream = Flag()
     stop_sequences = List(fields.String())
     temperature = Number(validate=validate.Range(min=0, max=1))
     top_p = Number(validate=validate.Range(min=0, max=1))
-    top_k = fields.Integer(strict=True, validate=validate.Range(min=0))
+    top_k = Integer(validate=validate.Range(min=0))
     metadata = Nested(Metadata)
 
 
@@ -274,19 +215,5 @@ def _validated(schema, body):
     try:
         load_fields(schema, body)
     except ValidationError as error:
-        problems = list(_flatten(error.messages))
-        raise invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
-                      param=problems[0][0] or None) from None
+        raise refusal(error) from None
     return body
-
-
-def _flatten(errors, prefix=()):
-    """marshmallow's nested error dict as (dotted path, first message) pairs, in document order."""
-    if isinstance(errors, dict):
-        for key, value in errors.items():
-            yield from _flatten(value, prefix if key == "_schema" else (*prefix, str(key)))
-    elif isinstance(errors, list) and errors and all(isinstance(e, str) for e in errors):
-        yield ".".join(prefix), errors[0]
-    elif isinstance(errors, list):
-        for item in errors:
-            yield from _flatten(item, prefix)

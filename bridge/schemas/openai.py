@@ -1,4 +1,4 @@
-"""marshmallow schemas for OpenAI Chat Completions requests.
+"""marshmallow schemas for OpenAI Chat Completions requests, built from the toolkit in schemas/__init__.py.
 
 Validation happens here, before any translation, so every rejection names
 the field the way the client wrote it (`messages.2.tool_calls.0.function.arguments`).
@@ -16,10 +16,9 @@ import base64
 import json
 import re
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import ValidationError, fields, validate, validates_schema
 
-from ..errors import invalid
-from . import List, Nested, load_fields
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -28,27 +27,6 @@ _SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpe
 # Function and response_format names become Anthropic tool names, which follow the same rule.
 NAME = validate.Regexp(r"^[a-zA-Z0-9_-]{1,64}$", error="must be 1-64 characters of a-z, A-Z, 0-9, _ and -")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
-
-
-class TaggedUnion(fields.Field):
-    """An object whose `tag` field picks its schema (and is kept); some tags are refused with a reason."""
-
-    def __init__(self, tag, schemas, refused=None, **kwargs):
-        super().__init__(**kwargs)
-        # One instance per tag, built once: a schema built per part deep-copies its fields each time.
-        self.tag, self.refused = tag, refused or {}
-        self.schemas = {name: schema() for name, schema in schemas.items()}
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, dict):
-            raise ValidationError(f"must be an object, got {_json_type(value)}")
-        tag = value.get(self.tag)
-        if isinstance(tag, str) and tag in self.refused:
-            raise ValidationError({self.tag: [self.refused[tag]]})
-        if not isinstance(tag, str) or tag not in self.schemas:
-            raise ValidationError({self.tag: [f"must be one of {', '.join(map(repr, self.schemas))}, "
-                                              f"got {tag!r}"]})
-        return {self.tag: tag, **load_fields(self.schemas[tag], value)}
 
 
 class OneOrMany(fields.Field):
@@ -64,19 +42,6 @@ class OneOrMany(fields.Field):
         return self.single.deserialize(value, attr, data, **kwargs)
 
 
-def _json_type(value):
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
-
-
-def _strict_bool(**kwargs):
-    return fields.Boolean(truthy={True}, falsy={False}, allow_none=True, **kwargs)
-
-
-def _int(check):
-    return fields.Integer(strict=True, allow_none=True, validate=check)
-
-
 def _must_be_absent(reason):
     """A field that is fine when absent or null and refused with `reason` otherwise."""
     def check(value):
@@ -85,14 +50,9 @@ def _must_be_absent(reason):
     return fields.Raw(allow_none=True, validate=check)
 
 
-class Strict(Schema):
-    class Meta:
-        unknown = EXCLUDE
-
-
 # -- content parts -------------------------------------------------------------------------
 
-class Part(Strict):
+class Part(Schema):
     """A content part; Anthropic's prompt-caching marker may ride on it."""
     cache_control = fields.Dict(allow_none=True)
 
@@ -128,7 +88,7 @@ def _image_url(url):
         raise ValidationError("must be an http(s) URL or a base64 data URL (data:image/png;base64,...)")
 
 
-class ImageUrl(Strict):
+class ImageUrl(Schema):
     url = fields.String(required=True, validate=_image_url)
 
 
@@ -145,7 +105,7 @@ def _pdf_data_url(value):
                               "upstream; only application/pdf documents are")
 
 
-class File(Strict):
+class File(Schema):
     file_id = _must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
                               "send the document inline as file_data")
     file_data = fields.String(required=True, validate=_pdf_data_url)
@@ -156,15 +116,15 @@ class FilePart(Part):
     file = Nested(File, required=True)
 
 
-class RefusalPart(Strict):
+class RefusalPart(Schema):
     refusal = fields.String(required=True)
 
 
 _AUDIO_INPUT = "audio input is not supported by the Anthropic upstream"
-TEXT_PARTS = TaggedUnion("type", {"text": TextPart})
-USER_PARTS = TaggedUnion("type", {"text": TextPart, "image_url": ImagePart, "file": FilePart},
+TEXT_PARTS = Tagged({"text": TextPart()}, what="content part")
+USER_PARTS = Tagged({"text": TextPart(), "image_url": ImagePart(), "file": FilePart()}, what="content part",
                          refused={"input_audio": _AUDIO_INPUT})
-ASSISTANT_PARTS = TaggedUnion("type", {"text": TextPart, "refusal": RefusalPart})
+ASSISTANT_PARTS = Tagged({"text": TextPart(), "refusal": RefusalPart()}, what="content part")
 
 
 def _content(parts, **kwargs):
@@ -173,11 +133,11 @@ def _content(parts, **kwargs):
 
 # -- messages ------------------------------------------------------------------------------
 
-class SystemMessage(Strict):
+class SystemMessage(Schema):
     content = _content(TEXT_PARTS, required=True)
 
 
-class UserMessage(Strict):
+class UserMessage(Schema):
     content = _content(USER_PARTS, required=True)
 
 
@@ -195,26 +155,26 @@ class ObjectText(fields.String):
         except ValueError as exc:
             raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
         if not isinstance(parsed, dict):
-            raise ValidationError(f"must be a JSON object encoded as a string, got {_json_type(parsed)}")
+            raise ValidationError(f"must be a JSON object encoded as a string, got {json_type(parsed)}")
         return parsed
 
 
-class FunctionCall(Strict):
+class FunctionCall(Schema):
     name = fields.String(required=True)
     arguments = ObjectText(required=True)
 
 
-class ToolCall(Strict):
+class ToolCall(Schema):
     id = fields.String(required=True, validate=validate.Length(min=1))
     function = Nested(FunctionCall, required=True)
 
 
-class ThinkingBlock(Strict):
+class ThinkingBlock(Schema):
     thinking = fields.String(required=True)
     signature = fields.String(allow_none=True)
 
 
-class RedactedThinkingBlock(Strict):
+class RedactedThinkingBlock(Schema):
     data = fields.String(required=True)
 
 
@@ -222,57 +182,56 @@ _CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_us
                 "express; use function tools")
 
 
-class AssistantMessage(Strict):
+class AssistantMessage(Schema):
     content = _content(ASSISTANT_PARTS, allow_none=True)
     refusal = fields.String(allow_none=True)
-    tool_calls = List(TaggedUnion("type", {"function": ToolCall}, refused={"custom": _CUSTOM_CALL}),
+    tool_calls = List(Tagged({"function": ToolCall()}, what="tool call", refused={"custom": _CUSTOM_CALL}),
                              allow_none=True)
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
-    thinking_blocks = List(TaggedUnion("type", {"thinking": ThinkingBlock,
-                                                       "redacted_thinking": RedactedThinkingBlock}),
-                                  allow_none=True)
+    thinking_blocks = List(Tagged({"thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock()},
+                                  what="thinking block"), allow_none=True)
     function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
     audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
 
 
-class ToolMessage(Strict):
+class ToolMessage(Schema):
     tool_call_id = fields.String(required=True, validate=validate.Length(min=1))
     content = _content(TEXT_PARTS, required=True)
 
 
-MESSAGE = TaggedUnion(
-    "role",
-    {"system": SystemMessage, "developer": SystemMessage, "user": UserMessage,
-     "assistant": AssistantMessage, "tool": ToolMessage},
+_SYSTEM = SystemMessage()
+MESSAGE = Tagged(
+    {"system": _SYSTEM, "developer": _SYSTEM, "user": UserMessage(),
+     "assistant": AssistantMessage(), "tool": ToolMessage()}, key="role", what="message",
     refused={"function": 'role "function" (legacy function calling) is not supported: its results '
                          'carry no tool_call_id to link them to a call; use tool_calls and role "tool"'})
 
 
 # -- tools and options ---------------------------------------------------------------------
 
-class FunctionDefinition(Strict):
+class FunctionDefinition(Schema):
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
     parameters = fields.Dict(allow_none=True)
-    strict = _strict_bool()
+    strict = Flag(allow_none=True)
 
 
-class FunctionTool(Strict):
+class FunctionTool(Schema):
     function = Nested(FunctionDefinition, required=True)
 
 
-class ChosenFunction(Strict):
+class ChosenFunction(Schema):
     name = fields.String(required=True)
 
 
-class NamedToolChoice(Strict):
+class NamedToolChoice(Schema):
     function = Nested(ChosenFunction, required=True)
 
 
 class ToolChoice(fields.Field):
     """"auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}."""
 
-    _named = TaggedUnion("type", {"function": NamedToolChoice}, refused={
+    _named = Tagged({"function": NamedToolChoice()}, what="tool choice", refused={
         "custom": "custom tool choices are not supported; only function tools can be chosen",
         "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model "
                          "may call"})
@@ -285,11 +244,11 @@ class ToolChoice(fields.Field):
         return self._named.deserialize(value, attr, data, **kwargs)
 
 
-class JsonSchemaFormat(Strict):
+class JsonSchemaFormat(Schema):
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
     schema = fields.Dict(allow_none=True)
-    strict = _strict_bool()
+    strict = Flag(allow_none=True)
 
     @validates_schema
     def _object_root(self, data, **kwargs):
@@ -298,12 +257,12 @@ class JsonSchemaFormat(Strict):
             raise ValidationError("the root of the schema must be an object (type: object)", "schema")
 
 
-class ResponseFormatJsonSchema(Strict):
+class ResponseFormatJsonSchema(Schema):
     json_schema = fields.Nested(JsonSchemaFormat, required=True)  # Schema.load: it has a validator
 
 
-class StreamOptions(Strict):
-    include_usage = _strict_bool()
+class StreamOptions(Schema):
+    include_usage = Flag(allow_none=True)
 
 
 def _thinking(value):
@@ -335,31 +294,31 @@ def _false(reason):
 _NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
 
 
-class ChatRequest(Strict):
+class ChatRequest(Schema):
     """The request's declared fields; validate_chat keeps the others, for the translator to report as dropped."""
     model = fields.String(required=True, validate=validate.Length(min=1))
     messages = List(MESSAGE, required=True)
-    max_tokens = _int(validate.Range(min=1))
-    max_completion_tokens = _int(validate.Range(min=1))
-    temperature = fields.Float(allow_none=True, validate=validate.Range(0, 2))
-    top_p = fields.Float(allow_none=True, validate=validate.Range(0, 1))
-    top_k = _int(validate.Range(min=0))  # Anthropic's own, passed by the openai SDK's extra_body
-    n = _int(_one)
-    stream = _strict_bool()
+    max_tokens = Integer(allow_none=True, validate=validate.Range(min=1))
+    max_completion_tokens = Integer(allow_none=True, validate=validate.Range(min=1))
+    temperature = Number(allow_none=True, validate=validate.Range(0, 2))
+    top_p = Number(allow_none=True, validate=validate.Range(0, 1))
+    top_k = Integer(allow_none=True, validate=validate.Range(min=0))  # Anthropic's own, passed by the openai SDK's extra_body
+    n = Integer(allow_none=True, validate=_one)
+    stream = Flag(allow_none=True)
     stream_options = Nested(StreamOptions, allow_none=True)
     stop = OneOrMany(fields.String(), fields.String(), allow_none=True)
-    tools = List(TaggedUnion("type", {"function": FunctionTool}, refused={
+    tools = List(Tagged({"function": FunctionTool()}, what="tool", refused={
         "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
                   "use function tools"}), allow_none=True)
     tool_choice = ToolChoice(allow_none=True)
-    parallel_tool_calls = _strict_bool()
-    response_format = TaggedUnion("type", {"text": Strict, "json_object": Strict,
-                                           "json_schema": ResponseFormatJsonSchema}, allow_none=True)
+    parallel_tool_calls = Flag(allow_none=True)
+    response_format = Tagged({"text": Schema(), "json_object": Schema(),
+                              "json_schema": ResponseFormatJsonSchema()}, what="response format", allow_none=True)
     reasoning_effort = fields.String(allow_none=True, validate=validate.OneOf(REASONING_EFFORTS))
     thinking = fields.Raw(allow_none=True, validate=_thinking)  # Anthropic's own, via extra_body
     user = fields.String(allow_none=True)
     safety_identifier = fields.String(allow_none=True)
-    logprobs = _strict_bool(validate=_false(_NO_LOGPROBS))
+    logprobs = Flag(allow_none=True, validate=_false(_NO_LOGPROBS))
     top_logprobs = fields.Raw(allow_none=True, validate=_false(_NO_LOGPROBS))
     modalities = List(fields.String(), allow_none=True, validate=_no_audio_modality)
     audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
@@ -426,7 +385,7 @@ def validate_chat(body):
     try:
         request = {**body, **load_fields(_CHAT, body)}
     except ValidationError as exc:
-        raise _refusal(exc.messages) from None
+        raise refusal(exc) from None
     errors = {}
     for check in (_check_conversation, _check_chosen_tool):  # once the fields are sound; both speak
         try:
@@ -434,23 +393,5 @@ def validate_chat(body):
         except ValidationError as exc:
             errors.update(exc.messages)
     if errors:
-        raise _refusal(errors)
+        raise refusal(ValidationError(errors))
     return request
-
-
-def _refusal(messages):
-    problems = list(_flatten(messages))
-    return invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
-                   param=problems[0][0] or None)
-
-
-def _flatten(messages, path=()):
-    """marshmallow's nested error dict as (dotted.path, message) pairs."""
-    if isinstance(messages, dict):
-        for key, value in messages.items():
-            yield from _flatten(value, path if key == "_schema" else (*path, str(key)))
-    elif isinstance(messages, list):
-        for message in messages:
-            yield from _flatten(message, path)
-    else:
-        yield ".".join(path), messages
