@@ -34,6 +34,7 @@ def protocol_of_models_request(headers):
 
 
 @bp.get("/v1/models")
+@bp.get("/models")
 def list_models():
     state = bridge()
     settings = state.settings

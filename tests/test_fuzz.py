@@ -309,13 +309,14 @@ class Client:
 
 
 def anthropic_client(path, headers):
-    """Whether the answer must be in Anthropic's shape (README: Errors)."""
-    if path.startswith("/v1/messages"):
+    """Whether the answer must be in Anthropic's shape (README: Errors), with or without /v1."""
+    path = path.split("?")[0].removeprefix("/v1")
+    if path.startswith("/messages"):
         return True
-    if path.startswith("/v1/chat/"):
+    if path.startswith("/chat/"):
         return False
     headers = {k.lower(): v for k, v in headers.items()}
-    if path.split("?")[0] == "/v1/models":
+    if path == "/models":
         return bool(headers.get("anthropic-version"))
     return bool(headers.get("anthropic-version") or headers.get("x-api-key"))  # an unknown path: a guess
 
@@ -444,7 +445,7 @@ def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
 def test_models_with_generated_headers_and_queries(http, data):
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
     query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00"]))
-    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model"]))
+    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model", "/models"]))
     http.send("GET", path + query, b"", headers)
 
 

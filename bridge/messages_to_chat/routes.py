@@ -14,6 +14,7 @@ bp = Blueprint("messages_to_chat", __name__)
 
 
 @bp.post("/v1/messages")
+@bp.post("/messages")
 def create_message():
     state = bridge()
     body = schema.validate_messages(read_json())
@@ -25,6 +26,7 @@ def create_message():
 
 
 @bp.post("/v1/messages/count_tokens")
+@bp.post("/messages/count_tokens")
 def count_message_tokens():
     body = schema.validate_count_tokens(read_json())
     return json_response({"input_tokens": count_tokens(body)})
