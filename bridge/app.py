@@ -2,8 +2,8 @@
 
 Every error leaves as JSON in the protocol of the client that asked: the
 path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` is
-OpenAI, `/v1/models` follows `anthropic-version`; the same without `/v1`),
-never as an HTML page.
+OpenAI, `/v1/models` and `/v1/models/{id}` follow `anthropic-version`; the
+same without `/v1`), never as an HTML page.
 """
 import logging
 import re
@@ -103,7 +103,7 @@ def client_protocol():
         return ANTHROPIC
     if path.startswith("/chat/"):
         return OPENAI
-    if path == "/models":  # errors in the shape the same request gets on success
+    if path == "/models" or path.startswith("/models/"):  # in the shape the same request gets on success
         return models.protocol_of_models_request(request.headers)
     if request.headers.get("anthropic-version") or request.headers.get("x-api-key"):
         return ANTHROPIC

@@ -1,5 +1,5 @@
-"""GET /v1/models in both protocols, and every route served without /v1, through the
-official SDKs and raw HTTP against the fake upstream."""
+"""GET /v1/models and /v1/models/{id} in both protocols, and every route served without /v1,
+through the official SDKs and raw HTTP against the fake upstream."""
 import json
 import logging
 
@@ -22,6 +22,7 @@ HAIKU = {"type": "model", "id": "claude-haiku-4-5-20251001", "display_name": "Cl
          "created_at": "2025-10-01T00:00:00Z"}
 GPT_4O = {"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"}
 GPT_4O_MINI = {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"}
+LLAMA = {"id": "meta-llama/Llama-3-8B", "object": "model", "created": 1700000000, "owned_by": "vllm"}
 
 
 def anthropic_list(*models):
@@ -61,6 +62,106 @@ def test_models_list_in_anthropic_shape_with_aliases(start_bridge, fake):
     assert fake.last.path == "/v1/models"
 
 
+# -- retrieve, OpenAI clients (Anthropic upstream) ------------------------------------------------
+
+def test_openai_retrieve_of_an_alias_is_answered_without_the_upstream(start_bridge, fake):
+    live = start_bridge(BRIDGE_MODEL_MAP=OPENAI_MODEL_MAP)
+    model = openai_sdk(live).models.retrieve("gpt-4o")
+    assert (model.id, model.object, model.created, model.owned_by) == ("gpt-4o", "model", 0, "anthropic")
+    assert fake.requests == []
+
+
+def test_openai_retrieve_of_an_upstream_id_asks_the_upstreams_retrieve(start_bridge, fake):
+    """Anthropic resolves its own aliases: the answer names the model it resolved to."""
+    live = start_bridge(BRIDGE_MODEL_MAP=OPENAI_MODEL_MAP)
+    fake.reply(json_reply(SONNET))
+    model = openai_sdk(live).models.retrieve("claude-sonnet-4-5")
+    assert (model.id, model.object, model.created, model.owned_by) == (SONNET["id"], "model", 1759104000, "anthropic")
+    assert [r.path for r in fake.requests] == ["/v1/models/claude-sonnet-4-5"]
+    assert fake.last.headers["anthropic-version"] and fake.last.headers["x-api-key"] == "sk-client"
+
+
+def test_openai_retrieve_of_an_unknown_id_is_a_not_found_error(bridge, fake):
+    fake.reply(fixture("anthropic/error_404.json"), anthropic_list(SONNET))
+    with pytest.raises(openai.NotFoundError) as caught:
+        openai_sdk(bridge).models.retrieve("claude-sonet-4-5")
+    assert caught.value.body["type"] == "not_found_error" and "claude-sonet-4-5" in caught.value.message
+    assert [r.path for r in fake.requests] == ["/v1/models/claude-sonet-4-5", "/v1/models?limit=1000"]
+
+
+# -- retrieve, Anthropic clients (OpenAI-compatible upstream) --------------------------------------
+
+def test_anthropic_retrieve_of_an_alias_is_answered_without_the_upstream(start_bridge, fake):
+    live = start_bridge(BRIDGE_MODEL_MAP=ANTHROPIC_MODEL_MAP)
+    model = anthropic_sdk(live).models.retrieve("claude-opus-4-8")
+    assert (model.type, model.id, model.display_name) == ("model", "claude-opus-4-8", "claude-opus-4-8")
+    assert model.created_at.timestamp() == 0
+    assert fake.requests == []
+
+
+def test_anthropic_retrieve_of_an_upstream_id_asks_the_upstreams_retrieve(start_bridge, fake):
+    live = start_bridge(BRIDGE_MODEL_MAP=ANTHROPIC_MODEL_MAP)
+    fake.reply(json_reply(GPT_4O))
+    model = anthropic_sdk(live).models.retrieve("gpt-4o")
+    assert (model.type, model.id, model.display_name) == ("model", "gpt-4o", "gpt-4o")
+    assert model.created_at.timestamp() == GPT_4O["created"]
+    assert [r.path for r in fake.requests] == ["/v1/models/gpt-4o"]
+    assert fake.last.headers["authorization"] == "Bearer sk-client"
+
+
+def test_an_upstream_without_a_retrieve_endpoint_is_answered_from_its_list(bridge, fake):
+    """llama.cpp and vLLM serve only the list: their 404 sends the bridge to it."""
+    fake.reply(json_reply({"detail": "Not Found"}, 404), openai_list(GPT_4O, GPT_4O_MINI))
+    model = anthropic_sdk(bridge).models.retrieve("gpt-4o-mini")
+    assert model.id == "gpt-4o-mini" and model.created_at.timestamp() == GPT_4O_MINI["created"]
+    assert [r.path for r in fake.requests] == ["/v1/models/gpt-4o-mini", "/v1/models"]
+
+
+def test_an_id_with_a_slash_is_found_in_the_upstream_list(bridge, fake):
+    """The SDKs send the `/` as %2F; in the upstream's URL it would be a path separator."""
+    fake.reply(openai_list(GPT_4O, LLAMA))
+    model = anthropic_sdk(bridge).models.retrieve("meta-llama/Llama-3-8B")
+    assert model.id == "meta-llama/Llama-3-8B" and model.created_at.timestamp() == LLAMA["created"]
+    assert [r.path for r in fake.requests] == ["/v1/models"]
+
+
+def test_anthropic_retrieve_of_an_unknown_id_is_a_not_found_error(bridge, fake):
+    fake.reply(fixture("openai/error_404.json"), openai_list(GPT_4O))
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        anthropic_sdk(bridge).models.retrieve("gpt-5.2-proo")
+    assert caught.value.body["error"]["type"] == "not_found_error" and "gpt-5.2-proo" in caught.value.message
+    assert [r.path for r in fake.requests] == ["/v1/models/gpt-5.2-proo", "/v1/models"]
+
+
+@pytest.mark.parametrize("path", ["/v1/models/%2E%2E", "/v1/models/x%2F..%2F..%2Ffiles", "/v1/models/..%2Ffiles"])
+def test_an_id_cannot_walk_the_upstream_path_to_another_endpoint(bridge, fake, path):
+    """With a held key, GET <upstream>/v1/models/../files would list the operator's files."""
+    fake.default = openai_list(GPT_4O)
+    reply = requests.get(bridge.url + path, headers=ANTHROPIC_HEADERS)
+    assert reply.status_code == 404 and reply.json()["error"]["type"] == "not_found_error"
+    assert [r.path for r in fake.requests] == ["/v1/models"], "only the list is asked"
+
+
+def test_an_id_is_percent_encoded_into_the_upstreams_retrieve_path(bridge, fake):
+    fake.reply(json_reply({**GPT_4O, "id": "odd?id#x"}))
+    model = anthropic_sdk(bridge).models.retrieve("odd?id#x")
+    assert model.id == "odd?id#x" and fake.last.path == "/v1/models/odd%3Fid%23x"
+
+
+def test_an_upstream_retrieve_answer_that_is_no_model_is_a_502(bridge, fake):
+    fake.reply(openai_list(GPT_4O))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        anthropic_sdk(bridge).models.retrieve("gpt-4o")
+    assert caught.value.status_code == 502 and "not a model object" in caught.value.message
+
+
+def test_an_upstream_retrieve_error_other_than_404_reaches_the_client(bridge, fake):
+    fake.reply(fixture("openai/error_401.json"))
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic_sdk(bridge).models.retrieve("gpt-4o")
+    assert len(fake.requests) == 1
+
+
 # -- every route without /v1 ---------------------------------------------------------------------------
 
 HI = [{"role": "user", "content": "Say hi"}]
@@ -96,6 +197,8 @@ def test_the_openai_sdk_with_a_base_url_without_v1(bridge, fake):
     assert completion.choices[0].message.content and fake.last.path == "/v1/messages"
     fake.reply(anthropic_list(SONNET))
     assert [m.id for m in client.models.list()] == [SONNET["id"]]
+    fake.reply(json_reply(HAIKU))
+    assert client.models.retrieve("claude-haiku-4-5").id == HAIKU["id"]
 
 
 @pytest.mark.parametrize("method, path, headers, anthropic_shape, status", [
@@ -104,6 +207,9 @@ def test_the_openai_sdk_with_a_base_url_without_v1(bridge, fake):
     ("POST", "/messages/batches", {}, True, 404),
     ("POST", "/chat/completions", {"x-api-key": "sk-client"}, False, 400),
     ("POST", "/chat/responses", {"x-api-key": "sk-client"}, False, 404),
+    ("GET", "/models/", ANTHROPIC_HEADERS, True, 404),
+    ("GET", "/models/", {"x-api-key": "sk-client"}, False, 404),
+    ("GET", "/v1/models/", {"x-api-key": "sk-client"}, False, 404),
 ])
 def test_errors_without_v1_come_in_the_protocol_the_path_says(bridge, fake, method, path, headers,
                                                               anthropic_shape, status):
@@ -118,7 +224,7 @@ def test_errors_without_v1_come_in_the_protocol_the_path_says(bridge, fake, meth
 
 @pytest.mark.parametrize("method, path, anthropic_shape", [
     ("POST", "/messages", True), ("POST", "/messages/count_tokens", True),
-    ("POST", "/chat/completions", False), ("GET", "/models", False),
+    ("POST", "/chat/completions", False), ("GET", "/models", False), ("GET", "/models/gpt-4o", False),
 ])
 def test_routes_without_v1_need_the_client_key(start_bridge, fake, method, path, anthropic_shape):
     """A Bearer key, so that the path alone must make the 401 Anthropic's."""
@@ -126,7 +232,7 @@ def test_routes_without_v1_need_the_client_key(start_bridge, fake, method, path,
     reply = requests.request(method, live.url + path, json={}, headers={"authorization": "Bearer sk-wrong"})
     assert reply.status_code == 401 and fake.requests == []
     assert (reply.json().get("type") == "error") is anthropic_shape
-    fake.default = openai_list(GPT_4O)
+    fake.default = json_reply(GPT_4O)
     reply = requests.request(method, live.url + path, json={}, headers={"authorization": "Bearer sk-local-1"})
     assert reply.status_code in (200, 400), "past the key check, to the route"
 

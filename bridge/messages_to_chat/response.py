@@ -240,15 +240,18 @@ def message_id(upstream_id):
     return f"msg_{cleaned or uuid.uuid4().hex}"
 
 
+def to_anthropic_model(openai_model):
+    """One OpenAI model object in Anthropic's shape; OpenAI has no display name, so the id is one."""
+    return {"type": "model", "id": openai_model["id"], "display_name": openai_model["id"],
+            "created_at": _rfc3339(openai_model.get("created"))}
+
+
 def to_anthropic_model_list(openai_list, aliases):
     """OpenAI's model list in Anthropic's shape, the operator's aliases first."""
-    upstream = [m for m in openai_list.get("data", []) if isinstance(m, dict) and m.get("id")]
-    ids = list(dict.fromkeys([*aliases, *(m["id"] for m in upstream)]))
-    created = {m["id"]: m.get("created") for m in upstream}
-    data = [{"type": "model", "id": model_id, "display_name": model_id,
-             "created_at": _rfc3339(created.get(model_id))} for model_id in ids]
-    return {"data": data, "has_more": False,
-            "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
+    upstream = {m["id"]: m for m in openai_list.get("data", []) if isinstance(m, dict) and m.get("id")}
+    ids = list(dict.fromkeys([*aliases, *upstream]))
+    return {"data": [to_anthropic_model(upstream.get(model_id, {"id": model_id})) for model_id in ids],
+            "has_more": False, "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
 
 
 def _rfc3339(epoch):
