@@ -18,6 +18,7 @@ from .chat_to_messages.response import to_openai_model, to_openai_model_list
 from .errors import ANTHROPIC, OPENAI, BridgeError
 from .http import bridge, json_response
 from .messages_to_chat.response import to_anthropic_model, to_anthropic_model_list
+from .schemas.anthropic import validate_model_list_query
 from .upstream import read_json
 
 bp = Blueprint("models", __name__)
@@ -48,7 +49,8 @@ def protocol_of_models_request(headers):
 def list_models():
     settings = bridge().settings
     if protocol_of_models_request(request.headers) == ANTHROPIC:
-        return json_response(to_anthropic_model_list(_upstream_list(ANTHROPIC), aliases(settings.model_map)))
+        page = validate_model_list_query(request.args.to_dict())
+        return json_response(to_anthropic_model_list(_upstream_list(ANTHROPIC), aliases(settings.model_map), *page))
     return json_response(to_openai_model_list(_upstream_list(OPENAI), aliases(settings.model_map)))
 
 

@@ -446,7 +446,9 @@ def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
 @examples(200)
 def test_models_with_generated_headers_and_queries(http, data):
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
-    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00"]))
+    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00",
+                                       "?after_id=some-model&limit=1", "?before_id=some-model",
+                                       "?after_id=a&before_id=b", "?limit=%00"]))
     path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model",
                                       "/models", "/models/claude-x", "/v1/models/org%2Fmodel"]))
     http.send("GET", path + query, b"", headers)

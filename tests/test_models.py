@@ -1,5 +1,5 @@
-"""GET /v1/models and /v1/models/{id} in both protocols, and every route served without /v1,
-through the official SDKs and raw HTTP against the fake upstream."""
+"""GET /v1/models and /v1/models/{id} in both protocols, Anthropic's paging, and every route
+served without /v1, through the official SDKs and raw HTTP against the fake upstream."""
 import json
 import logging
 
@@ -160,6 +160,75 @@ def test_an_upstream_retrieve_error_other_than_404_reaches_the_client(bridge, fa
     with pytest.raises(anthropic.AuthenticationError):
         anthropic_sdk(bridge).models.retrieve("gpt-4o")
     assert len(fake.requests) == 1
+
+
+# -- Anthropic paging ---------------------------------------------------------------------------------
+
+MANY = [{"id": f"m{i:02}", "object": "model", "created": i} for i in range(1, 26)]
+
+
+def test_the_sdk_auto_pager_walks_the_whole_list_forward(start_bridge, fake):
+    live = start_bridge(BRIDGE_MODEL_MAP=ANTHROPIC_MODEL_MAP)
+    fake.default = openai_list(GPT_4O, GPT_4O_MINI, LLAMA)
+    page = anthropic_sdk(live).models.list(limit=2)
+    assert [m.id for m in page.data] == ["claude-opus-4-8", "gpt-4o"] and page.has_more
+    assert [m.id for m in page] == ["claude-opus-4-8", "gpt-4o", "gpt-4o-mini", LLAMA["id"]]
+    assert len(fake.requests) == 2, "two pages of two; the second says has_more: false"
+
+
+def test_the_sdk_auto_pager_walks_backward_from_before_id(bridge, fake):
+    fake.default = openai_list(*MANY[:5])
+    pages = anthropic_sdk(bridge).models.list(limit=2, before_id="m05")
+    assert [m.id for m in pages] == ["m03", "m04", "m01", "m02"]
+
+
+def test_the_default_page_is_20_models_with_cursors(bridge, fake):
+    fake.reply(openai_list(*MANY))
+    page = requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS).json()
+    assert [m["id"] for m in page["data"]] == [m["id"] for m in MANY[:20]]
+    assert (page["has_more"], page["first_id"], page["last_id"]) == (True, "m01", "m20")
+
+
+@pytest.mark.parametrize("query, ids, has_more", [
+    ("limit=1000", [m["id"] for m in MANY], False),
+    ("after_id=m20", ["m21", "m22", "m23", "m24", "m25"], False),
+    ("after_id=m20&limit=4", ["m21", "m22", "m23", "m24"], True),
+    ("after_id=m25", [], False),
+    ("before_id=m04&limit=2", ["m02", "m03"], True),
+    ("before_id=m03&limit=2", ["m01", "m02"], False),
+    ("before_id=m01", [], False),
+])
+def test_a_page_is_the_models_right_after_or_before_the_cursor(bridge, fake, query, ids, has_more):
+    fake.reply(openai_list(*MANY))
+    page = requests.get(f"{bridge.url}/v1/models?{query}", headers=ANTHROPIC_HEADERS).json()
+    assert [m["id"] for m in page["data"]] == ids and page["has_more"] is has_more
+    assert (page["first_id"], page["last_id"]) == ((ids[0], ids[-1]) if ids else (None, None))
+
+
+@pytest.mark.parametrize("query, param", [
+    ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("limit=2.5", "limit"),
+    ("limit=", "limit"), ("after_id=m01&before_id=m03", "before_id"),
+])
+def test_a_bad_paging_parameter_is_a_400_naming_it_before_the_upstream_is_asked(bridge, fake, query, param):
+    reply = requests.get(f"{bridge.url}/v1/models?{query}", headers=ANTHROPIC_HEADERS)
+    assert reply.status_code == 400 and reply.json()["type"] == "error"
+    assert reply.json()["error"]["type"] == "invalid_request_error"
+    assert reply.json()["error"]["message"].startswith(f"{param}: ")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("param", ["after_id", "before_id"])
+def test_a_cursor_that_names_no_listed_model_is_a_400_naming_it(bridge, fake, param):
+    fake.reply(openai_list(*MANY))
+    reply = requests.get(f"{bridge.url}/v1/models?{param}=m99", headers=ANTHROPIC_HEADERS)
+    assert reply.status_code == 400 and reply.json()["error"]["message"] == f"{param}: no model 'm99' in the list"
+
+
+def test_the_openai_list_takes_no_paging(bridge, fake):
+    """OpenAI's list has no pages: Anthropic's parameters mean nothing to an OpenAI client."""
+    fake.reply(anthropic_list(SONNET, HAIKU))
+    reply = requests.get(f"{bridge.url}/v1/models?limit=0")
+    assert reply.status_code == 200 and len(reply.json()["data"]) == 2
 
 
 # -- every route without /v1 ---------------------------------------------------------------------------
