@@ -2,7 +2,8 @@
 
 Every error leaves as JSON in the protocol of the client that asked: the
 path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` is
-OpenAI, `/v1/models` follows `anthropic-version`), never as an HTML page.
+OpenAI, `/v1/models` and `/v1/models/{id}` follow `anthropic-version`; the
+same without `/v1`), never as an HTML page.
 """
 import logging
 import re
@@ -95,13 +96,14 @@ def create_app(settings=None):
 
 
 def client_protocol():
-    """Which protocol the current client speaks, for rendering errors."""
-    path = request.path
-    if path.startswith("/v1/messages"):
+    """Which protocol the current client speaks, for rendering errors; every route is served
+    with and without /v1, as clients differ on whether the base URL carries it."""
+    path = request.path.removeprefix("/v1")
+    if path.startswith("/messages"):
         return ANTHROPIC
-    if path.startswith("/v1/chat/"):
+    if path.startswith("/chat/"):
         return OPENAI
-    if path == "/v1/models":  # errors in the shape the same request gets on success
+    if path == "/models" or path.startswith("/models/"):  # in the shape the same request gets on success
         return models.protocol_of_models_request(request.headers)
     if request.headers.get("anthropic-version") or request.headers.get("x-api-key"):
         return ANTHROPIC

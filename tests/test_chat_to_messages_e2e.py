@@ -259,24 +259,6 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504(start_bridge, fake):
     assert caught.value.status_code == 504
 
 
-# -- models -------------------------------------------------------------------------------
-
-def test_models_without_anthropic_version_are_the_upstream_list_plus_aliases(start_bridge, fake):
-    live = start_bridge(BRIDGE_MODEL_MAP=json.dumps({"gpt-4o": "claude-sonnet-4-5-20250929",
-                                                     "gpt-*": "claude-haiku-4-5-20251001"}))
-    upstream = [{"type": "model", "id": "claude-sonnet-4-5-20250929", "display_name": "Claude Sonnet 4.5",
-                 "created_at": "2025-09-29T00:00:00Z"},
-                {"type": "model", "id": "claude-haiku-4-5-20251001", "display_name": "Claude Haiku 4.5",
-                 "created_at": "2025-10-01T00:00:00Z"}]
-    fake.reply(json_reply({"data": upstream, "has_more": False, "first_id": upstream[0]["id"],
-                           "last_id": upstream[-1]["id"]}))
-    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
-    models = list(client.models.list())
-    assert [m.id for m in models] == ["gpt-4o"] + [m["id"] for m in upstream]
-    assert all(m.object == "model" for m in models)
-    assert fake.last.path.startswith("/v1/models") and fake.last.headers["anthropic-version"]
-
-
 # -- conversations ------------------------------------------------------------------------
 
 def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):

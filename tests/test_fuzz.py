@@ -272,10 +272,12 @@ def fuzz_bridge(fake):
 def valid_answer(request):
     """What a healthy upstream answers to any request that passed validation."""
     stream = isinstance(request.body, dict) and request.body.get("stream") is True
+    model = {"id": "some-model", "object": "model", "created": 0, "owned_by": "x", "type": "model",
+             "created_at": "2026-01-01T00:00:00Z"}
     if request.path.endswith("/models") or "/models?" in request.path:
-        return json_reply({"object": "list", "data": [{"id": "some-model", "object": "model", "created": 0,
-                                                        "owned_by": "x", "type": "model",
-                                                        "created_at": "2026-01-01T00:00:00Z"}]})
+        return json_reply({"object": "list", "data": [model]})
+    if "/models/" in request.path:
+        return json_reply(model)
     upstream = "openai" if request.path.endswith("/chat/completions") else "anthropic"
     return fixture(f"{upstream}/text.sse" if stream else f"{upstream}/text.json")
 
@@ -309,13 +311,14 @@ class Client:
 
 
 def anthropic_client(path, headers):
-    """Whether the answer must be in Anthropic's shape (README: Errors)."""
-    if path.startswith("/v1/messages"):
+    """Whether the answer must be in Anthropic's shape (README: Errors), with or without /v1."""
+    path = path.split("?")[0].removeprefix("/v1")
+    if path.startswith("/messages"):
         return True
-    if path.startswith("/v1/chat/"):
+    if path.startswith("/chat/"):
         return False
     headers = {k.lower(): v for k, v in headers.items()}
-    if path.split("?")[0] == "/v1/models":
+    if path == "/models" or path.startswith("/models/"):
         return bool(headers.get("anthropic-version"))
     return bool(headers.get("anthropic-version") or headers.get("x-api-key"))  # an unknown path: a guess
 
@@ -443,8 +446,11 @@ def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
 @examples(200)
 def test_models_with_generated_headers_and_queries(http, data):
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
-    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00"]))
-    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model"]))
+    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00",
+                                       "?after_id=some-model&limit=1", "?before_id=some-model",
+                                       "?after_id=a&before_id=b", "?limit=%00"]))
+    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model",
+                                      "/models", "/models/claude-x", "/v1/models/org%2Fmodel"]))
     http.send("GET", path + query, b"", headers)
 
 

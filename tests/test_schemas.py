@@ -19,7 +19,7 @@ def parts_of(value):
             yield from parts_of(item)
 
 
-TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, openai._CHAT]
+TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, anthropic._MODEL_LIST_QUERY, openai._CHAT]
 
 
 def schemas_loaded_field_by_field():

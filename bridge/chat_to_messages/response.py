@@ -101,14 +101,17 @@ def chat_usage(usage):
     return out
 
 
+def to_openai_model(anthropic_model):
+    """One Anthropic model object in OpenAI's shape."""
+    return {"id": anthropic_model["id"], "object": "model", "created": _epoch(anthropic_model.get("created_at")),
+            "owned_by": "anthropic"}
+
+
 def to_openai_model_list(anthropic_list, aliases):
     """Anthropic's model list in OpenAI's shape, the operator's aliases first."""
-    upstream = [m for m in anthropic_list.get("data", []) if isinstance(m, dict) and m.get("id")]
-    created = {m["id"]: _epoch(m.get("created_at")) for m in upstream}
-    ids = list(dict.fromkeys([*aliases, *(m["id"] for m in upstream)]))
-    return {"object": "list",
-            "data": [{"id": model_id, "object": "model", "created": created.get(model_id, 0),
-                      "owned_by": "anthropic"} for model_id in ids]}
+    upstream = {m["id"]: m for m in anthropic_list.get("data", []) if isinstance(m, dict) and m.get("id")}
+    ids = dict.fromkeys([*aliases, *upstream])
+    return {"object": "list", "data": [to_openai_model(upstream.get(model_id, {"id": model_id})) for model_id in ids]}
 
 
 def _epoch(text):

@@ -13,6 +13,7 @@ bp = Blueprint("chat_to_messages", __name__)
 
 
 @bp.post("/v1/chat/completions")
+@bp.post("/chat/completions")
 def create_chat_completion():
     state = bridge()
     body = schema.validate_chat(read_json())

@@ -29,7 +29,7 @@ import re
 import uuid
 
 from .. import json_codec
-from ..errors import BridgeError
+from ..errors import BridgeError, invalid
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -240,15 +240,37 @@ def message_id(upstream_id):
     return f"msg_{cleaned or uuid.uuid4().hex}"
 
 
-def to_anthropic_model_list(openai_list, aliases):
-    """OpenAI's model list in Anthropic's shape, the operator's aliases first."""
-    upstream = [m for m in openai_list.get("data", []) if isinstance(m, dict) and m.get("id")]
-    ids = list(dict.fromkeys([*aliases, *(m["id"] for m in upstream)]))
-    created = {m["id"]: m.get("created") for m in upstream}
-    data = [{"type": "model", "id": model_id, "display_name": model_id,
-             "created_at": _rfc3339(created.get(model_id))} for model_id in ids]
-    return {"data": data, "has_more": False,
-            "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
+def to_anthropic_model(openai_model):
+    """One OpenAI model object in Anthropic's shape; OpenAI has no display name, so the id is one."""
+    return {"type": "model", "id": openai_model["id"], "display_name": openai_model["id"],
+            "created_at": _rfc3339(openai_model.get("created"))}
+
+
+def to_anthropic_model_list(openai_list, aliases, limit=20, after_id=None, before_id=None):
+    """One page of OpenAI's model list in Anthropic's shape, the operator's aliases first.
+
+    OpenAI's list has no pages, so the whole of it is paged here the way Anthropic pages:
+    the `limit` models right after `after_id`, or right before `before_id`, and `has_more`
+    when more lie that way. A cursor that names no listed model is a 400 naming it.
+    """
+    upstream = {m["id"]: m for m in openai_list.get("data", []) if isinstance(m, dict) and m.get("id")}
+    ids = list(dict.fromkeys([*aliases, *upstream]))
+    if before_id is not None:
+        end = _position(ids, before_id, "before_id")
+        start, has_more = max(end - limit, 0), end > limit
+    else:
+        start = _position(ids, after_id, "after_id") + 1 if after_id is not None else 0
+        end, has_more = start + limit, start + limit < len(ids)
+    page = ids[start:end]
+    return {"data": [to_anthropic_model(upstream.get(model_id, {"id": model_id})) for model_id in page],
+            "has_more": has_more, "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
+
+
+def _position(ids, cursor, param):
+    try:
+        return ids.index(cursor)
+    except ValueError:
+        raise invalid(f"{param}: no model {cursor!r} in the list", param=param) from None
 
 
 def _rfc3339(epoch):

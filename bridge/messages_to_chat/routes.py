@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 
 @bp.post("/v1/messages")
+@bp.post("/messages")
 def create_message():
     state = bridge()
     body = schema.validate_messages(read_json())
@@ -30,6 +31,7 @@ def create_message():
 
 
 @bp.post("/v1/messages/count_tokens")
+@bp.post("/messages/count_tokens")
 def count_message_tokens():
     body = schema.validate_count_tokens(read_json())
     return json_response({"input_tokens": count_tokens(body)})

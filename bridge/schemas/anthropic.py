@@ -195,10 +195,18 @@ class MessagesRequest(CountTokensRequest):
     metadata = Nested(Metadata)
 
 
+class ModelListQuery(_Schema):
+    """GET /v1/models' paging, from the query string: limit is a string there."""
+    limit = fields.Integer(validate=validate.Range(min=1, max=1000))
+    after_id = fields.String()
+    before_id = fields.String()
+
+
 _CUSTOM_TOOL = CustomTool()
 _SERVER_TOOL = ServerTool()
 _MESSAGES = MessagesRequest()
 _COUNT_TOKENS = CountTokensRequest()
+_MODEL_LIST_QUERY = ModelListQuery()
 
 
 def validate_messages(body):
@@ -209,6 +217,14 @@ def validate_messages(body):
 def validate_count_tokens(body):
     """The body of POST /v1/messages/count_tokens (no max_tokens needed)."""
     return _validated(_COUNT_TOKENS, body)
+
+
+def validate_model_list_query(args):
+    """(limit, after_id, before_id) of an Anthropic models list, checked before the upstream is asked."""
+    query = _validated(_MODEL_LIST_QUERY, args)
+    if "after_id" in query and "before_id" in query:
+        raise invalid("before_id: cannot be given with after_id; a page goes one way", param="before_id")
+    return int(query.get("limit", 20)), query.get("after_id"), query.get("before_id")
 
 
 def _validated(schema, body):
