@@ -9,6 +9,7 @@ are validated here and handled by the translator.
 """
 from marshmallow import ValidationError, fields, validate
 
+from ..errors import invalid
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
 
 
@@ -195,7 +196,7 @@ class MessagesRequest(CountTokensRequest):
     metadata = Nested(Metadata)
 
 
-class ModelListQuery(_Schema):
+class ModelListQuery(Schema):
     """GET /v1/models' paging, from the query string: limit is a string there."""
     limit = fields.Integer(validate=validate.Range(min=1, max=1000))
     after_id = fields.String()
