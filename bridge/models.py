@@ -1,4 +1,4 @@
-"""Model names: the operator's map from client names to upstream names, and GET /v1/models[/{id}].
+"""GET /v1/models[/{id}]: the upstream's models and the operator's aliases (model_map.py).
 
 A model id is one of the operator's exact aliases or one the upstream lists, as in the list.
 Retrieving one: an alias is answered here without asking the upstream (like the list, which
@@ -8,12 +8,12 @@ looked up in the upstream's list, so an unknown id costs two upstream calls. An 
 (`meta-llama/Llama-3-8B` on vLLM) or a bare `.`/`..` is only looked up in the list: in the
 upstream's URL path it would name another path, one the bridge's key must not be sent to.
 """
-import fnmatch
 from urllib.parse import quote
 
 from flask import Blueprint, request
 
 from . import auth
+from .model_map import aliases
 from .chat_to_messages.response import to_openai_model, to_openai_model_list
 from .errors import ANTHROPIC, OPENAI, BridgeError
 from .http import bridge, json_response
@@ -22,22 +22,6 @@ from .schemas.anthropic import validate_model_list_query
 from .upstream import read_json
 
 bp = Blueprint("models", __name__)
-
-
-def map_model(model_map, name):
-    """Exact entries win over wildcard ones; wildcards are tried in the order given."""
-    for pattern, target in model_map:
-        if pattern == name:
-            return target
-    for pattern, target in model_map:
-        if "*" in pattern and fnmatch.fnmatchcase(name, pattern):
-            return target
-    return name
-
-
-def aliases(model_map):
-    """Client-facing names the map defines exactly (wildcard patterns are not model ids)."""
-    return [pattern for pattern, _ in model_map if "*" not in pattern]
 
 
 def protocol_of_models_request(headers):

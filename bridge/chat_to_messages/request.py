@@ -11,7 +11,7 @@ import re
 import time
 
 from ..errors import invalid
-from ..models import map_model
+from ..model_map import map_model
 from ..schemas.openai import DATA_URL, image_media_type
 
 # Parameters that only steer sampling or OpenAI's platform, with no Anthropic equivalent.

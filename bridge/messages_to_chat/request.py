@@ -51,7 +51,7 @@ import re
 
 from .. import json_codec
 from ..errors import BridgeError, invalid
-from ..models import map_model
+from ..model_map import map_model
 from .response import upstream_tool_id
 from .tokens import count_tokens
 
