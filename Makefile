@@ -19,7 +19,7 @@ $(VENV)/.installed: $(BIN)/python setup.cfg setup.py
 install: $(VENV)/.installed
 
 run: install
-	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT) wsgi:app
+	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT)
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -99,10 +99,11 @@ def upstream():
     return Server("upstream", [sys.executable, "-m", "bench.upstream", str(port)], _env({}), port)
 
 
-def gunicorn_argv(app, port):
-    """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core."""
+def gunicorn_argv(port, *app):
+    """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core.
+    Without `app`, gunicorn serves the one the config names (the bridge)."""
     argv = [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF.relative_to(ROOT)),
-            "--bind", f"127.0.0.1:{port}", "--no-control-socket", app]
+            "--bind", f"127.0.0.1:{port}", "--no-control-socket", *app]
     pins = pinning()
     return (["taskset", "-c", str(pins[0])] + argv) if pins else argv
 
@@ -110,7 +111,7 @@ def gunicorn_argv(app, port):
 def relay(upstream_url, workers=None):
     """The reference relay; `workers` overrides the config's BRIDGE_WORKERS."""
     port = free_port()
-    return Server(_name("relay", workers), gunicorn_argv("bench.relay:app", port),
+    return Server(_name("relay", workers), gunicorn_argv(port, "bench.relay:app"),
                   _env({"BENCH_UPSTREAM": upstream_url}), port, _workers(workers))
 
 
@@ -118,7 +119,7 @@ def bridge(upstream_url, workers=None):
     port = free_port()
     env = _env({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                       "BRIDGE_ANTHROPIC_BASE_URL": upstream_url})
-    return Server(_name("bridge", workers), gunicorn_argv("wsgi:app", port), env, port, _workers(workers))
+    return Server(_name("bridge", workers), gunicorn_argv(port), env, port, _workers(workers))
 
 
 def _workers(count):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import openai
 import pytest
@@ -104,7 +105,7 @@ def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(
 def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
     hooks = runpy.run_path(str(GUNICORN_CONF))
     try:
-        hooks["post_worker_init"](None)
+        hooks["post_worker_init"](types.SimpleNamespace(wsgi=None))  # a worker whose app is not Flask
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
