@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from tests.conftest import bridge_env
-from tests.deploy_processes import free_port
+from bench.processes import free_port
 from tests.fake_upstream import json_reply
+from tests.helpers import bridge_env
 
 BRIDGE = os.path.join(sys.prefix, "bin", "bridge")  # the console script setup.cfg declares
 UPSTREAM_KEY = "sk-upstream-key-never-printed"

@@ -15,8 +15,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy_processes import GUNICORN_CONF, REPO, Gunicorn, TextStream, next_text, openai_client
+from bench.processes import GUNICORN_CONF, ROOT
 from tests.fake_upstream import fixture
+from tests.helpers import TextStream, gunicorn, next_text, openai_client
 
 CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
 UPSTREAM_KEY = "sk-ant-upstream-key-that-must-never-be-logged"
@@ -28,7 +29,7 @@ def start(tmp_path, fake):
     started = []
 
     def start_gunicorn(*flags, **env):
-        server = Gunicorn(tmp_path / str(len(started)), fake, *flags, **env)
+        server = gunicorn(tmp_path / str(len(started)), fake, *flags, **env)
         started.append(server)
         return server
 
@@ -114,7 +115,7 @@ def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
 def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
     result = subprocess.run([sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
                              "--check-config"],
-                            cwd=REPO, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
+                            cwd=ROOT, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
                             capture_output=True, text=True, timeout=30)
     assert result.returncode != 0 and "BRIDGE_THREADS" in result.stderr + result.stdout
 

@@ -5,10 +5,9 @@ import shutil
 import pytest
 import requests
 
+from bench.processes import free_port, wait_for
 from bridge import settings as settings_module
-from tests.deploy_processes import (Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary,
-                                    openai_client, wait_for)
-from tests.fake_upstream import fixture
+from tests.helpers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client
 
 if not nginx_binary():
     pytest.skip("nginx is not installed (.ci/run installs it with apt-get when missing)",
@@ -21,7 +20,7 @@ if not shutil.which("openssl"):
 def stack(tmp_path_factory, fake):
     """gunicorn from the shipped config, nginx from the shipped site file in front of it."""
     tmp = tmp_path_factory.mktemp("stack")
-    server = Gunicorn(tmp, fake)
+    server = gunicorn(tmp, fake)
     proxy = Nginx(tmp, server.port)
     yield server, proxy
     proxy.stop()

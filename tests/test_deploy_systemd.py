@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
+from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
-from tests.deploy_processes import GUNICORN_CONF, REPO
 
-UNIT = REPO / "deploy" / "systemd" / "bridge.service"
-ENV_EXAMPLE = REPO / "deploy" / "systemd" / "bridge.env.example"
+UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
+ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"
 ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(not ANALYZE, reason="systemd-analyze is not installed here")
 
@@ -19,7 +19,7 @@ def unit_on_this_machine(tmp_path):
     """The unit with its install paths pointed at this checkout, so verify checks real files."""
     unit = UNIT.read_text()
     for shipped, local in [("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
-                           ("/opt/bridge", str(REPO)),
+                           ("/opt/bridge", str(ROOT)),
                            ("/etc/bridge/bridge.env", str(ENV_EXAMPLE))]:
         assert shipped in unit, f"bridge.service no longer mentions {shipped}"
         unit = unit.replace(shipped, local)

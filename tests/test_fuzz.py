@@ -25,7 +25,7 @@ import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bridge import sse
-from tests.conftest import LiveBridge, bridge_env
+from tests.helpers import LiveBridge, bridge_env
 from tests.fake_upstream import FIXTURES, fixture, json_reply
 from bridge import settings as settings_module
 from bridge.app import create_app
