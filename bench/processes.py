@@ -55,13 +55,13 @@ class Gunicorn:
     """gunicorn started as an operator would: the venv's gunicorn with deploy/gunicorn.conf.py,
     which names the app, in front of the upstream at `upstream_url`.
 
-    It runs in `workdir` (its log and metrics go there too), not in the checkout: gunicorn puts
-    its working directory first on sys.path, where a checkout's bridge/ would shadow the
-    installed package. `env` adds to the environment: BRIDGE_* settings, or PYTHONPATH to
-    serve an install other than the venv's.
+    Its log and metrics go to `workdir`, and it runs there unless `cwd` says otherwise; never in
+    the checkout: gunicorn puts its working directory first on sys.path, where a checkout's
+    bridge/ would shadow the installed package. `env` adds to the environment: BRIDGE_*
+    settings, or PYTHONPATH to serve an install other than the venv's.
     """
 
-    def __init__(self, workdir, upstream_url, *flags, **env):
+    def __init__(self, workdir, upstream_url, *flags, cwd=None, **env):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir = pathlib.Path(workdir)
@@ -74,7 +74,7 @@ class Gunicorn:
             self.process = subprocess.Popen(
                 [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF),
                  "--bind", f"127.0.0.1:{self.port}", *flags],
-                cwd=workdir, env=environ, stdout=log, stderr=subprocess.STDOUT)
+                cwd=cwd or workdir, env=environ, stdout=log, stderr=subprocess.STDOUT)
         wait_for(self._healthy, f"gunicorn on {self.url} (log: {self.log_path})")
 
     def _healthy(self):

@@ -9,7 +9,7 @@ import pytest
 from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
-from tests.helpers import LiveBridge, bridge_env
+from tests.helpers import LiveBridge, bridge_env, install
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +17,12 @@ def fake():
     server = FakeUpstream()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def installed_bridge(tmp_path_factory):
+    """The site directory of this checkout installed as a deploy installs it, outside the checkout."""
+    return install(tmp_path_factory.mktemp("install"))
 
 
 @pytest.fixture(autouse=True)

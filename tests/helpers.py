@@ -14,10 +14,12 @@ what the client holds in between.
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import threading
 
 import httpx2
@@ -51,9 +53,37 @@ class LiveBridge:
         self.server.server_close()
 
 
-def gunicorn(workdir, fake, *flags, **env):
-    """gunicorn from the shipped config in front of the fake upstream, logging at DEBUG."""
-    return Gunicorn(workdir, fake.url, *flags, **bridge_env(fake, **{"BRIDGE_LOG_LEVEL": "DEBUG", **env}))
+def install(directory):
+    """This checkout installed as `pip install /opt/bridge` installs it, into `directory`/site,
+    which is returned. Built from a copy as a fresh clone has it (a build/ left in the checkout
+    would go into the wheel), offline, without the dependencies: the venv has them."""
+    source, site = directory / "source", directory / "site"
+    unversioned = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()]
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", *filter(None, unversioned)))
+    run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                          "--no-build-isolation", "--target", str(site), str(source)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return site
+
+
+def served_from(server):
+    """The directories gunicorn's workers loaded the app from, as each logged it."""
+    return re.findall(r"Serving the app from (\S+)", server.log())
+
+
+def gunicorn(workdir, fake, *flags, site=None, cwd=None, **env):
+    """gunicorn from the shipped config in front of the fake upstream, logging at DEBUG.
+
+    With `site` (from install()) it serves that install, and is checked to: the workers must
+    say they loaded the app from there, not from the checkout or the venv.
+    """
+    if site:
+        env["PYTHONPATH"] = str(site)
+    server = Gunicorn(workdir, fake.url, *flags, cwd=cwd, **bridge_env(fake, **{"BRIDGE_LOG_LEVEL": "DEBUG", **env}))
+    if site:
+        assert served_from(server) and set(served_from(server)) == {str(site / "bridge")}, server.log()
+    return server
 
 
 class Gate:

@@ -25,11 +25,12 @@ PROMPT = "a prompt whose text must never be logged"
 
 
 @pytest.fixture
-def start(tmp_path, fake):
+def start(tmp_path, fake, installed_bridge):
+    """Start gunicorn serving the installed package: `start(*flags, **env)`."""
     started = []
 
     def start_gunicorn(*flags, **env):
-        server = gunicorn(tmp_path / str(len(started)), fake, *flags, **env)
+        server = gunicorn(tmp_path / str(len(started)), fake, *flags, site=installed_bridge, **env)
         started.append(server)
         return server
 

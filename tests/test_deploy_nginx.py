@@ -17,10 +17,10 @@ if not shutil.which("openssl"):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, fake):
-    """gunicorn from the shipped config, nginx from the shipped site file in front of it."""
+def stack(tmp_path_factory, fake, installed_bridge):
+    """gunicorn from the shipped config serving the installed package, nginx from the shipped site file in front of it."""
     tmp = tmp_path_factory.mktemp("stack")
-    server = gunicorn(tmp, fake)
+    server = gunicorn(tmp, fake, site=installed_bridge)
     proxy = Nginx(tmp, server.port)
     yield server, proxy
     proxy.stop()

@@ -8,6 +8,7 @@ import pytest
 
 from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
+from tests.helpers import gunicorn, served_from
 
 UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
 ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"
@@ -70,3 +71,14 @@ def test_every_setting_the_env_example_names_is_one_the_bridge_knows():
 
 def test_the_env_example_as_shipped_loads():
     settings_module.load({"BRIDGE_SETTINGS_FILE": str(ENV_EXAMPLE)})
+
+
+def test_gunicorn_in_the_units_working_directory_serves_the_installed_package(tmp_path, fake, installed_bridge):
+    """gunicorn puts its working directory first on sys.path: were it /opt/bridge (here this
+    checkout), the checkout's bridge/ would be served instead of the package pip installed."""
+    cwd = directive("WorkingDirectory").replace("/opt/bridge", str(ROOT))
+    server = gunicorn(tmp_path, fake, site=installed_bridge, cwd=cwd)
+    try:
+        assert set(served_from(server)) == {str(installed_bridge / "bridge")}
+    finally:
+        server.stop()
