@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install clean bench bench-profile
+.PHONY: run test test-fast install clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The edit-test loop: all but the tests marked slow (deploy, fuzz, load; setup.cfg).
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The benchmark (bench/README.md): bridge vs a bare reference relay vs the upstream.
 # Needs wrk from the OS packages; the profiler goes into the venv, not into setup.cfg.

@@ -8,6 +8,8 @@ from bench.processes import free_port
 from tests.fake_upstream import json_reply
 from tests.helpers import bridge_env
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 UPSTREAM_KEY = "sk-upstream-key-never-printed"
 CLIENT_KEY = "sk-client-key-never-printed"
 

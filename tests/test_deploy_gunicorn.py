@@ -19,6 +19,8 @@ from bench.processes import GUNICORN_CONF, ROOT
 from tests.fake_upstream import fixture
 from tests.helpers import TextStream, gunicorn, next_text, openai_client
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
 UPSTREAM_KEY = "sk-ant-upstream-key-that-must-never-be-logged"
 PROMPT = "a prompt whose text must never be logged"

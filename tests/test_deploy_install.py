@@ -1,5 +1,9 @@
 """`pip install /opt/bridge` installs the service and nothing else: not bench, loadtest or tests."""
+import pytest
+
 from bench.processes import ROOT
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def packages(root, top):

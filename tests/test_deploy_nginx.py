@@ -15,6 +15,8 @@ if not nginx_binary():
 if not shutil.which("openssl"):
     pytest.skip("the openssl command is needed to make a test certificate", allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, fake, installed_bridge):

@@ -10,6 +10,8 @@ from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
 from tests.helpers import gunicorn, served_from
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
 ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"
 ANALYZE = shutil.which("systemd-analyze")

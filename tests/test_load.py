@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 import urllib3
 
 from bench.processes import ROOT
@@ -19,6 +20,8 @@ from bridge.upstream import Upstream
 from loadtest.run import DIRECTIONS
 from tests.fake_upstream import fixture
 from tests.helpers import bridge_env
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
