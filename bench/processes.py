@@ -55,9 +55,9 @@ class Gunicorn:
     """gunicorn started as an operator would: the venv's gunicorn with deploy/gunicorn.conf.py,
     which names the app, in front of the upstream at `upstream_url`.
 
-    Its log and metrics go to `workdir`, and it runs there unless `cwd` says otherwise; never in
-    the checkout: gunicorn puts its working directory first on sys.path, where a checkout's
-    bridge/ would shadow the installed package. `env` adds to the environment: BRIDGE_*
+    Its log and metrics go to `workdir`, where it also runs unless `cwd` says otherwise. Not the
+    checkout: gunicorn puts its working directory first on sys.path, and a checkout's bridge/
+    there would shadow the installed package. `env` adds to the environment: BRIDGE_*
     settings, or PYTHONPATH to serve an install other than the venv's.
     """
 

@@ -58,8 +58,9 @@ def install(directory):
     which is returned. Built from a copy as a fresh clone has it (a build/ left in the checkout
     would go into the wheel), offline, without the dependencies: the venv has them."""
     source, site = directory / "source", directory / "site"
-    unversioned = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()]
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", *filter(None, unversioned)))
+    unversioned = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+                   if line.strip() and not line.startswith("#")]
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", *unversioned))
     run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                           "--no-build-isolation", "--target", str(site), str(source)],
                          capture_output=True, text=True)
