@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test install clients clean bench bench-profile
+.PHONY: run test test-fast install clients clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(VENV)/.installed: $(BIN)/python setup.cfg setup.py
 install: $(VENV)/.installed
 
 run: install
-	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT) wsgi:app
+	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT)
 
 test: install clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -39,6 +39,10 @@ $(CLIENTS)/.installed: tests/clients/package.json
 	fi
 
 clients: $(CLIENTS)/.installed
+
+# The edit-test loop: all but the tests marked slow (deploy, fuzz, load; setup.cfg).
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The benchmark (bench/README.md): bridge vs a bare reference relay vs the upstream.
 # Needs wrk from the OS packages; the profiler goes into the venv, not into setup.cfg.

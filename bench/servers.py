@@ -6,16 +6,12 @@ so the proxy has one core to itself and neither the load generator nor the
 upstream steals its time. On a one-core machine nothing is pinned.
 """
 import os
-import pathlib
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
-BIN = pathlib.Path(sys.executable).parent
+from .processes import BIN, GUNICORN_CONF, ROOT, accepts, free_port, upstream_env, wait_for
+
 LOGS = ROOT / "bench" / "out"  # each server's output, as <name>.log
 
 
@@ -37,12 +33,6 @@ def pin_self():
         os.sched_setaffinity(0, {pins[1]})
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
     def __init__(self, name, argv, env, port, settings=None):
         self.name = name
@@ -53,7 +43,12 @@ class Server:
         self.log = open(LOGS / f"{name}.log", "w")
         self.proc = subprocess.Popen(argv, cwd=ROOT, env={**env, **self.settings}, stdout=self.log,
                                      stderr=subprocess.STDOUT)
-        _wait_for_port(port, self.proc, name)
+        wait_for(self._listening, f"{name} to listen on {port}", timeout=30)
+
+    def _listening(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {LOGS / self.name}.log")
+        return accepts(self.port)
 
     @property
     def command(self):
@@ -75,19 +70,6 @@ class Server:
         self.log.close()
 
 
-def _wait_for_port(port, proc, name, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}; see {LOGS / name}.log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{name} did not listen on {port} within {timeout}s")
-
-
 def _env(extra):
     env = dict(os.environ)
     env.update(extra)
@@ -99,10 +81,11 @@ def upstream():
     return Server("upstream", [sys.executable, "-m", "bench.upstream", str(port)], _env({}), port)
 
 
-def gunicorn_argv(app, port):
-    """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core."""
+def gunicorn_argv(port, *app):
+    """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core.
+    Without `app`, gunicorn serves the one the config names (the bridge)."""
     argv = [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF.relative_to(ROOT)),
-            "--bind", f"127.0.0.1:{port}", "--no-control-socket", app]
+            "--bind", f"127.0.0.1:{port}", "--no-control-socket", *app]
     pins = pinning()
     return (["taskset", "-c", str(pins[0])] + argv) if pins else argv
 
@@ -110,15 +93,14 @@ def gunicorn_argv(app, port):
 def relay(upstream_url, workers=None):
     """The reference relay; `workers` overrides the config's BRIDGE_WORKERS."""
     port = free_port()
-    return Server(_name("relay", workers), gunicorn_argv("bench.relay:app", port),
+    return Server(_name("relay", workers), gunicorn_argv(port, "bench.relay:app"),
                   _env({"BENCH_UPSTREAM": upstream_url}), port, _workers(workers))
 
 
 def bridge(upstream_url, workers=None):
     port = free_port()
-    env = _env({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
-                      "BRIDGE_ANTHROPIC_BASE_URL": upstream_url})
-    return Server(_name("bridge", workers), gunicorn_argv("wsgi:app", port), env, port, _workers(workers))
+    return Server(_name("bridge", workers), gunicorn_argv(port), _env(upstream_env(upstream_url)), port,
+                  _workers(workers))
 
 
 def _workers(count):

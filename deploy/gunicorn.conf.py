@@ -19,7 +19,8 @@ def _count(name, default):
     return int(value)
 
 
-wsgi_app = "wsgi:app"
+# The installed package's app factory, so what runs is what `pip install` put in the venv.
+wsgi_app = "bridge.app:create_app()"
 bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
 worker_class = "gthread"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
@@ -62,7 +63,14 @@ def post_worker_init(worker):
     """The app is loaded and lives as long as the worker: leave its ~45,000 objects out of
     every full garbage collection. Walking them took 20-35 ms of CPU each time, every thread
     of the worker stalled behind the GIL meanwhile (streams included), and under load it came
-    every few seconds; without them a full collection takes 1-5 ms."""
+    every few seconds; without them a full collection takes 1-5 ms.
+
+    Also log where the served app was loaded from, so an operator (and the deploy tests) can
+    tell the installed package from a checkout that shadows it.
+    """
+    root = getattr(worker.wsgi, "root_path", None)  # a Flask app's: its package's directory
+    if root:
+        worker.log.info("Serving the app from %s", root)
     gc.freeze()
 
 

@@ -22,20 +22,18 @@ import argparse
 import concurrent.futures
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import types
 
 from bench import client, procstat
+from bench.processes import ROOT, Gunicorn, free_port, wait_for
 from bench.run import settle
 from bench.servers import gunicorn_config
 from bridge import sse
-from tests.deploy_processes import REPO, Gunicorn, free_port, wait_for
 
 _STAMP = re.compile(r"^@(\d+\.\d+)@ $")
 # RSS settles a little above the post-warm-up baseline (the thread pools grow to the busiest
@@ -186,7 +184,7 @@ class Sampler:
 
 def start_upstream():
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "bench.upstream", str(port)], cwd=REPO,
+    process = subprocess.Popen([sys.executable, "-m", "bench.upstream", str(port)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
 
@@ -219,7 +217,7 @@ def main(argv=None):
     upstream, upstream_url = start_upstream()
     workdir = tempfile.TemporaryDirectory(prefix="bridge-load-")
     try:
-        bridge = Gunicorn(pathlib.Path(workdir.name), types.SimpleNamespace(url=upstream_url),
+        bridge = Gunicorn(workdir.name, upstream_url,
                           BRIDGE_LOG_LEVEL=os.environ.get("BRIDGE_LOG_LEVEL", "INFO"),
                           BRIDGE_RETRIES=os.environ.get("BRIDGE_RETRIES", "2"))
         try:

@@ -1,40 +1,15 @@
-"""Shared test fixtures: a fake upstream and the bridge served over real HTTP on loopback."""
-import threading
+"""Shared test fixtures: a fake upstream and the bridge served over real HTTP on loopback.
 
+What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers.py.
+"""
 import anthropic
 import openai
 import pytest
-from werkzeug.serving import make_server
 
 from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
-
-
-class LiveBridge:
-    """The bridge app served by werkzeug's threaded server in this process."""
-
-    def __init__(self, app):
-        self.app = app
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def bridge_env(fake, **extra):
-    env = {
-        "BRIDGE_OPENAI_BASE_URL": f"{fake.url}/v1",
-        "BRIDGE_ANTHROPIC_BASE_URL": fake.url,
-        "BRIDGE_RETRIES": "0",
-        "BRIDGE_LOG_LEVEL": "WARNING",
-    }
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+from tests.helpers import LiveBridge, bridge_env, install
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +17,12 @@ def fake():
     server = FakeUpstream()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def installed_bridge(tmp_path_factory):
+    """The site directory of this checkout installed as a deploy installs it, outside the checkout."""
+    return install(tmp_path_factory.mktemp("install"))
 
 
 @pytest.fixture(autouse=True)

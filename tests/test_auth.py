@@ -18,8 +18,8 @@ import openai
 import pytest
 import requests
 
+from bench.processes import GUNICORN_CONF, ROOT, free_port, wait_for
 from bridge import auth, settings as settings_module
-from tests.deploy_processes import GUNICORN_CONF, REPO, free_port, wait_for
 from tests.fake_upstream import Reply, fixture
 from tests.test_faults import (CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, SlammingDoor,
                                drain, recorded_stream)
@@ -206,7 +206,7 @@ def run_gunicorn_until_it_exits(env, timeout=60):
     environ.update(env, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), "--bind", f"127.0.0.1:{free_port()}"],
-        cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

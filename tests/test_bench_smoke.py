@@ -3,7 +3,6 @@
 Only that it works end to end is checked here; what the numbers are is for
 bench/RESULTS.md, never for a test.
 """
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -11,8 +10,7 @@ import sys
 import pytest
 
 from bench import report, servers
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from bench.processes import ROOT
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None,

@@ -1,31 +1,38 @@
 """`bridge check`: the settings as the service will see them, no secret printed, each upstream tried."""
 import os
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import bridge_env
-from tests.deploy_processes import free_port
+from bench.processes import free_port
 from tests.fake_upstream import json_reply
+from tests.helpers import bridge_env
 
-BRIDGE = os.path.join(sys.prefix, "bin", "bridge")  # the console script setup.cfg declares
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 UPSTREAM_KEY = "sk-upstream-key-never-printed"
 CLIENT_KEY = "sk-client-key-never-printed"
 
 
-def check(**env):
-    result = subprocess.run([BRIDGE, "check"], env={"PATH": os.environ["PATH"], **env},
-                            capture_output=True, text=True, timeout=60)
-    return result.returncode, result.stdout, result.stderr
+@pytest.fixture
+def check(installed_bridge):
+    """`bridge check` as installed (the console script setup.cfg declares), with only `env` set."""
+
+    def run(**env):
+        result = subprocess.run([str(installed_bridge / "bin" / "bridge"), "check"],
+                                env={"PATH": os.environ["PATH"], "PYTHONPATH": str(installed_bridge), **env},
+                                capture_output=True, text=True, timeout=60)
+        return result.returncode, result.stdout, result.stderr
+
+    return run
 
 
-def test_a_bad_setting_exits_2_naming_it():
+def test_a_bad_setting_exits_2_naming_it(check):
     status, out, err = check(BRIDGE_READ_TIMEOUT="soon")
     assert status == 2 and "BRIDGE_READ_TIMEOUT" in err and out == ""
 
 
-def test_settings_are_printed_with_keys_only_as_set_or_unset(fake):
+def test_settings_are_printed_with_keys_only_as_set_or_unset(check, fake):
     fake.reply(json_reply({"object": "list", "data": []}), json_reply({"data": [], "has_more": False}))
     status, out, _ = check(**bridge_env(fake, BRIDGE_OPENAI_API_KEY=UPSTREAM_KEY,
                                         BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}"))
@@ -35,7 +42,7 @@ def test_settings_are_printed_with_keys_only_as_set_or_unset(fake):
     assert UPSTREAM_KEY not in out and CLIENT_KEY not in out
 
 
-def test_each_upstream_is_asked_for_its_models_with_the_key_the_bridge_holds(fake):
+def test_each_upstream_is_asked_for_its_models_with_the_key_the_bridge_holds(check, fake):
     fake.reply(json_reply({"object": "list", "data": []}), json_reply({"data": [], "has_more": False}))
     status, out, _ = check(**bridge_env(fake, BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY,
                                         BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}"))
@@ -44,14 +51,14 @@ def test_each_upstream_is_asked_for_its_models_with_the_key_the_bridge_holds(fak
     assert status == 0 and out.count("reachable, HTTP 200") == 2
 
 
-def test_an_unreachable_upstream_fails_the_check(fake):
+def test_an_unreachable_upstream_fails_the_check(check, fake):
     fake.reply(json_reply({"data": [], "has_more": False}))
     status, out, _ = check(**bridge_env(fake, BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1"))
     assert status == 1 and "unreachable (could not connect to the upstream: connection refused)" in out
 
 
 @pytest.mark.parametrize("holds_key, expected_status", [(True, 1), (False, 0)])
-def test_a_refused_key_fails_only_when_the_bridge_holds_it(fake, holds_key, expected_status):
+def test_a_refused_key_fails_only_when_the_bridge_holds_it(check, fake, holds_key, expected_status):
     refused = json_reply({"error": {"message": "invalid key", "type": "authentication_error"}}, 401)
     fake.reply(refused, json_reply({"data": [], "has_more": False}))
     env = {"BRIDGE_OPENAI_API_KEY": UPSTREAM_KEY, "BRIDGE_ALLOW_OPEN_RELAY": "true"} if holds_key else {}

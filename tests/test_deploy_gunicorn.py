@@ -8,14 +8,18 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import openai
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy_processes import GUNICORN_CONF, REPO, Gunicorn, TextStream, next_text, openai_client
+from bench.processes import GUNICORN_CONF, ROOT
 from tests.fake_upstream import fixture
+from tests.helpers import TextStream, gunicorn, next_text, openai_client
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
 UPSTREAM_KEY = "sk-ant-upstream-key-that-must-never-be-logged"
@@ -23,11 +27,12 @@ PROMPT = "a prompt whose text must never be logged"
 
 
 @pytest.fixture
-def start(tmp_path, fake):
+def start(tmp_path, fake, installed_bridge):
+    """Start gunicorn serving the installed package: `start(*flags, **env)`."""
     started = []
 
     def start_gunicorn(*flags, **env):
-        server = Gunicorn(tmp_path / str(len(started)), fake, *flags, **env)
+        server = gunicorn(tmp_path / str(len(started)), fake, *flags, site=installed_bridge, **env)
         started.append(server)
         return server
 
@@ -104,7 +109,7 @@ def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(
 def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
     hooks = runpy.run_path(str(GUNICORN_CONF))
     try:
-        hooks["post_worker_init"](None)
+        hooks["post_worker_init"](types.SimpleNamespace(wsgi=None))  # a worker whose app is not Flask
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
@@ -113,7 +118,7 @@ def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
 def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
     result = subprocess.run([sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
                              "--check-config"],
-                            cwd=REPO, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
+                            cwd=ROOT, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
                             capture_output=True, text=True, timeout=30)
     assert result.returncode != 0 and "BRIDGE_THREADS" in result.stderr + result.stdout
 

@@ -5,10 +5,9 @@ import shutil
 import pytest
 import requests
 
+from bench.processes import free_port, wait_for
 from bridge import settings as settings_module
-from tests.deploy_processes import (Gunicorn, Nginx, TextStream, free_port, next_text, nginx_binary,
-                                    openai_client, wait_for)
-from tests.fake_upstream import fixture
+from tests.helpers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client
 
 if not nginx_binary():
     pytest.skip("nginx is not installed (.ci/run installs it with apt-get when missing)",
@@ -16,12 +15,14 @@ if not nginx_binary():
 if not shutil.which("openssl"):
     pytest.skip("the openssl command is needed to make a test certificate", allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, fake):
-    """gunicorn from the shipped config, nginx from the shipped site file in front of it."""
+def stack(tmp_path_factory, fake, installed_bridge):
+    """gunicorn from the shipped config serving the installed package, nginx from the shipped site file in front of it."""
     tmp = tmp_path_factory.mktemp("stack")
-    server = Gunicorn(tmp, fake)
+    server = gunicorn(tmp, fake, site=installed_bridge)
     proxy = Nginx(tmp, server.port)
     yield server, proxy
     proxy.stop()

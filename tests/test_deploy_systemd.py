@@ -6,11 +6,14 @@ import sys
 
 import pytest
 
+from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
-from tests.deploy_processes import GUNICORN_CONF, REPO
+from tests.helpers import gunicorn, served_from
 
-UNIT = REPO / "deploy" / "systemd" / "bridge.service"
-ENV_EXAMPLE = REPO / "deploy" / "systemd" / "bridge.env.example"
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
+UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
+ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"
 ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(not ANALYZE, reason="systemd-analyze is not installed here")
 
@@ -19,7 +22,7 @@ def unit_on_this_machine(tmp_path):
     """The unit with its install paths pointed at this checkout, so verify checks real files."""
     unit = UNIT.read_text()
     for shipped, local in [("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
-                           ("/opt/bridge", str(REPO)),
+                           ("/opt/bridge", str(ROOT)),
                            ("/etc/bridge/bridge.env", str(ENV_EXAMPLE))]:
         assert shipped in unit, f"bridge.service no longer mentions {shipped}"
         unit = unit.replace(shipped, local)
@@ -70,3 +73,14 @@ def test_every_setting_the_env_example_names_is_one_the_bridge_knows():
 
 def test_the_env_example_as_shipped_loads():
     settings_module.load({"BRIDGE_SETTINGS_FILE": str(ENV_EXAMPLE)})
+
+
+def test_gunicorn_in_the_units_working_directory_serves_the_installed_package(tmp_path, fake, installed_bridge):
+    """gunicorn puts its working directory first on sys.path: were it /opt/bridge (here this
+    checkout), the checkout's bridge/ would be served instead of the package pip installed."""
+    cwd = directive("WorkingDirectory").replace("/opt/bridge", str(ROOT))
+    server = gunicorn(tmp_path, fake, site=installed_bridge, cwd=cwd)
+    try:
+        assert set(served_from(server)) == {str(installed_bridge / "bridge")}
+    finally:
+        server.stop()

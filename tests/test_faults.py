@@ -18,11 +18,12 @@ import openai
 import pytest
 import requests
 
+from bench.processes import wait_for
 from bridge import sse, streaming
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
-from tests.deploy_processes import Gunicorn, wait_for
 from tests.fake_upstream import Reply, fixture, json_reply
+from tests.helpers import gunicorn
 from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 from tests.test_streaming import Echo
 
@@ -436,7 +437,7 @@ def assert_upstream_closed_within_a_second(fake, left_at):
 def one_thread_gunicorn(fake, tmp_path_factory):
     """gunicorn from deploy/gunicorn.conf.py with one worker of one thread: a thread still
     held by a departed client would leave every later request waiting."""
-    server = Gunicorn(tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1",
+    server = gunicorn(tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1",
                       BRIDGE_THREADS="1", BRIDGE_LOG_LEVEL="WARNING")
     yield server
     server.stop()

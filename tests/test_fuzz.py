@@ -25,10 +25,12 @@ import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bridge import sse
-from tests.conftest import LiveBridge, bridge_env
 from tests.fake_upstream import FIXTURES, fixture, json_reply
+from tests.helpers import LiveBridge, bridge_env
 from bridge import settings as settings_module
 from bridge.app import create_app
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 settings.register_profile(
     "bridge-fuzz-ci", derandomize=True, database=None, deadline=None, print_blob=True,

@@ -9,22 +9,25 @@ import subprocess
 import sys
 import threading
 
+import pytest
 import urllib3
 
+from bench.processes import ROOT
 from bridge import settings as settings_module, sse
 from bridge.errors import ANTHROPIC
 from bridge.streaming import relay
 from bridge.upstream import Upstream
 from loadtest.run import DIRECTIONS
-from tests.conftest import bridge_env
-from tests.deploy_processes import REPO
 from tests.fake_upstream import fixture
+from tests.helpers import bridge_env
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
     run = subprocess.run([sys.executable, "-m", "loadtest.run", "--streams", "20", "--requests", "100",
                           "--events", "20", "--rounds", "1"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     report = json.loads(run.stdout)
     assert report["streams"] == {**report["streams"], "count": 20, "failed": 0}
     assert report["requests"] == {**report["requests"], "count": 100, "failed": 0}

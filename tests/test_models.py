@@ -10,7 +10,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.observability import access_log
-from tests.deploy_processes import wait_for
+from tests.helpers import wait_for
 from tests.fake_upstream import fixture, json_reply
 
 ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "sk-client"}

@@ -9,10 +9,11 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import wait_for
 from bridge import observability
 from bridge.observability import access_log
-from tests.deploy_processes import Gate, wait_for
 from tests.fake_upstream import Reply, fixture
+from tests.helpers import Gate
 
 CLIENT_KEY = "sk-client-key-for-observability-tests"
 UPSTREAM_KEY = "sk-upstream-key-for-observability-tests"

@@ -5,10 +5,10 @@ import time
 import pytest
 import requests
 
+from bench.processes import wait_for
 from bridge import sse, streaming
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import DONE, relay
-from tests.deploy_processes import wait_for
 from tests.fake_upstream import Reply
 
 

@@ -5,8 +5,8 @@ from requests.adapters import HTTPAdapter
 
 from bridge import settings as settings_module
 from bridge.upstream import Upstream, _Adapter, _prepare
-from tests.conftest import bridge_env
 from tests.fake_upstream import json_reply
+from tests.helpers import bridge_env
 
 
 @pytest.mark.parametrize("url", [

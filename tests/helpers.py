@@ -1,50 +1,90 @@
-"""The shipped deploy files run for real: gunicorn from deploy/gunicorn.conf.py, nginx from deploy/nginx/bridge.conf.
+"""Helpers the tests share: the bridge in this process or under gunicorn, nginx, gated streams.
 
-Only ports and paths are changed, and only from the outside: gunicorn gets
-`--bind` and environment variables, nginx gets a copy of the site file with
-its ports, certificate and log paths replaced, inside a minimal nginx.conf.
-Upstream streams are gated: the fake upstream sends each event only when the
-test releases it, so a test can check what the client holds in between.
+Fixtures live in conftest.py; everything a test module imports lives here (conftest is not
+meant to be imported). Starting processes and waiting for them is bench/processes.py's, which
+the load test uses too: the tools never import from tests/.
+
+Deploy helpers run the shipped files for real, gunicorn from deploy/gunicorn.conf.py and nginx
+from deploy/nginx/bridge.conf. Only ports and paths are changed, and only from the outside:
+gunicorn gets `--bind` and environment variables, nginx gets a copy of the site file with its
+ports, certificate and log paths replaced, inside a minimal nginx.conf. Upstream streams are
+gated: the fake upstream sends each event only when the test releases it, so a test can check
+what the client holds in between.
 """
 import json
 import os
-import pathlib
 import pwd
+import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import threading
-import time
 
 import httpx2
 import openai
-import requests
+from werkzeug.serving import make_server
 
-from tests.conftest import bridge_env
+from bench.processes import ROOT, Gunicorn, accepts, free_port, upstream_env, wait_for
 from tests.fake_upstream import Reply, fixture
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-GUNICORN_CONF = REPO / "deploy" / "gunicorn.conf.py"
-NGINX_SITE = REPO / "deploy" / "nginx" / "bridge.conf"
+NGINX_SITE = ROOT / "deploy" / "nginx" / "bridge.conf"
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def bridge_env(fake, **extra):
+    """Settings for a bridge in front of the fake upstream: no retries, quiet logs, then `extra`."""
+    return {**upstream_env(fake.url), "BRIDGE_RETRIES": "0", "BRIDGE_LOG_LEVEL": "WARNING",
+            **{k: str(v) for k, v in extra.items()}}
 
 
-def wait_for(condition, what, timeout=20.0):
-    """Poll `condition` until it is true; a hang guard, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
+class LiveBridge:
+    """The bridge app served by werkzeug's threaded server in this process."""
+
+    def __init__(self, app):
+        self.app = app
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def install(directory):
+    """This checkout installed as `pip install /opt/bridge` installs it, into `directory`/site,
+    which is returned. Built from a copy as a fresh clone has it (a build/ left in the checkout
+    would go into the wheel), offline, without the dependencies: the venv has them."""
+    source, site = directory / "source", directory / "site"
+    unversioned = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+                   if line.strip() and not line.startswith("#")]
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", *unversioned))
+    run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                          "--no-build-isolation", "--target", str(site), str(source)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return site
+
+
+def served_from(server):
+    """The directories gunicorn's workers loaded the app from, as each logged it."""
+    return re.findall(r"Serving the app from (\S+)", server.log())
+
+
+def gunicorn(workdir, fake, *flags, site=None, cwd=None, **env):
+    """gunicorn from the shipped config in front of the fake upstream, logging at DEBUG.
+
+    With `site` (from install()) it serves that install, and is checked to: the workers must
+    say they loaded the app from there, not from the checkout or the venv.
+    """
+    if site:
+        env["PYTHONPATH"] = str(site)
+    server = Gunicorn(workdir, fake.url, *flags, cwd=cwd, **bridge_env(fake, **{"BRIDGE_LOG_LEVEL": "DEBUG", **env}))
+    if site:
+        assert served_from(server) and set(served_from(server)) == {str(site / "bridge")}, server.log()
+    return server
 
 
 class Gate:
@@ -66,59 +106,6 @@ class Gate:
         for _ in range(count):
             self.released += 1
             self._released.release()
-
-
-class Gunicorn:
-    """gunicorn started as an operator would, from deploy/gunicorn.conf.py, against the fake upstream."""
-
-    def __init__(self, tmp_path, fake, *flags, **env):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        tmp_path.mkdir(parents=True, exist_ok=True)
-        self.log_path = tmp_path / "gunicorn.log"
-        self.metrics_dir = tmp_path / "metrics"
-        environ = {**os.environ, **bridge_env(fake, BRIDGE_LOG_LEVEL="DEBUG"),
-                   "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
-                 "--bind", f"127.0.0.1:{self.port}", *flags],
-                cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(self._healthy, f"gunicorn on {self.url} (log: {self.log_path})")
-
-    def _healthy(self):
-        if self.process.poll() is not None:
-            raise AssertionError(f"gunicorn exited with {self.process.returncode}:\n{self.log()}")
-        try:  # the socket listens before a worker has loaded the app
-            return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def log(self):
-        return self.log_path.read_text(errors="replace")
-
-    def wait_for(self, condition, what):
-        """wait_for, with the end of gunicorn's log when it gives up."""
-        try:
-            wait_for(condition, what)
-        except AssertionError as error:
-            lines = [line for line in self.log().splitlines() if "[DEBUG]" not in line]
-            raise AssertionError(f"{error}; gunicorn log ends:\n" + "\n".join(lines[-15:])) from None
-
-    def access_lines(self):
-        return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
-
-    def signal(self, sig):
-        self.process.send_signal(sig)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def self_signed_certificate(directory):
@@ -189,11 +176,7 @@ http {{
     def _listening(self):
         if self.process.poll() is not None:
             raise AssertionError(f"nginx exited: {(self.dir / 'error.log').read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", self.https_port), timeout=1).close()
-            return True
-        except OSError:
-            return False
+        return accepts(self.https_port)
 
     def access_log(self):
         return (self.dir / "bridge.access.log").read_text()
