@@ -3,8 +3,14 @@
 Recorded fixtures are named by their path under tests/fixtures ("anthropic/text.json"),
 as `fake_upstream.fixture` names them.
 """
+import dataclasses
 import json
+import socket
+import threading
 
+import anthropic
+import openai
+import pytest
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from openai._models import construct_type
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -12,9 +18,10 @@ from openai.types.chat import ChatCompletionChunk
 
 from bridge import sse
 from bridge.chat_to_messages.request import Context as ChatToMessagesContext
+from bridge.errors import BridgeError
 from bridge.messages_to_chat.request import Context as MessagesToChatContext
 from bridge.streaming import DONE
-from tests.fake_upstream import FIXTURES
+from tests.fake_upstream import FIXTURES, fixture
 
 # -- recorded fixtures ----------------------------------------------------------------------------
 
@@ -113,3 +120,141 @@ def without_nulls(value):
     if isinstance(value, list):
         return [without_nulls(item) for item in value]
     return value
+
+
+# -- both directions over HTTP, as their clients call them ------------------------------------------
+
+ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def is_anthropic_error(response, status, error_type):
+    """An error answered in Anthropic's shape, with this status and error type."""
+    body = response.json()
+    return (response.status_code == status and body["type"] == "error"
+            and body["error"]["type"] == error_type and body["error"]["message"])
+
+
+def is_openai_error(response, status):
+    """An error answered in OpenAI's shape, with this status."""
+    body = response.json()
+    return response.status_code == status and set(body["error"]) >= {"message", "type", "param", "code"}
+
+
+class Echo:
+    """A translator that passes each Anthropic-style event through and counts what it saw."""
+
+    def __init__(self):
+        self.fed = []
+        self.finished = False
+
+    def feed(self, name, payload):
+        self.fed.append(payload)
+        if payload == DONE:
+            return [DONE]
+        if payload.get("type") == "boom":
+            raise BridgeError("api_error", "translator gave up")
+        return [payload]
+
+    def finish(self):
+        self.finished = True
+        return []
+
+
+class SlammingDoor:
+    """A server that accepts each connection and closes it at once, counting them."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.listener.close()
+
+
+@dataclasses.dataclass
+class Direction:
+    """One direction as its client sees it, and the upstream protocol behind it."""
+    name: str
+    path: str
+    body: dict
+    sdk: object                   # the client's SDK module
+    upstream: str                 # fixture folder of the upstream's protocol
+    base_url_setting: str
+    overloaded: str               # the upstream's own fixture for "try again later"
+    overloaded_status: int        # what the client sees for it
+
+    def client(self, url):
+        if self.sdk is anthropic:
+            return anthropic.Anthropic(base_url=url, api_key="sk-client", max_retries=0)
+        return openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client", max_retries=0)
+
+    def ask(self, url, stream=False):
+        """Call the bridge as the SDK user would; a stream is returned unread."""
+        client = self.client(url)
+        if self.sdk is anthropic:
+            return client.messages.create(stream=stream, **self.body)
+        return client.chat.completions.create(stream=stream, **self.body)
+
+    def is_error(self, response, status, anthropic_type):
+        if self.sdk is anthropic:
+            return is_anthropic_error(response, status, anthropic_type)
+        return is_openai_error(response, status)
+
+    def upstream_base(self, port):
+        return f"http://127.0.0.1:{port}" + ("/v1" if self.upstream == "openai" else "")
+
+    def upstream_text(self, event):
+        """The text one raw upstream event carries, or ''."""
+        data = event.split(b"data:", 1)[1].strip()
+        if data == b"[DONE]":
+            return ""
+        data = json.loads(data)
+        if self.upstream == "anthropic":
+            return data["delta"].get("text", "") if data["type"] == "content_block_delta" else ""
+        return (data["choices"][0]["delta"].get("content") or "") if data["choices"] else ""
+
+    def text_of(self, items):
+        """The text a client assembled from stream items (SDK events or chunks)."""
+        if self.sdk is anthropic:
+            return "".join(e.delta.text for e in items if e.type == "content_block_delta")
+        return "".join(c.choices[0].delta.content or "" for c in items if c.choices)
+
+
+MESSAGES_TO_CHAT = Direction(
+    "messages_to_chat", "/v1/messages",
+    {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+    anthropic, "openai", "BRIDGE_OPENAI_BASE_URL", "openai/error_503.json", 529)
+CHAT_TO_MESSAGES = Direction(
+    "chat_to_messages", "/v1/chat/completions",
+    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
+    openai, "anthropic", "BRIDGE_ANTHROPIC_BASE_URL", "anthropic/error_529.json", 503)
+DIRECTIONS = [pytest.param(d, id=d.name) for d in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES)]
+EACH = pytest.mark.parametrize("direction", DIRECTIONS)
+STREAMED_OR_NOT = pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+
+
+def recorded_stream(direction, **reply):
+    """A recorded text stream of the direction's upstream, as the fake upstream replays it."""
+    return fixture(f"{direction.upstream}/text.sse", **reply)
+
+
+def drain(stream):
+    """Read a stream to its end: (items received, the SDK error that ended it or None)."""
+    items = []
+    try:
+        for item in stream:
+            items.append(item)
+    except (anthropic.APIError, openai.APIError) as error:
+        return items, error
+    return items, None

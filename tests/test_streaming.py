@@ -6,30 +6,11 @@ import pytest
 import requests
 
 from bridge import sse, streaming
-from bridge.errors import ANTHROPIC, OPENAI, BridgeError
-from bridge.streaming import DONE, relay
+from bridge.errors import ANTHROPIC, OPENAI
+from bridge.streaming import relay
 from tests.deploy_processes import wait_for
 from tests.fake_upstream import Reply
-
-
-class Echo:
-    """A translator that passes each Anthropic-style event through and counts what it saw."""
-
-    def __init__(self):
-        self.fed = []
-        self.finished = False
-
-    def feed(self, name, payload):
-        self.fed.append(payload)
-        if payload == DONE:
-            return [DONE]
-        if payload.get("type") == "boom":
-            raise BridgeError("api_error", "translator gave up")
-        return [payload]
-
-    def finish(self):
-        self.finished = True
-        return []
+from tests.helpers import Echo
 
 
 def open_stream(fake, *events, **reply):
