@@ -10,6 +10,9 @@ from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
 
+# Checks shared through tests/helpers.py report their failing values as a test module's asserts do.
+pytest.register_assert_rewrite("tests.helpers")
+
 
 class LiveBridge:
     """The bridge app served by werkzeug's threaded server in this process."""

@@ -5,6 +5,7 @@ as `fake_upstream.fixture` names them.
 """
 import dataclasses
 import json
+import re
 import socket
 import threading
 
@@ -258,3 +259,51 @@ def drain(stream):
     except (anthropic.APIError, openai.APIError) as error:
         return items, error
     return items, None
+
+
+# -- what reaches an OpenAI-compatible upstream -------------------------------------------------------
+
+CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+               "user", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
+               "stream", "stream_options"}
+OPENAI_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def assert_valid_chat_request(chat):
+    """What an OpenAI-compatible server insists on, checked on what the bridge sends."""
+    assert set(chat) <= CHAT_FIELDS, set(chat) - CHAT_FIELDS
+    assert "cache_control" not in json.dumps(chat)
+    messages = chat["messages"]
+    assert messages and all(m["role"] in ("system", "user", "assistant", "tool") for m in messages)
+    assert all(m["role"] != "system" for m in messages[1:]), "system only leads"
+    for tool in chat.get("tools", []):
+        assert tool["type"] == "function" and OPENAI_TOOL_NAME.match(tool["function"]["name"])
+        parameters = tool["function"]["parameters"]
+        assert parameters["type"] == "object" and isinstance(parameters["properties"], dict)
+    waiting = set()
+    for position, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            assert message["tool_call_id"] in waiting, f"message {position} answers no open call"
+            waiting.discard(message["tool_call_id"])
+            assert isinstance(message["content"], str)
+            continue
+        assert not waiting, f"calls {waiting} unanswered before message {position}"
+        content = message.get("content")
+        if isinstance(content, list):
+            assert content and role == "user", "content parts only in user messages"
+            for part in content:
+                assert part["type"] in ("text", "image_url", "file")
+                assert part["type"] != "text" or part["text"]
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            assert content or calls, "never an empty assistant message"
+            for call in calls:
+                assert call["type"] == "function" and len(call["id"]) <= 40
+                assert OPENAI_TOOL_NAME.match(call["function"]["name"])
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+            waiting = {call["id"] for call in calls}
+            assert len(waiting) == len(calls)
+        else:
+            assert content, f"message {position} is empty"
+    assert not waiting

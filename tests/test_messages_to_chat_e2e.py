@@ -15,9 +15,8 @@ import requests
 from bridge.messages_to_chat.stream import StreamTranslator
 from bridge.messages_to_chat.tokens import count_tokens
 from tests.fake_upstream import FIXTURES, fixture, json_reply, split_events
-from tests.helpers import (OPENAI_STREAMS, anthropic_fold, messages_to_chat_context, openai_stream_completion,
-                           recorded, recorded_events, translated)
-from tests.test_messages_to_chat_request import CHAT_FIELDS, assert_valid_chat_request
+from tests.helpers import (CHAT_FIELDS, OPENAI_STREAMS, anthropic_fold, assert_valid_chat_request,
+                           messages_to_chat_context, openai_stream_completion, recorded, recorded_events, translated)
 
 OPENAI = FIXTURES / "openai"
 CLIENTS = sorted((FIXTURES / "clients").glob("**/claude_code_*.json"))
