@@ -14,8 +14,8 @@ import requests
 from bridge import sse
 from bridge.chat_to_messages.stream import StreamTranslator
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (ANTHROPIC_STREAMS, anthropic_stream_message, chat_to_messages_context, openai_fold,
-                           recorded, recorded_events, translated)
+from tests.helpers import (ANTHROPIC_STREAMS, BAD_CHAT_REQUESTS, anthropic_stream_message, chat_to_messages_context,
+                           openai_fold, recorded, recorded_events, translated)
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a place",
@@ -350,7 +350,6 @@ def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(ope
 # -- bad input ----------------------------------------------------------------------------
 
 def _bad_requests():
-    from tests.test_chat_to_messages_schema import BAD_REQUESTS
     translated = {
         "every message empty": ({"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]},
                                 "messages", "empty"),
@@ -359,7 +358,7 @@ def _bad_requests():
              "response_format": {"type": "json_schema", "json_schema": {"name": "get_weather"}}},
             "response_format", "get_weather"),
     }
-    return {**BAD_REQUESTS, **translated}
+    return {**BAD_CHAT_REQUESTS, **translated}
 
 
 BAD = _bad_requests()
