@@ -39,12 +39,18 @@ def recorded(name):
     return json.loads((FIXTURES / name).read_text())
 
 
-def recorded_events(name):
-    """A recorded stream as (event name, payload) pairs, decoded by bridge.sse as the relay decodes
-    it; the payload is the parsed JSON, or DONE for OpenAI's `[DONE]`."""
+def decoded(chunks):
+    """The SSE events in a body (bytes, or the byte chunks it came in), decoded by bridge.sse to its end."""
     decoder = sse.Decoder()
-    decoded = decoder.feed((FIXTURES / name).read_bytes()) + decoder.close()
-    return [(event.event, DONE if event.data.strip() == DONE else json.loads(event.data)) for event in decoded]
+    events = [event for chunk in ([chunks] if isinstance(chunks, bytes) else chunks) for event in decoder.feed(chunk)]
+    return events + decoder.close()
+
+
+def recorded_events(name):
+    """A recorded stream as (event name, payload) pairs, decoded as the relay decodes it; the
+    payload is the parsed JSON, or DONE for OpenAI's `[DONE]`."""
+    return [(event.event, DONE if event.data.strip() == DONE else json.loads(event.data))
+            for event in decoded((FIXTURES / name).read_bytes())]
 
 
 # -- translator contexts ----------------------------------------------------------------------------

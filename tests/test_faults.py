@@ -23,8 +23,8 @@ from bridge.streaming import relay
 from tests.deploy_processes import Gunicorn, wait_for
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, Echo,
-                           SlammingDoor, anthropic_stream_message, drain, is_anthropic_error, is_openai_error,
-                           openai_stream_completion, recorded_stream)
+                           SlammingDoor, anthropic_stream_message, decoded, drain, is_anthropic_error,
+                           is_openai_error, openai_stream_completion, recorded_stream)
 
 
 @contextlib.contextmanager
@@ -128,9 +128,7 @@ def raw_events(url, direction):
     """The client's stream as decoded SSE events (comments are not events), read to the end."""
     response = requests.post(url + direction.path, json={**direction.body, "stream": True},
                              headers=ANTHROPIC_HEADERS, stream=True)
-    decoder = sse.Decoder()
-    events = [event for chunk in response.iter_content(None) for event in decoder.feed(chunk)]
-    return events + decoder.close()
+    return decoded(response.iter_content(None))
 
 
 def status_error(direction):
@@ -419,7 +417,7 @@ def test_a_translator_bug_ends_the_stream_with_an_error_event_and_closes_the_ups
     protocol's error event, the upstream closed, the bug in the log."""
     fake.reply(Reply(events=[sse.encode('{"type": "a"}', event="a")] * 3, stall_after=1))
     chunks = list(relay(requests.get(f"{fake.url}/stream", stream=True), Crashing(), protocol, 5))
-    events = sse.Decoder().feed(b"".join(chunks))
+    events = decoded(chunks)
     body = json.loads(events[-1].data)
     assert len(events) == 1 and body["error"]["type"] in ("api_error", "server_error")
     assert (events[-1].event == "error") == (protocol == ANTHROPIC)

@@ -10,17 +10,12 @@ from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.deploy_processes import wait_for
 from tests.fake_upstream import Reply
-from tests.helpers import Echo
+from tests.helpers import Echo, decoded
 
 
 def open_stream(fake, *events, **reply):
     fake.reply(Reply(events=[sse.encode(e, event="x") for e in events], **reply))
     return requests.get(f"{fake.url}/stream", stream=True)
-
-
-def decoded(chunks):
-    decoder = sse.Decoder()
-    return [event for chunk in chunks for event in decoder.feed(chunk)]
 
 
 def test_each_event_is_translated_and_framed_in_order(fake):
