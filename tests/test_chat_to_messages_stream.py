@@ -3,6 +3,7 @@
 What a Chat client ends up with is accumulated by the openai SDK's own accumulator, the
 code a real client runs; what it must end up with is the same answer not streamed, folded
 from the recording by the anthropic SDK's own accumulator and translated by response.py.
+(A recorded .json next to a .sse is another answer, with another id: not its twin.)
 """
 import pytest
 from jiter import from_json

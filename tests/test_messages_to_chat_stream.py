@@ -3,6 +3,7 @@
 What an Anthropic client ends up with is accumulated by the anthropic SDK's own accumulator,
 the code a real client runs; what it must end up with is the same answer not streamed: the
 completion the openai SDK's own accumulator makes of the recording, translated by response.py.
+(A recorded .json next to a .sse is another answer, with another id: not its twin.)
 """
 import pytest
 
