@@ -9,7 +9,11 @@ import pytest
 from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
-from tests.helpers import LiveBridge, bridge_env, install
+
+# Checks shared through tests/helpers.py report their failing values as a test module's asserts do;
+# registered before the first import of it.
+pytest.register_assert_rewrite("tests.helpers")
+from tests.helpers import LiveBridge, bridge_env, install  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
-"""Helpers the tests share: the bridge in this process or under gunicorn, nginx, gated streams.
+"""What the test modules share, so that none of them imports another (conftest holds only fixtures).
 
-Fixtures live in conftest.py; everything a test module imports lives here (conftest is not
-meant to be imported). Starting processes and waiting for them is bench/processes.py's, which
-the load test uses too: the tools never import from tests/.
+Recorded fixtures are named by their path under tests/fixtures ("anthropic/text.json"), as
+`fake_upstream.fixture` names them. Starting processes and waiting for them is
+bench/processes.py's, which the load test uses too: the tools never import from tests/.
 
 Deploy helpers run the shipped files for real, gunicorn from deploy/gunicorn.conf.py and nginx
 from deploy/nginx/bridge.conf. Only ports and paths are changed, and only from the outside:
@@ -11,23 +11,444 @@ ports, certificate and log paths replaced, inside a minimal nginx.conf. Upstream
 gated: the fake upstream sends each event only when the test releases it, so a test can check
 what the client holds in between.
 """
+import dataclasses
 import json
 import os
 import pwd
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
 import threading
 
+import anthropic
 import httpx2
 import openai
+import pytest
+from anthropic.lib.streaming._beta_messages import accumulate_event
+from openai._models import construct_type
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
 from werkzeug.serving import make_server
 
 from bench.processes import ROOT, Gunicorn, accepts, free_port, upstream_env, wait_for
-from tests.fake_upstream import Reply, fixture
+from bridge import sse
+from bridge.chat_to_messages.request import Context as ChatToMessagesContext
+from bridge.errors import BridgeError
+from bridge.messages_to_chat.request import Context as MessagesToChatContext
+from bridge.streaming import DONE
+from tests.fake_upstream import FIXTURES, Reply, fixture
+
+# -- recorded fixtures ----------------------------------------------------------------------------
+
+# The recorded streams whose answer completes; the others end in an `event: error`, or carry
+# several answers (multi_choice.sse), which the bridge refuses.
+ANTHROPIC_STREAMS = sorted(f"anthropic/{path.name}" for path in (FIXTURES / "anthropic").glob("*.sse")
+                           if path.name != "error_midstream_overloaded.sse")
+OPENAI_STREAMS = sorted(f"openai/{path.name}" for path in (FIXTURES / "openai").glob("*.sse")
+                        if path.name not in ("groq_midstream_error.sse", "multi_choice.sse"))
+
+
+def recorded(name):
+    """A recorded JSON body."""
+    return json.loads((FIXTURES / name).read_text())
+
+
+def decoded(chunks):
+    """The SSE events in a body (bytes, or the byte chunks it came in), decoded by bridge.sse to its end."""
+    decoder = sse.Decoder()
+    events = [event for chunk in ([chunks] if isinstance(chunks, bytes) else chunks) for event in decoder.feed(chunk)]
+    return events + decoder.close()
+
+
+def recorded_events(name):
+    """A recorded stream as (event name, payload) pairs, decoded as the relay decodes it; the
+    payload is the parsed JSON, or DONE for OpenAI's `[DONE]`."""
+    return [(event.event, DONE if event.data.strip() == DONE else json.loads(event.data))
+            for event in decoded((FIXTURES / name).read_bytes())]
+
+
+# -- translator contexts ----------------------------------------------------------------------------
+
+def chat_to_messages_context(**overrides):
+    """What the chat_to_messages translators know of a plain request for gpt-4o."""
+    return ChatToMessagesContext(**{"stream": False, "model": "gpt-4o", "created": 1700000000, **overrides})
+
+
+def messages_to_chat_context(**overrides):
+    """What the messages_to_chat translators know of a plain request, with an input estimate of 42."""
+    return MessagesToChatContext(**{"model": "claude-sonnet-4-5", "stream": False, "dropped": [],
+                                    "tool_names": {}, "stop_sequences": (), "input_tokens": 42, **overrides})
+
+
+def translated(translator, events, eof=True):
+    """What a stream translator makes of (event name, payload) pairs, and of the end of the body."""
+    out = [item for name, payload in events for item in translator.feed(name, payload)]
+    return out + (translator.finish() if eof else [])
+
+
+# -- the official SDKs' stream accumulators -------------------------------------------------------------
+
+def openai_fold(chunks):
+    """The completion the openai SDK's own accumulator (`ChatCompletionStreamState`) makes of Chat chunks.
+
+    Chunks are built as the SDK builds them off the wire (construct_type, no validation), and
+    skipped where its `.stream()` skips them (object not "chat.completion.chunk": Azure's
+    annotations); keep-alives and [DONE] are not chunks. The snapshot, not get_final_completion():
+    that one only adds parsing, and raises on finish_reason length and content_filter. Null fields
+    are left out, here and in anthropic_fold: they read as absent ones do.
+    """
+    state = ChatCompletionStreamState()
+    for chunk in chunks:
+        if isinstance(chunk, dict):
+            chunk = construct_type(type_=ChatCompletionChunk, value=chunk)
+        if isinstance(chunk, ChatCompletionChunk) and chunk.object == "chat.completion.chunk":
+            state.handle_chunk(chunk)
+    return state.current_completion_snapshot.to_dict(mode="json", exclude_none=True, warnings=False)
+
+
+def anthropic_fold(events):
+    """The message the anthropic SDK's own accumulator (`accumulate_event`) makes of Messages events.
+
+    Its beta accumulator, which `client.beta.messages.stream()` (Claude Code's) runs: unlike the GA
+    one it keeps usage.iterations, what a compacted answer's body carries.
+    """
+    message, buffers = None, {}
+    for event in events:
+        message = accumulate_event(event=event, current_snapshot=message, json_bufs=buffers, request_headers=None)
+    return message.to_dict(mode="json", exclude_none=True, warnings=False)
+
+
+def anthropic_stream_message(name):
+    """A recorded Anthropic stream as the Messages body of the same answer not streamed."""
+    return anthropic_fold(payload for _, payload in recorded_events(name))
+
+
+def openai_stream_completion(name):
+    """A recorded OpenAI stream as the Chat completion of the same answer not streamed.
+
+    A choice without `delta` (Azure's content-filter annotations) carries nothing, but the SDK's
+    accumulator fails on it (openai-python#1677): it gets an empty one.
+    """
+    chunks = [{**payload, "choices": [{"delta": {}, **choice} for choice in payload.get("choices") or []]}
+              for _, payload in recorded_events(name) if payload != DONE]
+    return openai_fold(chunks)
+
+
+def without_nulls(value):
+    """`value` without its null fields, which read as absent ones do."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
+# -- both directions over HTTP, as their clients call them ------------------------------------------
+
+ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def is_anthropic_error(response, status, error_type):
+    """An error answered in Anthropic's shape, with this status and error type."""
+    body = response.json()
+    return (response.status_code == status and body["type"] == "error"
+            and body["error"]["type"] == error_type and body["error"]["message"])
+
+
+def is_openai_error(response, status):
+    """An error answered in OpenAI's shape, with this status."""
+    body = response.json()
+    return response.status_code == status and set(body["error"]) >= {"message", "type", "param", "code"}
+
+
+class Echo:
+    """A translator that passes each Anthropic-style event through and counts what it saw."""
+
+    def __init__(self):
+        self.fed = []
+        self.finished = False
+
+    def feed(self, name, payload):
+        self.fed.append(payload)
+        if payload == DONE:
+            return [DONE]
+        if payload.get("type") == "boom":
+            raise BridgeError("api_error", "translator gave up")
+        return [payload]
+
+    def finish(self):
+        self.finished = True
+        return []
+
+
+class SlammingDoor:
+    """A server that accepts each connection and closes it at once, counting them."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.listener.close()
+
+
+@dataclasses.dataclass
+class Direction:
+    """One direction as its client sees it, and the upstream protocol behind it."""
+    name: str
+    path: str
+    body: dict
+    sdk: object                   # the client's SDK module
+    upstream: str                 # fixture folder of the upstream's protocol
+    base_url_setting: str
+    overloaded: str               # the upstream's own fixture for "try again later"
+    overloaded_status: int        # what the client sees for it
+
+    def client(self, url):
+        if self.sdk is anthropic:
+            return anthropic.Anthropic(base_url=url, api_key="sk-client", max_retries=0)
+        return openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client", max_retries=0)
+
+    def ask(self, url, stream=False):
+        """Call the bridge as the SDK user would; a stream is returned unread."""
+        client = self.client(url)
+        if self.sdk is anthropic:
+            return client.messages.create(stream=stream, **self.body)
+        return client.chat.completions.create(stream=stream, **self.body)
+
+    def is_error(self, response, status, anthropic_type):
+        if self.sdk is anthropic:
+            return is_anthropic_error(response, status, anthropic_type)
+        return is_openai_error(response, status)
+
+    def upstream_base(self, port):
+        return f"http://127.0.0.1:{port}" + ("/v1" if self.upstream == "openai" else "")
+
+    def upstream_text(self, event):
+        """The text one raw upstream event carries, or ''."""
+        data = event.split(b"data:", 1)[1].strip()
+        if data == b"[DONE]":
+            return ""
+        data = json.loads(data)
+        if self.upstream == "anthropic":
+            return data["delta"].get("text", "") if data["type"] == "content_block_delta" else ""
+        return (data["choices"][0]["delta"].get("content") or "") if data["choices"] else ""
+
+    def text_of(self, items):
+        """The text a client assembled from stream items (SDK events or chunks)."""
+        if self.sdk is anthropic:
+            return "".join(e.delta.text for e in items if e.type == "content_block_delta")
+        return "".join(c.choices[0].delta.content or "" for c in items if c.choices)
+
+
+MESSAGES_TO_CHAT = Direction(
+    "messages_to_chat", "/v1/messages",
+    {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+    anthropic, "openai", "BRIDGE_OPENAI_BASE_URL", "openai/error_503.json", 529)
+CHAT_TO_MESSAGES = Direction(
+    "chat_to_messages", "/v1/chat/completions",
+    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
+    openai, "anthropic", "BRIDGE_ANTHROPIC_BASE_URL", "anthropic/error_529.json", 503)
+DIRECTIONS = [pytest.param(d, id=d.name) for d in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES)]
+EACH = pytest.mark.parametrize("direction", DIRECTIONS)
+STREAMED_OR_NOT = pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+
+
+def recorded_stream(direction, **reply):
+    """A recorded text stream of the direction's upstream, as the fake upstream replays it."""
+    return fixture(f"{direction.upstream}/text.sse", **reply)
+
+
+def drain(stream):
+    """Read a stream to its end: (items received, the SDK error that ended it or None)."""
+    items = []
+    try:
+        for item in stream:
+            items.append(item)
+    except (anthropic.APIError, openai.APIError) as error:
+        return items, error
+    return items, None
+
+
+# -- what reaches an OpenAI-compatible upstream -------------------------------------------------------
+
+CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+               "user", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
+               "stream", "stream_options"}
+OPENAI_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def assert_valid_chat_request(chat):
+    """What an OpenAI-compatible server insists on, checked on what the bridge sends."""
+    assert set(chat) <= CHAT_FIELDS, set(chat) - CHAT_FIELDS
+    assert "cache_control" not in json.dumps(chat)
+    messages = chat["messages"]
+    assert messages and all(m["role"] in ("system", "user", "assistant", "tool") for m in messages)
+    assert all(m["role"] != "system" for m in messages[1:]), "system only leads"
+    for tool in chat.get("tools", []):
+        assert tool["type"] == "function" and OPENAI_TOOL_NAME.match(tool["function"]["name"])
+        parameters = tool["function"]["parameters"]
+        assert parameters["type"] == "object" and isinstance(parameters["properties"], dict)
+    waiting = set()
+    for position, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            assert message["tool_call_id"] in waiting, f"message {position} answers no open call"
+            waiting.discard(message["tool_call_id"])
+            assert isinstance(message["content"], str)
+            continue
+        assert not waiting, f"calls {waiting} unanswered before message {position}"
+        content = message.get("content")
+        if isinstance(content, list):
+            assert content and role == "user", "content parts only in user messages"
+            for part in content:
+                assert part["type"] in ("text", "image_url", "file")
+                assert part["type"] != "text" or part["text"]
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            assert content or calls, "never an empty assistant message"
+            for call in calls:
+                assert call["type"] == "function" and len(call["id"]) <= 40
+                assert OPENAI_TOOL_NAME.match(call["function"]["name"])
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+            waiting = {call["id"] for call in calls}
+            assert len(waiting) == len(calls)
+        else:
+            assert content, f"message {position} is empty"
+    assert not waiting
+
+
+
+# -- Chat requests the bridge refuses: validate_chat's cases, also sent over HTTP ---------------------------
+
+USER = {"role": "user", "content": "hi"}
+
+
+def call(name="lookup", arguments="{}", call_id="call_1"):
+    """A Chat tool call, as an assistant message in a request carries it."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat(*messages, **params):
+    """A Chat request body; USER asks when no message is given."""
+    return {"model": "gpt-4o", "messages": list(messages) or [USER], **params}
+
+
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+
+# (request, field path the 400 must name, words the message must contain)
+BAD_CHAT_REQUESTS = {
+    "several choices": (chat(n=2), "n", "one choice"),
+    "logprobs": (chat(logprobs=True), "logprobs", "log probabilities"),
+    "top_logprobs": (chat(top_logprobs=3), "top_logprobs", "log probabilities"),
+    "audio input": (chat({"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}),
+        "messages.0.content.0.type", "audio input"),
+    "audio output modality": (chat(modalities=["text", "audio"]), "modalities", "audio output"),
+    "audio output parameters": (chat(audio={"voice": "alloy", "format": "mp3"}), "audio", "audio output"),
+    "custom tool": (chat(tools=[{"type": "custom", "custom": {"name": "grammar"}}]), "tools.0.type",
+                    "custom tools"),
+    "custom tool choice": (chat(tools=[TOOL], tool_choice={"type": "custom", "custom": {"name": "x"}}),
+                           "tool_choice.type", "custom tool choices"),
+    "allowed_tools tool choice": (chat(tools=[TOOL], tool_choice={"type": "allowed_tools", "allowed_tools": {}}),
+                                  "tool_choice.type", "allowed_tools"),
+    "custom tool call in history": (chat(USER, {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "custom", "custom": {"name": "x", "input": "free text"}}]}),
+        "messages.1.tool_calls.0.type", "custom tool calls"),
+    "role function": (chat({"role": "function", "name": "lookup", "content": "42"}), "messages.0.role",
+                      "legacy function calling"),
+    "legacy functions": (chat(functions=[{"name": "lookup"}]), "functions", "legacy function calling"),
+    "legacy function_call": (chat(function_call="auto"), "function_call", "legacy function calling"),
+    "legacy function_call in history": (chat(USER, {"role": "assistant", "content": None,
+                                                    "function_call": {"name": "f", "arguments": "{}"}}),
+                                        "messages.1.function_call", "legacy function calling"),
+    "uploaded file": (chat({"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}),
+                      "messages.0.content.0.file.file_id", "file_data"),
+    "non-PDF file": (chat({"role": "user", "content": [{"type": "file", "file": {
+        "file_data": "data:application/zip;base64,UEsDBA==", "filename": "a.zip"}}]}),
+        "messages.0.content.0.file.file_data", "application/pdf"),
+    "file part without data": (chat({"role": "user", "content": [{"type": "file", "file": {"filename": "a.pdf"}}]}),
+                               "messages.0.content.0.file.file_data", "required"),
+    "unsupported image type": (chat({"role": "user", "content": [{"type": "image_url", "image_url": {
+        "url": "data:image/bmp;base64,Qk0="}}]}), "messages.0.content.0.image_url.url", "image/bmp"),
+    "image URL scheme": (chat({"role": "user", "content": [{"type": "image_url", "image_url": {
+        "url": "ftp://example.com/a.png"}}]}), "messages.0.content.0.image_url.url", "http(s) URL"),
+    "unknown user part": (chat({"role": "user", "content": [{"type": "video_url", "video_url": {}}]}),
+                          "messages.0.content.0.type", "expected one of: file, image_url, text"),
+    "refusal part from a user": (chat({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}),
+                                 "messages.0.content.0.type", "expected one of: file, image_url, text"),
+    "image in a system message": (chat({"role": "system", "content": [{"type": "image_url", "image_url": {
+        "url": "https://example.com/a.png"}}]}, USER), "messages.0.content.0.type",
+                                  "expected one of: text"),
+    "no messages": ({"model": "gpt-4o", "messages": []}, "messages", "at least one user or assistant"),
+    "only system messages": (chat({"role": "system", "content": "be brief"},
+                                  {"role": "developer", "content": "be exact"}),
+                             "messages", "at least one user or assistant"),
+    "unknown role": (chat({"role": "critic", "content": "x"}), "messages.0.role",
+                     "'critic' is not a supported message role; expected one of: assistant, developer, system, tool, user"),
+    "role that is an object": (chat({"role": {"name": "user"}, "content": "x"}), "messages.0.role", "'user'"),
+    "part type that is an array": (chat({"role": "user", "content": [{"type": ["text"], "text": "x"}]}),
+                                   "messages.0.content.0.type", "'text'"),
+    "tool type that is an object": (chat(tools=[{"type": {}, "function": {"name": "lookup"}}]), "tools.0.type",
+                                    "expected one of: function"),
+    "arguments not JSON": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="{city: Paris}")]},
+                                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
+                           "messages.1.tool_calls.0.function.arguments", "not valid JSON"),
+    "arguments not an object": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="[1, 2]")]},
+                                     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
+                                "messages.1.tool_calls.0.function.arguments", "got array"),
+    "empty arguments": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="")]},
+                             {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
+                        "messages.1.tool_calls.0.function.arguments", "not valid JSON"),
+    "tool result without a call": (chat(USER, {"role": "tool", "tool_call_id": "call_1", "content": "x"}),
+                                    "messages.1.tool_call_id", "must follow an assistant message"),
+    "tool result for another call": (chat(USER, {"role": "assistant", "tool_calls": [call()]},
+                                          {"role": "tool", "tool_call_id": "call_9", "content": "x"}),
+                                     "messages.2.tool_call_id", "'call_9'"),
+    "unanswered tool call": (chat(USER, {"role": "assistant", "tool_calls": [call(), call(call_id="call_2")]},
+                                  {"role": "tool", "tool_call_id": "call_1", "content": "x"}, USER),
+                             "messages.1.tool_calls.1.id", "'call_2'"),
+    "tool call without an id": (chat(USER, {"role": "assistant", "tool_calls": [call(call_id="")]}),
+                                "messages.1.tool_calls.0.id", "Shorter than minimum"),
+    "named tool choice not among tools": (chat(tools=[TOOL], tool_choice={
+        "type": "function", "function": {"name": "elsewhere"}}), "tool_choice.function.name", "'elsewhere'"),
+    "tool choice word": (chat(tools=[TOOL], tool_choice="any"), "tool_choice", "'required'"),
+    "tool name": (chat(tools=[{"type": "function", "function": {"name": "get weather!"}}]),
+                  "tools.0.function.name", "a-z"),
+    "temperature range": (chat(temperature=2.5), "temperature", "2"),
+    "max_tokens zero": (chat(max_tokens=0), "max_tokens", "1"),
+    "max_completion_tokens as text": (chat(max_completion_tokens="100"), "max_completion_tokens", "integer"),
+    "reasoning effort": (chat(reasoning_effort="extreme"), "reasoning_effort", "Must be one of"),
+    "json schema root": (chat(response_format={"type": "json_schema", "json_schema": {
+        "name": "answer", "schema": {"type": "array"}}}), "response_format.json_schema.schema", "object"),
+    "temperature as a string": (chat(temperature="0.5"), "temperature", "Not a valid number"),
+    "top_p as a boolean": (chat(top_p=True), "top_p", "Not a valid number"),
+    "stream as a number": (chat(stream=1), "stream", "Not a valid boolean"),
+    "response format type": (chat(response_format={"type": "yaml"}), "response_format.type",
+                             "expected one of: json_object, json_schema, text"),
+    "thinking budget": (chat(thinking={"type": "enabled", "budget_tokens": 10}), "thinking", "1024"),
+    "model missing": ({"messages": [USER]}, "model", "required"),
+    "stream flag type": (chat(stream="yes"), "stream", "boolean"),
+    "web search": (chat(web_search_options={}), "web_search_options", "web search"),
+}
+
+
+# -- the bridge in this process, under gunicorn, behind nginx ---------------------------------------
 
 NGINX_SITE = ROOT / "deploy" / "nginx" / "bridge.conf"
 

@@ -21,8 +21,8 @@ import requests
 from bench.processes import GUNICORN_CONF, ROOT, free_port, wait_for
 from bridge import auth, settings as settings_module
 from tests.fake_upstream import Reply, fixture
-from tests.test_faults import (CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, SlammingDoor,
-                               drain, recorded_stream)
+from tests.helpers import (CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, SlammingDoor, drain,
+                           recorded_stream)
 
 CLIENT_KEY = "sk-bridge-client-0123456789"
 UPSTREAM_KEY = "sk-upstream-held-9876543210"

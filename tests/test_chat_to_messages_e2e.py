@@ -12,8 +12,10 @@ import pytest
 import requests
 
 from bridge import sse
-from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
-from tests.test_chat_to_messages_stream import COMPLETE, events, expected_message, expected_usage, fold
+from bridge.chat_to_messages.stream import StreamTranslator
+from tests.fake_upstream import Reply, fixture, json_reply
+from tests.helpers import (ANTHROPIC_STREAMS, BAD_CHAT_REQUESTS, anthropic_stream_message, chat_to_messages_context,
+                           openai_fold, recorded, recorded_events, translated)
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a place",
@@ -22,31 +24,10 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
 PELICAN = {"type": "function", "function": {"name": "pelican_name_generator", "parameters": {"type": "object"}}}
 
 
-def recorded(name):
-    return json.loads((FIXTURES / "anthropic" / name).read_text())
-
-
-def message_from_stream(name):
-    """A recorded stream as the Messages body the same answer has when not streamed."""
-    blocks, stop_reason, usage = fold(name)
-    content = []
-    for block in blocks:
-        joined = "".join(block.pop("deltas"))
-        if block["type"] == "text":
-            block["text"] = joined
-        elif block["type"] == "thinking":
-            block["thinking"] = joined
-        elif block["type"] == "tool_use":
-            block["input"] = json.loads(joined or "{}")
-        content.append(block)
-    start = events(name)[0][1]["message"]
-    return {**start, "content": content, "stop_reason": stop_reason, "usage": usage}
-
-
 # -- plain calls --------------------------------------------------------------------------
 
 def test_plain_create(openai_client, fake):
-    message = recorded("text.json")
+    message = recorded("anthropic/text.json")
     fake.reply(fixture("anthropic/text.json"))
     completion = openai_client.chat.completions.create(
         model="gpt-4o", messages=[{"role": "system", "content": "Be kind."}, USER])
@@ -64,7 +45,7 @@ def test_plain_create(openai_client, fake):
 
 
 def test_create_with_tools(openai_client, fake):
-    message = recorded("tool_use.json")
+    message = recorded("anthropic/tool_use.json")
     [use] = [b for b in message["content"] if b["type"] == "tool_use"]
     fake.reply(fixture("anthropic/tool_use.json"))
     completion = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=[WEATHER],
@@ -80,12 +61,12 @@ def test_create_with_tools(openai_client, fake):
 def test_reasoning_content_and_refusal_reach_the_sdk(openai_client, fake):
     fake.reply(fixture("anthropic/thinking.json"), fixture("anthropic/refusal.json"))
     thought = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], reasoning_effort="high")
-    [thinking] = [b for b in recorded("thinking.json")["content"] if b["type"] == "thinking"]
+    [thinking] = [b for b in recorded("anthropic/thinking.json")["content"] if b["type"] == "thinking"]
     assert thought.choices[0].message.reasoning_content == thinking["thinking"]
     assert thinking["thinking"] not in thought.choices[0].message.content
     refused = openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
     assert refused.choices[0].finish_reason == "content_filter"
-    assert refused.choices[0].message.refusal == recorded("refusal.json")["stop_details"]["explanation"]
+    assert refused.choices[0].message.refusal == recorded("anthropic/refusal.json")["stop_details"]["explanation"]
 
 
 def test_dropped_parameters_are_named_in_a_response_header(openai_client, fake):
@@ -102,7 +83,7 @@ def test_response_format_with_the_sdk_parse_helper(openai_client, fake):
         temperature_c: float
 
     answer = {"location": "Paris", "temperature_c": 21.5}
-    fake.reply(json_reply({**recorded("tool_use.json"), "content": [
+    fake.reply(json_reply({**recorded("anthropic/tool_use.json"), "content": [
         {"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}]}))
     completion = openai_client.chat.completions.parse(model="gpt-4o", messages=[USER], response_format=Weather)
     assert completion.choices[0].message.parsed == Weather(**answer)
@@ -114,27 +95,19 @@ def test_response_format_with_the_sdk_parse_helper(openai_client, fake):
 
 # -- streams ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", COMPLETE)
+@pytest.mark.parametrize("name", ANTHROPIC_STREAMS)
 def test_stream_with_include_usage_for_every_recorded_stream(openai_client, fake, name):
-    text, reasoning, calls, finish = expected_message(name)
-    usage = expected_usage(name)
-    fake.reply(fixture(f"anthropic/{name}"))
+    """The SDK over HTTP folds what the stream translator makes of the recording (test_chat_to_messages_stream
+    checks that against the answer not streamed); only `created`, the time of the request, differs."""
+    context = chat_to_messages_context(stream=True, include_usage=True)
+    expected = openai_fold(translated(StreamTranslator(context), recorded_events(name)))
+    fake.reply(fixture(name))
     stream = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True,
                                                    stream_options={"include_usage": True})
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
-    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    thought = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
-    arguments = {}
-    for chunk in chunks:
-        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
-            arguments[call.index] = arguments.get(call.index, "") + (call.function.arguments or "")
-    assert content == text and thought == reasoning
-    assert [arguments[i] for i in sorted(arguments)] == [args for _, _, args in calls]
-    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == finish
-    assert chunks[-1].choices == []
-    got = chunks[-1].usage.model_dump(exclude_none=True)
-    assert {key: got[key] for key in usage} == usage
+    assert chunks[-1].choices == [] and chunks[-1].usage
+    assert {**openai_fold(chunks), "created": None} == {**expected, "created": None}
     assert fake.last.body["stream"] is True
 
 
@@ -163,7 +136,7 @@ def test_a_broken_upstream_stream_ends_in_an_error(openai_client, fake):
 
 @pytest.mark.parametrize("name", ["tool_use.sse", "tool_use_parallel.sse", "thinking_tool_use.sse"])
 def test_stream_helper_accumulates_tool_arguments_into_valid_json(openai_client, fake, name):
-    _, _, calls, _ = expected_message(name)
+    calls = [b for b in anthropic_stream_message(f"anthropic/{name}")["content"] if b["type"] == "tool_use"]
     fake.reply(fixture(f"anthropic/{name}"))
     tools = [WEATHER, PELICAN, {"type": "function", "function": {"name": "fixed_version"}}]
     with openai_client.chat.completions.stream(model="gpt-4o", messages=[USER], tools=tools) as stream:
@@ -171,7 +144,7 @@ def test_stream_helper_accumulates_tool_arguments_into_valid_json(openai_client,
         final = stream.get_final_completion()
     got = final.choices[0].message.tool_calls
     assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in got] == [
-        (call_id, tool, json.loads(args)) for call_id, tool, args in calls]
+        (call["id"], call["name"], call["input"]) for call in calls]
     assert [e.index for e in done] == list(range(len(calls)))
     assert final.choices[0].finish_reason == "tool_calls"
 
@@ -189,7 +162,7 @@ def test_the_response_ends_at_done_even_when_the_upstream_holds_its_connection_o
 
 
 def test_upstream_pings_become_sse_comments_on_the_wire(bridge, fake):
-    pings = sum(1 for _, data in events("redacted_thinking.sse") if data["type"] == "ping")
+    pings = sum(1 for _, data in recorded_events("anthropic/redacted_thinking.sse") if data["type"] == "ping")
     fake.reply(fixture("anthropic/redacted_thinking.sse"))
     response = requests.post(f"{bridge.url}/v1/chat/completions", stream=True, json={
         "model": "gpt-4o", "messages": [USER], "stream": True})
@@ -212,7 +185,7 @@ def test_upstream_errors_raise_the_sdk_error_class(openai_client, fake, name, er
     with pytest.raises(error_class) as caught:
         openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
     assert caught.value.status_code == status
-    assert caught.value.message.endswith(recorded(name)["error"]["message"])
+    assert caught.value.message.endswith(recorded(f"anthropic/{name}")["error"]["message"])
     assert set(caught.value.body) == {"message", "type", "param", "code"}
 
 
@@ -263,7 +236,7 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504(start_bridge, fake):
 
 def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
     """The model calls two tools at once; both answers reach Anthropic as one user turn."""
-    fake.reply(json_reply(message_from_stream("tool_use_parallel.sse")), fixture("anthropic/text.json"))
+    fake.reply(json_reply(anthropic_stream_message("anthropic/tool_use_parallel.sse")), fixture("anthropic/text.json"))
     messages = [USER]
     names = iter(["Pelly", "Beaky"])
     for _ in range(3):
@@ -276,7 +249,7 @@ def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
         messages += [{"role": "tool", "tool_call_id": call.id, "content": next(names)}
                      for call in message.tool_calls]
     assert completion.choices[0].finish_reason == "stop" and len(fake.requests) == 2
-    ids = [b["id"] for b in message_from_stream("tool_use_parallel.sse")["content"]]
+    ids = [b["id"] for b in anthropic_stream_message("anthropic/tool_use_parallel.sse")["content"]]
     second = fake.requests[1].body["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert [(b["type"], b["id"]) for b in second[1]["content"]] == [("tool_use", i) for i in ids]
@@ -299,7 +272,7 @@ def test_streamed_agent_loop_with_the_stream_helper(openai_client, fake):
 
 def test_thinking_with_tools_round_trips_through_the_echoed_message(openai_client, fake):
     """The signed thinking block comes back byte-exact, so thinking stays on for the next turn."""
-    answer = message_from_stream("thinking_tool_use.sse")
+    answer = anthropic_stream_message("anthropic/thinking_tool_use.sse")
     [thinking] = [b for b in answer["content"] if b["type"] == "thinking"]
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(json_reply(answer), fixture("anthropic/text.json"))
@@ -319,7 +292,8 @@ def test_thinking_with_tools_round_trips_through_the_echoed_message(openai_clien
 
 
 def test_streamed_thinking_with_tools_round_trips_through_the_stream_helper(openai_client, fake):
-    [thinking] = [b for b in message_from_stream("thinking_tool_use.sse")["content"] if b["type"] == "thinking"]
+    answer = anthropic_stream_message("anthropic/thinking_tool_use.sse")
+    [thinking] = [b for b in answer["content"] if b["type"] == "thinking"]
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(fixture("anthropic/thinking_tool_use.sse"), fixture("anthropic/text.sse"))
     messages = [USER]
@@ -338,7 +312,7 @@ def test_streamed_thinking_with_tools_round_trips_through_the_stream_helper(open
 
 def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(openai_client, fake):
     """A client that rebuilds the assistant message without thinking_blocks: thinking is off for that turn."""
-    answer = message_from_stream("thinking_tool_use.sse")
+    answer = anthropic_stream_message("anthropic/thinking_tool_use.sse")
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(json_reply(answer), fixture("anthropic/text.json"))
     first = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=tools,
@@ -358,7 +332,6 @@ def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(ope
 # -- bad input ----------------------------------------------------------------------------
 
 def _bad_requests():
-    from tests.test_chat_to_messages_schema import BAD_REQUESTS
     translated = {
         "every message empty": ({"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]},
                                 "messages", "empty"),
@@ -367,7 +340,7 @@ def _bad_requests():
              "response_format": {"type": "json_schema", "json_schema": {"name": "get_weather"}}},
             "response_format", "get_weather"),
     }
-    return {**BAD_REQUESTS, **translated}
+    return {**BAD_CHAT_REQUESTS, **translated}
 
 
 BAD = _bad_requests()
@@ -393,5 +366,6 @@ def test_a_paced_stream_arrives_whole(openai_client, fake):
     """Events arriving one by one over time are relayed as they come, none lost."""
     fake.reply(fixture("anthropic/text.sse", pace=0.01))
     chunks = list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
-    assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected_message("text.sse")[0]
+    [text] = anthropic_stream_message("anthropic/text.sse")["content"]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text["text"]
 

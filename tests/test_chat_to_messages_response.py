@@ -6,25 +6,16 @@ import json
 
 import pytest
 
-from bridge.chat_to_messages.request import Context
 from bridge.chat_to_messages.response import STANDARD_REFUSAL, to_chat_completion, to_openai_model_list
-from tests.fake_upstream import FIXTURES
+from tests.helpers import chat_to_messages_context as context, recorded
 
 # The spec's stop_reason -> finish_reason table (DESIGN.md section 4 and the seeds).
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
           "tool_use": "tool_calls", "refusal": "content_filter"}
 
 
-def recorded(name):
-    return json.loads((FIXTURES / "anthropic" / name).read_text())
-
-
-def context(**overrides):
-    return Context(**{"stream": False, "model": "gpt-4o", "created": 1700000000, **overrides})
-
-
 def translate(name, **overrides):
-    message = recorded(name)
+    message = recorded(f"anthropic/{name}")
     return message, to_chat_completion(message, context(**overrides))
 
 
@@ -85,7 +76,7 @@ def test_refusal_is_content_filter_with_the_explanation_as_message_refusal():
 
 
 def test_refusal_without_an_explanation_gets_a_standard_sentence():
-    message = {**recorded("refusal.json"), "stop_details": None}
+    message = {**recorded("anthropic/refusal.json"), "stop_details": None}
     chat = to_chat_completion(message, context())
     assert chat["choices"][0]["message"]["refusal"] == STANDARD_REFUSAL
 
@@ -117,8 +108,8 @@ def test_usage_after_compaction_sums_every_billed_iteration():
                    "cache_creation_input_tokens": 0, "type": "compaction"},
                   {"input_tokens": 181, "output_tokens": 8, "cache_read_input_tokens": 0,
                    "cache_creation_input_tokens": 0, "type": "message"}]
-    message = {**recorded("text.json"), "usage": {"input_tokens": 181, "output_tokens": 8,
-                                                  "cache_read_input_tokens": 0, "iterations": iterations}}
+    message = {**recorded("anthropic/text.json"), "usage": {"input_tokens": 181, "output_tokens": 8,
+                                                            "cache_read_input_tokens": 0, "iterations": iterations}}
     usage = to_chat_completion(message, context())["usage"]
     assert usage["prompt_tokens"] == 100 + 55096 + 181 and usage["completion_tokens"] == 83 + 8
     assert usage["prompt_tokens_details"]["cached_tokens"] == 55096
@@ -126,7 +117,7 @@ def test_usage_after_compaction_sums_every_billed_iteration():
 
 def test_the_response_format_tool_comes_back_as_json_content_not_a_tool_call():
     answer = {"city": "Paris", "temperature_c": 21}
-    message = {**recorded("tool_use.json"), "content": [
+    message = {**recorded("anthropic/tool_use.json"), "content": [
         {"type": "tool_use", "id": "toolu_01", "name": "weather_report", "input": answer}]}
     chat = to_chat_completion(message, context(json_tool="weather_report"))
     out = chat["choices"][0]

@@ -5,7 +5,6 @@ Before the first byte a fault is an HTTP error in the client's protocol (status,
 before the first byte, for connection failures and 429/5xx answers.
 """
 import contextlib
-import dataclasses
 import json
 import logging
 import socket
@@ -23,9 +22,9 @@ from bridge import sse, streaming
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import gunicorn
-from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
-from tests.test_streaming import Echo
+from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, Echo,
+                           SlammingDoor, anthropic_stream_message, decoded, drain, gunicorn, is_anthropic_error,
+                           is_openai_error, openai_stream_completion, recorded_stream)
 
 
 @contextlib.contextmanager
@@ -42,28 +41,6 @@ def full_backlog():
             filler.setblocking(False)
             filler.connect_ex(("127.0.0.1", port))
         yield port
-
-
-class SlammingDoor:
-    """A server that accepts each connection and closes it at once, counting them."""
-
-    def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self):
-        self.listener.close()
 
 
 @pytest.fixture
@@ -139,104 +116,19 @@ def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_n
 
 # --- end to end, through both directions with the official SDKs --------------------------------
 
-@dataclasses.dataclass
-class Direction:
-    """One direction as its client sees it, and the upstream protocol behind it."""
-    name: str
-    path: str
-    body: dict
-    sdk: object                   # the client's SDK module
-    upstream: str                 # fixture folder of the upstream's protocol
-    base_url_setting: str
-    overloaded: str               # the upstream's own fixture for "try again later"
-    overloaded_status: int        # what the client sees for it
-
-    def client(self, url):
-        if self.sdk is anthropic:
-            return anthropic.Anthropic(base_url=url, api_key="sk-client", max_retries=0)
-        return openai.OpenAI(base_url=f"{url}/v1", api_key="sk-client", max_retries=0)
-
-    def ask(self, url, stream=False):
-        """Call the bridge as the SDK user would; a stream is returned unread."""
-        client = self.client(url)
-        if self.sdk is anthropic:
-            return client.messages.create(stream=stream, **self.body)
-        return client.chat.completions.create(stream=stream, **self.body)
-
-    def is_error(self, response, status, anthropic_type):
-        if self.sdk is anthropic:
-            return is_anthropic_error(response, status, anthropic_type)
-        return is_openai_error(response, status)
-
-    def upstream_base(self, port):
-        return f"http://127.0.0.1:{port}" + ("/v1" if self.upstream == "openai" else "")
-
-    def upstream_text(self, event):
-        """The text one raw upstream event carries, or ''."""
-        data = event.split(b"data:", 1)[1].strip()
-        if data == b"[DONE]":
-            return ""
-        data = json.loads(data)
-        if self.upstream == "anthropic":
-            return data["delta"].get("text", "") if data["type"] == "content_block_delta" else ""
-        return (data["choices"][0]["delta"].get("content") or "") if data["choices"] else ""
-
-    def text_of(self, items):
-        """The text a client assembled from stream items (SDK events or chunks)."""
-        if self.sdk is anthropic:
-            return "".join(e.delta.text for e in items if e.type == "content_block_delta")
-        return "".join(c.choices[0].delta.content or "" for c in items if c.choices)
-
-
-MESSAGES_TO_CHAT = Direction(
-    "messages_to_chat", "/v1/messages",
-    {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-    anthropic, "openai", "BRIDGE_OPENAI_BASE_URL", "openai/error_503.json", 529)
-CHAT_TO_MESSAGES = Direction(
-    "chat_to_messages", "/v1/chat/completions",
-    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
-    openai, "anthropic", "BRIDGE_ANTHROPIC_BASE_URL", "anthropic/error_529.json", 503)
-DIRECTIONS = [pytest.param(d, id=d.name) for d in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES)]
-EACH = pytest.mark.parametrize("direction", DIRECTIONS)
-STREAMED_OR_NOT = pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-
-
-def recorded_stream(direction, **reply):
-    return fixture(f"{direction.upstream}/text.sse", **reply)
-
-
 def recorded_text(direction):
-    """The text of the upstream's recorded stream, read from the fixture itself."""
-    text = []
-    for event in sse.Decoder().feed(b"".join(recorded_stream(direction).events)):
-        if event.data.strip() == "[DONE]":
-            continue
-        data = json.loads(event.data)
-        if direction.upstream == "openai":
-            text += [c["delta"].get("content") or "" for c in data["choices"]]
-        elif data["type"] == "content_block_delta":
-            text.append(data["delta"]["text"])
-    return "".join(text)
-
-
-def drain(stream):
-    """Read a stream to its end: (items received, the SDK error that ended it or None)."""
-    items = []
-    try:
-        for item in stream:
-            items.append(item)
-    except (anthropic.APIError, openai.APIError) as error:
-        return items, error
-    return items, None
+    """The text of the upstream's recorded stream, as the upstream's own SDK accumulates it."""
+    name = f"{direction.upstream}/text.sse"
+    if direction.upstream == "openai":
+        return openai_stream_completion(name)["choices"][0]["message"]["content"]
+    return "".join(block["text"] for block in anthropic_stream_message(name)["content"])
 
 
 def raw_events(url, direction):
     """The client's stream as decoded SSE events (comments are not events), read to the end."""
     response = requests.post(url + direction.path, json={**direction.body, "stream": True},
                              headers=ANTHROPIC_HEADERS, stream=True)
-    decoder = sse.Decoder()
-    events = [event for chunk in response.iter_content(None) for event in decoder.feed(chunk)]
-    return events + decoder.close()
+    return decoded(response.iter_content(None))
 
 
 def status_error(direction):
@@ -525,7 +417,7 @@ def test_a_translator_bug_ends_the_stream_with_an_error_event_and_closes_the_ups
     protocol's error event, the upstream closed, the bug in the log."""
     fake.reply(Reply(events=[sse.encode('{"type": "a"}', event="a")] * 3, stall_after=1))
     chunks = list(relay(requests.get(f"{fake.url}/stream", stream=True), Crashing(), protocol, 5))
-    events = sse.Decoder().feed(b"".join(chunks))
+    events = decoded(chunks)
     body = json.loads(events[-1].data)
     assert len(events) == 1 and body["error"]["type"] in ("api_error", "server_error")
     assert (events[-1].event == "error") == (protocol == ANTHROPIC)

@@ -24,9 +24,8 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from bridge import sse
 from tests.fake_upstream import FIXTURES, fixture, json_reply
-from tests.helpers import LiveBridge, bridge_env
+from tests.helpers import LiveBridge, bridge_env, decoded
 from bridge import settings as settings_module
 from bridge.app import create_app
 
@@ -344,8 +343,7 @@ def check_answer(response, anthropic, sent):
 
 
 def check_complete_stream(raw, anthropic):
-    decoder = sse.Decoder()
-    events = decoder.feed(raw) + decoder.close()
+    events = decoded(raw)
     if anthropic:
         assert events[-1].event == "message_stop", events[-3:]
         assert all(e.event != "error" for e in events), [e for e in events if e.event == "error"]

@@ -19,7 +19,7 @@ from bridge.streaming import relay
 from bridge.upstream import Upstream
 from loadtest.run import DIRECTIONS
 from tests.fake_upstream import fixture
-from tests.helpers import bridge_env
+from tests.helpers import bridge_env, decoded, recorded_events
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
@@ -104,9 +104,7 @@ def test_a_stream_ended_early_never_closes_a_connection_the_pool_gave_to_another
     list(relay(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True),
                DoneAtMessageStop(start_the_next_stream), ANTHROPIC, ping_interval=5))
     first_closed.set()
-    decoder = sse.Decoder()
-    events = [e for chunk in relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC, 5)
-              for e in decoder.feed(chunk)]
-    sent = sse.Decoder().feed(b"".join(fixture("anthropic/text.sse").events))
-    assert [e.event for e in events] == [e.event for e in sent], "the second stream arrives whole"
+    events = decoded(relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC, 5))
+    sent = [name for name, _ in recorded_events("anthropic/text.sse")]
+    assert [e.event for e in events] == sent, "the second stream arrives whole"
     assert len(fake.requests) == 2

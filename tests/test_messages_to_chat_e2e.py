@@ -12,20 +12,17 @@ import anthropic
 import pytest
 import requests
 
+from bridge.messages_to_chat.stream import StreamTranslator
 from bridge.messages_to_chat.tokens import count_tokens
 from tests.fake_upstream import FIXTURES, fixture, json_reply, split_events
-from tests.test_messages_to_chat_request import CHAT_FIELDS, assert_valid_chat_request
-from tests.test_messages_to_chat_stream import FAILING, expected_from, upstream_events
+from tests.helpers import (CHAT_FIELDS, OPENAI_STREAMS, anthropic_fold, assert_valid_chat_request,
+                           messages_to_chat_context, openai_stream_completion, recorded, recorded_events, translated)
 
 OPENAI = FIXTURES / "openai"
 CLIENTS = sorted((FIXTURES / "clients").glob("**/claude_code_*.json"))
 HI = [{"role": "user", "content": "What's the weather in Paris?"}]
 WEATHER = {"name": "get_weather", "description": "Weather for a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
-
-
-def recorded(name):
-    return json.loads((OPENAI / name).read_text())
 
 
 def create(client, **extra):
@@ -35,7 +32,7 @@ def create(client, **extra):
 # -- messages.create on recorded bodies ------------------------------------------------------
 
 def test_create_text(anthropic_client, fake):
-    body = recorded("text.json")
+    body = recorded("openai/text.json")
     fake.reply(fixture("openai/text.json"))
     message = create(anthropic_client, system="Be brief.")
     assert [b.type for b in message.content] == ["text"]
@@ -53,7 +50,7 @@ def test_create_text(anthropic_client, fake):
 
 
 def test_create_tool_calls(anthropic_client, fake):
-    calls = recorded("tool_calls.json")["choices"][0]["message"]["tool_calls"]
+    calls = recorded("openai/tool_calls.json")["choices"][0]["message"]["tool_calls"]
     fake.reply(fixture("openai/tool_calls.json"))
     message = create(anthropic_client, tools=[WEATHER], tool_choice={"type": "any"})
     assert [(b.type, b.id, b.name, b.input) for b in message.content] == [
@@ -64,7 +61,7 @@ def test_create_tool_calls(anthropic_client, fake):
 
 
 def test_create_reasoning(anthropic_client, fake):
-    source = recorded("deepseek_reasoning.json")["choices"][0]["message"]
+    source = recorded("openai/deepseek_reasoning.json")["choices"][0]["message"]
     fake.reply(fixture("openai/deepseek_reasoning.json"))
     message = create(anthropic_client)
     thinking, text = message.content
@@ -74,7 +71,7 @@ def test_create_reasoning(anthropic_client, fake):
 
 
 def test_create_refusal(anthropic_client, fake):
-    source = recorded("refusal.json")["choices"][0]["message"]
+    source = recorded("openai/refusal.json")["choices"][0]["message"]
     fake.reply(fixture("openai/refusal.json"))
     message = create(anthropic_client)
     assert message.stop_reason == "refusal" and message.content[0].text == source["refusal"]
@@ -93,7 +90,7 @@ def test_create_content_filter(anthropic_client, fake):
 
 
 def test_a_multi_choice_answer_is_a_server_error(anthropic_client, fake):
-    body = recorded("text.json")
+    body = recorded("openai/text.json")
     body["choices"].append({**body["choices"][0], "index": 1})
     fake.reply(json_reply(body))
     with pytest.raises(anthropic.APIStatusError) as caught:
@@ -103,23 +100,18 @@ def test_a_multi_choice_answer_is_a_server_error(anthropic_client, fake):
 
 # -- messages.stream on every recorded stream ----------------------------------------------------
 
-@pytest.mark.parametrize("path", sorted(p for p in OPENAI.glob("*.sse") if p.name not in FAILING),
-                         ids=lambda p: p.stem)
-def test_stream_every_recorded_stream(anthropic_client, fake, path):
-    upstream = upstream_events(path)
-    text, thinking, calls = expected_from(upstream)
-    fake.reply(fixture(f"openai/{path.name}"))
+@pytest.mark.parametrize("name", OPENAI_STREAMS)
+def test_stream_every_recorded_stream(anthropic_client, fake, name):
+    """The SDK over HTTP gets what the stream translator makes of the recording, which
+    test_messages_to_chat_stream checks against the answer not streamed."""
+    context = messages_to_chat_context(stream=True, model="claude-opus-4-8",
+                                       input_tokens=count_tokens({"messages": HI, "tools": [WEATHER]}))
+    expected = anthropic_fold(translated(StreamTranslator(context), recorded_events(name)))
+    fake.reply(fixture(name))
     with anthropic_client.messages.stream(model="claude-opus-4-8", max_tokens=512, messages=HI,
                                           tools=[WEATHER]) as stream:
         message = stream.get_final_message()
-    assert "".join(b.text for b in message.content if b.type == "text") == text
-    assert "".join(b.thinking for b in message.content if b.type == "thinking") == thinking
-    assert [(b.name, b.input) for b in message.content if b.type == "tool_use"] == calls
-    assert (message.stop_reason == "tool_use") == bool(calls)
-    assert message.model == "claude-opus-4-8"
-    reported = [p["usage"] for _, p in upstream if isinstance(p, dict) and isinstance(p.get("usage"), dict)]
-    if reported:
-        assert message.usage.output_tokens == reported[-1]["completion_tokens"]
+    assert message.to_dict(mode="json", exclude_none=True) == expected
     sent = fake.last.body
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
 
@@ -154,7 +146,7 @@ def test_stream_vllm_stop_sequence(anthropic_client, fake):
 
 
 def test_groq_mid_stream_error_raises_an_sdk_error(anthropic_client, fake):
-    error = next(p for name, p in upstream_events(OPENAI / "groq_midstream_error.sse") if name == "error")
+    error = next(p for name, p in recorded_events("openai/groq_midstream_error.sse") if name == "error")
     fake.reply(fixture("openai/groq_midstream_error.sse"))
     with pytest.raises(anthropic.APIStatusError) as caught:
         with anthropic_client.messages.stream(model="m", max_tokens=64, messages=HI) as stream:
@@ -203,7 +195,7 @@ def test_pings_while_the_upstream_is_silent_never_follow_message_stop_nor_distur
                                                               "stream": True})
     names = [line[len("event: "):] for line in response.text.splitlines() if line.startswith("event: ")]
     assert "ping" in names and names[-1] == "message_stop"
-    text, _, _ = expected_from(upstream_events(OPENAI / "text.sse"))
+    text = openai_stream_completion("openai/text.sse")["choices"][0]["message"]["content"]
     fake.reply(fixture("openai/text.sse", pace=0.1))
     client = anthropic.Anthropic(base_url=live.url, api_key="k", max_retries=0)
     with client.messages.stream(model="m", max_tokens=64, messages=HI) as stream:
@@ -238,7 +230,7 @@ def test_count_tokens(anthropic_client, fake):
 ])
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
 def test_upstream_errors_raise_the_matching_sdk_error(anthropic_client, fake, name, error_class, status, streamed):
-    upstream = recorded(name)["error"]
+    upstream = recorded(f"openai/{name}")["error"]
     fake.reply(fixture(f"openai/{name}"))
     with pytest.raises(error_class) as caught:
         if streamed:

@@ -2,7 +2,6 @@
 import base64
 import json
 import pathlib
-import re
 
 import pytest
 
@@ -11,12 +10,9 @@ from bridge.errors import BridgeError
 from bridge.messages_to_chat.request import to_chat_request
 from bridge.messages_to_chat.response import client_tool_id
 from bridge.schemas.anthropic import validate_messages
+from tests.helpers import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_request
 
 CLIENTS = pathlib.Path(__file__).parent / "fixtures" / "clients"
-CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
-               "user", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
-               "stream", "stream_options"}
-OPENAI_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake").decode()
 PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n2 0 obj <</Type /Page>> endobj\n"
                        b"3 0 obj <</Type /Pages>> endobj").decode()
@@ -59,46 +55,6 @@ def rejected(body, **env):
         translate(body, **env)
     assert caught.value.status == 400
     return caught.value.message
-
-
-def assert_valid_chat_request(chat):
-    """What an OpenAI-compatible server insists on, checked on what the bridge sends."""
-    assert set(chat) <= CHAT_FIELDS, set(chat) - CHAT_FIELDS
-    assert "cache_control" not in json.dumps(chat)
-    messages = chat["messages"]
-    assert messages and all(m["role"] in ("system", "user", "assistant", "tool") for m in messages)
-    assert all(m["role"] != "system" for m in messages[1:]), "system only leads"
-    for tool in chat.get("tools", []):
-        assert tool["type"] == "function" and OPENAI_TOOL_NAME.match(tool["function"]["name"])
-        parameters = tool["function"]["parameters"]
-        assert parameters["type"] == "object" and isinstance(parameters["properties"], dict)
-    waiting = set()
-    for position, message in enumerate(messages):
-        role = message["role"]
-        if role == "tool":
-            assert message["tool_call_id"] in waiting, f"message {position} answers no open call"
-            waiting.discard(message["tool_call_id"])
-            assert isinstance(message["content"], str)
-            continue
-        assert not waiting, f"calls {waiting} unanswered before message {position}"
-        content = message.get("content")
-        if isinstance(content, list):
-            assert content and role == "user", "content parts only in user messages"
-            for part in content:
-                assert part["type"] in ("text", "image_url", "file")
-                assert part["type"] != "text" or part["text"]
-        if role == "assistant":
-            calls = message.get("tool_calls") or []
-            assert content or calls, "never an empty assistant message"
-            for call in calls:
-                assert call["type"] == "function" and len(call["id"]) <= 40
-                assert OPENAI_TOOL_NAME.match(call["function"]["name"])
-                assert isinstance(json.loads(call["function"]["arguments"]), dict)
-            waiting = {call["id"] for call in calls}
-            assert len(waiting) == len(calls)
-        else:
-            assert content, f"message {position} is empty"
-    assert not waiting
 
 
 # -- the recorded Claude Code requests ---------------------------------------------

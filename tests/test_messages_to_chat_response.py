@@ -1,25 +1,12 @@
 """Chat Completions response -> Anthropic message: one test per rule, on the recorded bodies."""
 import json
-import pathlib
 
 import pytest
 
 from bridge.errors import BridgeError
-from bridge.messages_to_chat.request import Context
 from bridge.messages_to_chat.response import (INVALID_ARGUMENTS_KEY, client_tool_id, to_anthropic_message,
                                               upstream_tool_id, usage)
-
-OPENAI = pathlib.Path(__file__).parent / "fixtures" / "openai"
-
-
-def context(**overrides):
-    values = {"model": "claude-sonnet-4-5", "stream": False, "dropped": [], "tool_names": {},
-              "stop_sequences": (), "input_tokens": 10}
-    return Context(**{**values, **overrides})
-
-
-def recorded(name):
-    return json.loads((OPENAI / name).read_text())
+from tests.helpers import messages_to_chat_context as context, recorded
 
 
 def completion(message, finish_reason="stop", **choice):
@@ -29,7 +16,7 @@ def completion(message, finish_reason="stop", **choice):
 
 
 def test_text_answer_becomes_one_text_block_with_end_turn():
-    body = recorded("text.json")
+    body = recorded("openai/text.json")
     message = to_anthropic_message(body, context())
     assert message["type"] == "message" and message["role"] == "assistant"
     assert message["content"] == [{"type": "text", "text": body["choices"][0]["message"]["content"]}]
@@ -38,11 +25,12 @@ def test_text_answer_becomes_one_text_block_with_end_turn():
 
 
 def test_response_model_is_the_model_the_client_asked_for():
-    assert to_anthropic_message(recorded("text.json"), context(model="claude-opus-4-8"))["model"] == "claude-opus-4-8"
+    message = to_anthropic_message(recorded("openai/text.json"), context(model="claude-opus-4-8"))
+    assert message["model"] == "claude-opus-4-8"
 
 
 def test_tool_calls_become_tool_use_blocks_with_parsed_input():
-    body = recorded("tool_calls.json")
+    body = recorded("openai/tool_calls.json")
     message = to_anthropic_message(body, context())
     calls = body["choices"][0]["message"]["tool_calls"]
     assert message["content"] == [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
@@ -100,7 +88,7 @@ def test_empty_arguments_are_a_call_without_arguments(arguments):
 
 
 def test_reasoning_content_becomes_a_thinking_block_before_the_text_with_an_empty_signature():
-    body = recorded("deepseek_reasoning.json")
+    body = recorded("openai/deepseek_reasoning.json")
     message = to_anthropic_message(body, context())
     source = body["choices"][0]["message"]
     assert message["content"] == [
@@ -122,20 +110,20 @@ def test_mistral_content_array_splits_into_thinking_and_text():
 
 
 def test_refusal_becomes_text_and_stop_reason_refusal():
-    body = recorded("refusal.json")
+    body = recorded("openai/refusal.json")
     message = to_anthropic_message(body, context())
     assert message["content"] == [{"type": "text", "text": body["choices"][0]["message"]["refusal"]}]
     assert message["stop_reason"] == "refusal" and message["stop_details"]["type"] == "refusal"
 
 
 def test_content_filter_is_a_refusal_with_no_content():
-    message = to_anthropic_message(recorded("content_filter.json"), context())
+    message = to_anthropic_message(recorded("openai/content_filter.json"), context())
     assert message["content"] == [] and message["stop_reason"] == "refusal"
     assert "content filter" in message["stop_details"]["explanation"]
 
 
 def test_length_is_max_tokens():
-    body = recorded("length.json")
+    body = recorded("openai/length.json")
     message = to_anthropic_message(body, context())
     assert message["stop_reason"] == "max_tokens"
     assert message["content"][0]["text"] == body["choices"][0]["message"]["content"]
@@ -160,7 +148,7 @@ def test_vllm_stop_reason_that_is_a_token_or_unrequested_is_end_turn(stop_reason
 
 
 def test_usage_input_excludes_cached_tokens_which_are_cache_reads():
-    body = recorded("cached_tokens.json")
+    body = recorded("openai/cached_tokens.json")
     source = body["usage"]
     cached = source["prompt_tokens_details"]["cached_tokens"]
     assert to_anthropic_message(body, context())["usage"] == {
@@ -183,7 +171,7 @@ def test_usage_reads_deepseek_cache_hits_and_survives_missing_details():
 
 
 def test_reasoning_tokens_stay_in_output_tokens():
-    body = recorded("reasoning_usage.json")
+    body = recorded("openai/reasoning_usage.json")
     assert to_anthropic_message(body, context())["usage"]["output_tokens"] == body["usage"]["completion_tokens"]
 
 

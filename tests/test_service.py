@@ -10,19 +10,7 @@ import pytest
 import requests
 
 from tests.fake_upstream import Reply, fixture, json_reply
-
-ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
-
-
-def is_anthropic_error(response, status, error_type):
-    body = response.json()
-    return (response.status_code == status and body["type"] == "error"
-            and body["error"]["type"] == error_type and body["error"]["message"])
-
-
-def is_openai_error(response, status):
-    body = response.json()
-    return response.status_code == status and set(body["error"]) >= {"message", "type", "param", "code"}
+from tests.helpers import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 
 
 def test_health_and_readiness(bridge):

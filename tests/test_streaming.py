@@ -7,39 +7,15 @@ import requests
 
 from bench.processes import wait_for
 from bridge import sse, streaming
-from bridge.errors import ANTHROPIC, OPENAI, BridgeError
-from bridge.streaming import DONE, relay
+from bridge.errors import ANTHROPIC, OPENAI
+from bridge.streaming import relay
 from tests.fake_upstream import Reply
-
-
-class Echo:
-    """A translator that passes each Anthropic-style event through and counts what it saw."""
-
-    def __init__(self):
-        self.fed = []
-        self.finished = False
-
-    def feed(self, name, payload):
-        self.fed.append(payload)
-        if payload == DONE:
-            return [DONE]
-        if payload.get("type") == "boom":
-            raise BridgeError("api_error", "translator gave up")
-        return [payload]
-
-    def finish(self):
-        self.finished = True
-        return []
+from tests.helpers import Echo, decoded
 
 
 def open_stream(fake, *events, **reply):
     fake.reply(Reply(events=[sse.encode(e, event="x") for e in events], **reply))
     return requests.get(f"{fake.url}/stream", stream=True)
-
-
-def decoded(chunks):
-    decoder = sse.Decoder()
-    return [event for chunk in chunks for event in decoder.feed(chunk)]
 
 
 def test_each_event_is_translated_and_framed_in_order(fake):
