@@ -119,11 +119,11 @@ def sse_response(chunks, headers=None):
                     mimetype="text/event-stream", direct_passthrough=True)
 
 
-def answer(response, context, stream_translator, translate_body, protocol):
+def answer(response, context, stream_translator, translate_body, framing):
     """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
     headers = dropped_header(context.dropped)
     if context.stream:
-        events = relay(response, stream_translator(context), protocol, bridge().settings.ping_interval)
+        events = relay(response, stream_translator(context), framing, bridge().settings.ping_interval)
         return sse_response(events, headers)
     return json_response(translate_body(upstream.read_json(response), context), headers=headers)
 

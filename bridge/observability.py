@@ -77,8 +77,6 @@ class Record:
 
     def saw(self, item):
         """A translated stream item goes to the client; usage rides on some events."""
-        if not isinstance(item, dict):
-            return  # "[DONE]" or a keep-alive: no content, no usage
         if self.first_byte is None:
             self.first_byte = time.monotonic()
         usage = item.get("usage")  # Anthropic message_delta, OpenAI usage chunk

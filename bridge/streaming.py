@@ -4,32 +4,25 @@ A reader thread (pooled: it outlives its stream and serves the next) decodes
 the upstream body into SSE events and hands them over a queue, so the
 response generator can send a keep-alive while the upstream is silent (a
 reasoning model thinking) and nginx or the client do not time out. Each
-event is translated and written the moment it arrives; nothing is buffered
-beyond the SSE decoder's unfinished event.
-
-Translators are pure state machines with two methods:
-`feed(event_name, payload) -> [outgoing]` and `finish() -> [outgoing]`,
-where payload is the parsed JSON data or the string "[DONE]". They raise
-BridgeError when the stream cannot go on; the relay renders it as the
-client protocol's error event and ends the stream. A translator may set
-`done` once it has sent the client's last event: the relay then ends the
-response at once instead of waiting (and pinging) for the upstream's end.
+event is translated (translator.py is the contract) and written the moment
+it arrives; nothing is buffered beyond the SSE decoder's unfinished event.
+How the client's events, keep-alives and end look on the wire is its
+protocol's Framing.
 """
+import dataclasses
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from . import json_codec, observability, sse
-from .errors import ANTHROPIC, BridgeError
+from .errors import BridgeError
+from .translator import DONE
 from .upstream import transport_error
 
 log = logging.getLogger(__name__)
 
-DONE = "[DONE]"
-# A translator returns this to send the client a keep-alive (for OpenAI clients an SSE comment),
-# e.g. for an upstream ping: the upstream is alive even when nothing in its events is for the client.
-KEEPALIVE = "keep-alive"
 _END = object()
 _READ_SIZE = 65536
 # A server learns that the client has gone only when a write fails, and that is the second
@@ -40,15 +33,34 @@ PROBE_INTERVAL = 0.25
 _PROBE = sse.comment("")
 
 
-def relay(response, translator, protocol, ping_interval):
+@dataclasses.dataclass(frozen=True)
+class Framing:
+    """How one client protocol writes an event, a keep-alive, and the end of a completed answer."""
+    frame: Callable[[dict], bytes]
+    keepalive: bytes
+    end: bytes = b""
+
+
+def _named_event(item):
+    return sse.encode(json_codec.dumps(item), event=item["type"])
+
+
+def _data_only(item):
+    return sse.encode(json_codec.dumps(item))
+
+
+ANTHROPIC_SSE = Framing(_named_event, _named_event({"type": "ping"}))
+CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
+
+
+def relay(response, translator, framing, ping_interval):
     """Yield the client's bytes for one upstream streaming response."""
-    frame = _anthropic_event if protocol == ANTHROPIC else _openai_chunk
-    keepalive = _anthropic_event({"type": "ping"}) if protocol == ANTHROPIC else sse.comment()
+    frame = framing.frame
     record = observability.current()
     upstream = _Ending(response)
     events = queue.SimpleQueue()
     READERS.run(lambda: _read(response, events.put))
-    quiet_since = time.monotonic()
+    quiet_since = time.monotonic()  # when the client last got anything
     # Events that are already here leave in one write: the reader hands over each upstream
     # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
     # header and a thread switch each.
@@ -56,17 +68,11 @@ def relay(response, translator, protocol, ping_interval):
     try:
         while True:
             try:
-                batch = events.get(timeout=min(ping_interval, PROBE_INTERVAL))
+                arrived = events.get(timeout=min(ping_interval, PROBE_INTERVAL))
             except queue.Empty:
-                if time.monotonic() - quiet_since >= ping_interval:
-                    quiet_since = time.monotonic()
-                    yield keepalive
-                else:
-                    yield _PROBE
-                continue
-            quiet_since = time.monotonic()
+                arrived = None
             ended = False
-            for batch in _with_queued(batch, events):
+            for batch in _with_queued(arrived, events) if arrived is not None else ():
                 if batch is _END:
                     ended = True
                     break
@@ -77,8 +83,16 @@ def relay(response, translator, protocol, ping_interval):
                         record.saw(item)
                         pending.append(frame(item))
             if pending:
+                quiet_since = time.monotonic()
                 yield _take(pending)
-            if ended or getattr(translator, "done", False):
+            elif time.monotonic() - quiet_since >= ping_interval:
+                # An upstream ping (or an event with nothing for the client) keeps only the
+                # upstream's side of the connection alive: the client's side needs its own.
+                quiet_since = time.monotonic()
+                yield framing.keepalive
+            elif arrived is None:
+                yield _PROBE
+            if ended or translator.done:
                 break  # done: no keep-alive after the client's last event, no wait for [DONE]
         for item in translator.finish():
             record.saw(item)
@@ -88,20 +102,14 @@ def relay(response, translator, protocol, ping_interval):
             log.exception("stream translation failed")
             error = BridgeError("api_error", "internal error in the bridge while translating the "
                                 "stream; see its log")
-        record.failed_mid_stream(error, protocol)
-        pending.append(error_event(error, protocol))  # after what the same read already produced
+        record.failed_mid_stream(error, translator.protocol)
+        pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
+    else:
+        pending.append(framing.end)
     finally:
         upstream.close()
     if pending:
         yield _take(pending)
-
-
-def error_event(error, protocol):
-    """The mid-stream form of an error: after the first byte no status can change."""
-    body = error.body_for(protocol)
-    if protocol == ANTHROPIC:
-        return sse.encode(json_codec.dumps(body), event="error")
-    return sse.encode(json_codec.dumps(body))
 
 
 def _payload(event):
@@ -133,18 +141,6 @@ def _take(frames):
     data = b"".join(frames)
     frames.clear()
     return data
-
-
-def _anthropic_event(item):
-    return sse.encode(json_codec.dumps(item), event=item["type"])
-
-
-def _openai_chunk(item):
-    if item == DONE:
-        return sse.encode(DONE)
-    if item == KEEPALIVE:
-        return sse.comment()
-    return sse.encode(json_codec.dumps(item))
 
 
 class _Readers:

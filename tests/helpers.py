@@ -35,11 +35,12 @@ from openai.types.chat import ChatCompletionChunk
 from werkzeug.serving import make_server
 
 from bench.processes import ROOT, Gunicorn, accepts, free_port, upstream_env, wait_for
-from bridge import sse
+from bridge import sse, translator
 from bridge.chat_to_messages.request import Context as ChatToMessagesContext
-from bridge.errors import BridgeError
+from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.messages_to_chat.request import Context as MessagesToChatContext
-from bridge.streaming import DONE
+from bridge.streaming import ANTHROPIC_SSE, CHAT_SSE
+from bridge.translator import DONE
 from tests.fake_upstream import FIXTURES, Reply, fixture
 
 # -- recorded fixtures ----------------------------------------------------------------------------
@@ -165,17 +166,19 @@ def is_openai_error(response, status):
     return response.status_code == status and set(body["error"]) >= {"message", "type", "param", "code"}
 
 
-class Echo:
+class Echo(translator.StreamTranslator):
     """A translator that passes each Anthropic-style event through and counts what it saw."""
 
-    def __init__(self):
+    def __init__(self, protocol=ANTHROPIC):
+        self.protocol = protocol
         self.fed = []
         self.finished = False
 
     def feed(self, name, payload):
         self.fed.append(payload)
         if payload == DONE:
-            return [DONE]
+            self.done = True
+            return []
         if payload.get("type") == "boom":
             raise BridgeError("api_error", "translator gave up")
         return [payload]
@@ -183,6 +186,10 @@ class Echo:
     def finish(self):
         self.finished = True
         return []
+
+
+# The framing each client protocol's streams are written in.
+FRAMING = {ANTHROPIC: ANTHROPIC_SSE, OPENAI: CHAT_SSE}
 
 
 class SlammingDoor:

@@ -11,7 +11,6 @@ from jiter import from_json
 from bridge.chat_to_messages.response import to_chat_completion
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import BridgeError
-from bridge.streaming import DONE, KEEPALIVE
 from tests.helpers import (ANTHROPIC_STREAMS, anthropic_stream_message, chat_to_messages_context, openai_fold,
                            recorded_events, translated, without_nulls)
 
@@ -25,10 +24,6 @@ def accumulate(chunks):
     """The message and finish_reason the openai SDK's accumulator makes of the chunks."""
     [choice] = openai_fold(chunks)["choices"]
     return choice["message"], choice.get("finish_reason")
-
-
-def data_chunks(out):
-    return [item for item in out if isinstance(item, dict)]
 
 
 def streamed_input(name):
@@ -71,10 +66,11 @@ def test_the_openai_sdk_folds_every_translated_stream_into_the_non_streamed_answ
 
 
 @pytest.mark.parametrize("name", ANTHROPIC_STREAMS)
-def test_chunk_framing_role_first_finish_last_then_usage_then_done(name):
-    out = run(name)
-    chunks = data_chunks(out)
-    assert out[-1] == DONE and out.count(DONE) == 1
+def test_chunk_framing_role_first_finish_last_then_usage(name):
+    """[DONE] is the Chat framing's, written by the relay once the translator is done."""
+    translator = StreamTranslator(chat_to_messages_context(stream=True, include_usage=True))
+    chunks = translated(translator, recorded_events(name))
+    assert translator.done and all(isinstance(chunk, dict) for chunk in chunks)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert all("role" not in c["choices"][0]["delta"] for c in chunks[1:-1])
     *body, final, usage = chunks
@@ -88,19 +84,19 @@ def test_chunk_framing_role_first_finish_last_then_usage_then_done(name):
 
 
 def test_cache_usage_in_message_delta_overrides_message_start():
-    got = data_chunks(run("anthropic/cache_usage_in_message_delta.sse"))[-1]["usage"]
+    got = run("anthropic/cache_usage_in_message_delta.sse")[-1]["usage"]
     assert got["prompt_tokens_details"]["cached_tokens"] == 6289
     assert got["prompt_tokens"] == 6 + 3337 + 6289
 
 
 def test_no_usage_chunk_unless_include_usage():
-    chunks = data_chunks(run("anthropic/text.sse", include_usage=False))
+    chunks = run("anthropic/text.sse", include_usage=False)
     assert all(c["choices"] for c in chunks) and all("usage" not in c for c in chunks)
 
 
 def test_tool_calls_are_keyed_by_chat_tool_index_not_anthropic_block_index():
     """tool_use.sse has its tool at block 1 (after text): the Chat index is 0."""
-    chunks = data_chunks(run("anthropic/tool_use.sse", include_usage=False))
+    chunks = run("anthropic/tool_use.sse", include_usage=False)
     entries = [entry for c in chunks for entry in c["choices"][0]["delta"].get("tool_calls", [])]
     assert {entry["index"] for entry in entries} == {0}
     first, *rest = entries
@@ -111,27 +107,27 @@ def test_tool_calls_are_keyed_by_chat_tool_index_not_anthropic_block_index():
 
 
 def test_parallel_no_argument_tools_get_indices_0_1_and_arguments_braces():
-    message, finish = accumulate(data_chunks(run("anthropic/tool_use_parallel.sse")))
+    message, finish = accumulate(run("anthropic/tool_use_parallel.sse"))
     assert [(c["index"], c["function"]["arguments"]) for c in message["tool_calls"]] == [(0, "{}"), (1, "{}")]
     assert finish == "tool_calls"
 
 
 def test_max_tokens_inside_a_tool_keeps_the_partial_arguments_and_says_length():
-    message, finish = accumulate(data_chunks(run("anthropic/max_tokens_mid_tool.sse")))
+    message, finish = accumulate(run("anthropic/max_tokens_mid_tool.sse"))
     assert finish == "length"
     assert message["tool_calls"][0]["function"]["arguments"] == streamed_input("anthropic/max_tokens_mid_tool.sse")
 
 
 def test_signed_thinking_is_sent_whole_once_its_block_closes():
     [thinking] = [b for b in anthropic_stream_message("anthropic/thinking.sse")["content"] if b["type"] == "thinking"]
-    message, _ = accumulate(data_chunks(run("anthropic/thinking.sse")))
+    message, _ = accumulate(run("anthropic/thinking.sse"))
     assert message["thinking_blocks"] == [{"index": 0, "type": "thinking", "thinking": thinking["thinking"],
                                            "signature": thinking["signature"]}]
 
 
 def test_redacted_thinking_goes_only_to_the_extension_field():
     blocks = anthropic_stream_message("anthropic/redacted_thinking.sse")["content"]
-    message, _ = accumulate(data_chunks(run("anthropic/redacted_thinking.sse")))
+    message, _ = accumulate(run("anthropic/redacted_thinking.sse"))
     assert [(e["type"], e["data"]) for e in message["thinking_blocks"]] == [
         ("redacted_thinking", b["data"]) for b in blocks if b["type"] == "redacted_thinking"]
     assert "reasoning_content" not in message
@@ -140,25 +136,25 @@ def test_redacted_thinking_goes_only_to_the_extension_field():
 @pytest.mark.parametrize("name", ["anthropic/refusal.sse", "anthropic/refusal_sdk.sse"])
 def test_refusal_sends_the_explanation_as_delta_refusal_and_content_filter(name):
     explanation = anthropic_stream_message(name)["stop_details"]["explanation"]
-    message, finish = accumulate(data_chunks(run(name)))
+    message, finish = accumulate(run(name))
     assert message["refusal"] == explanation and finish == "content_filter"
 
 
-def test_pings_become_keepalives():
-    pings = sum(1 for _, d in recorded_events("anthropic/redacted_thinking.sse") if d["type"] == "ping")
-    assert run("anthropic/redacted_thinking.sse").count(KEEPALIVE) == pings > 0
+def test_pings_produce_nothing_the_relay_keeps_the_client_alive():
+    assert any(d["type"] == "ping" for _, d in recorded_events("anthropic/redacted_thinking.sse"))
+    assert StreamTranslator(chat_to_messages_context(stream=True)).feed("ping", {"type": "ping"}) == []
 
 
 def test_server_tool_blocks_produce_nothing():
     """pause_turn.sse streams server_tool_use input_json_deltas: none may surface as Chat tool calls."""
-    chunks = data_chunks(run("anthropic/pause_turn.sse", include_usage=False))
+    chunks = run("anthropic/pause_turn.sse", include_usage=False)
     assert not any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
 
 
 def test_response_format_tool_streams_as_content():
     answer = anthropic_stream_message("anthropic/tool_use.sse")
     text = "".join(b["text"] for b in answer["content"] if b["type"] == "text")
-    message, finish = accumulate(data_chunks(run("anthropic/tool_use.sse", json_tool="get_weather")))
+    message, finish = accumulate(run("anthropic/tool_use.sse", json_tool="get_weather"))
     assert message["content"] == text + streamed_input("anthropic/tool_use.sse")
     assert "tool_calls" not in message and finish == "stop"
 
@@ -170,7 +166,7 @@ def test_error_event_raises_the_upstream_error_after_the_text_so_far():
         for event, data in recorded_events("anthropic/error_midstream_overloaded.sse"):
             out.extend(translator.feed(event, data))
     assert caught.value.kind == "overloaded" and caught.value.message == "Overloaded"
-    assert accumulate(data_chunks(out))[0]["content"] == "Hello"
+    assert accumulate((out))[0]["content"] == "Hello"
 
 
 def test_a_stream_that_ends_before_message_stop_is_an_error_not_a_made_up_stop():

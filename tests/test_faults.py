@@ -18,12 +18,12 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import sse, streaming
+from bridge import sse, streaming, translator
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, Echo,
-                           SlammingDoor, anthropic_stream_message, decoded, drain, gunicorn, is_anthropic_error,
+from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, FRAMING, MESSAGES_TO_CHAT, STREAMED_OR_NOT,
+                           Echo, SlammingDoor, anthropic_stream_message, decoded, drain, gunicorn, is_anthropic_error,
                            is_openai_error, openai_stream_completion, recorded_stream)
 
 
@@ -106,7 +106,7 @@ def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_n
     """Only a failed write tells a server that its client left; while the upstream is silent
     the relay writes a bare SSE comment every PROBE_INTERVAL, not only a ping per ping_interval."""
     fake.reply(Reply(events=[sse.encode('{"type": "late"}', event="late")], stall_after=0))
-    stream = relay(requests.get(f"{fake.url}/stream", stream=True), Echo(), ANTHROPIC, ping_interval=30)
+    stream = relay(requests.get(f"{fake.url}/stream", stream=True), Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=30)
     first, second = next(stream), next(stream)
     assert first == second and first.startswith(b":")
     assert not sse.Decoder().feed(first + second)  # invisible to any SSE client
@@ -401,8 +401,11 @@ def test_invalid_utf8_in_an_upstream_answer_becomes_a_replacement_character_as_i
     assert answer == "\ufffd " + text
 
 
-class Crashing:
+class Crashing(translator.StreamTranslator):
     """A translator with a bug: it raises something that is not a BridgeError."""
+
+    def __init__(self, protocol):
+        self.protocol = protocol
 
     def feed(self, name, payload):
         raise KeyError("a translator bug")
@@ -416,7 +419,7 @@ def test_a_translator_bug_ends_the_stream_with_an_error_event_and_closes_the_ups
     """Not an HTML 500 page before the first byte, nor a cut connection after it: the
     protocol's error event, the upstream closed, the bug in the log."""
     fake.reply(Reply(events=[sse.encode('{"type": "a"}', event="a")] * 3, stall_after=1))
-    chunks = list(relay(requests.get(f"{fake.url}/stream", stream=True), Crashing(), protocol, 5))
+    chunks = list(relay(requests.get(f"{fake.url}/stream", stream=True), Crashing(protocol), FRAMING[protocol], 5))
     events = decoded(chunks)
     body = json.loads(events[-1].data)
     assert len(events) == 1 and body["error"]["type"] in ("api_error", "server_error")

@@ -10,7 +10,7 @@ import pytest
 from bridge.errors import BridgeError
 from bridge.messages_to_chat.response import to_anthropic_message
 from bridge.messages_to_chat.stream import StreamTranslator
-from bridge.streaming import DONE
+from bridge.translator import DONE
 from tests.helpers import (OPENAI_STREAMS, anthropic_fold, messages_to_chat_context, openai_stream_completion,
                            recorded_events, translated, without_nulls)
 

@@ -2,9 +2,9 @@
 from flask import Blueprint, request
 
 from .. import auth
-from ..errors import OPENAI
 from ..http import answer, bridge, read_json
 from ..schemas import openai as schema
+from ..streaming import CHAT_SSE
 from .request import to_messages_request
 from .response import to_chat_completion
 from .stream import StreamTranslator
@@ -21,4 +21,4 @@ def create_chat_completion():
     response = state.upstream.request(
         "POST", f"{state.settings.anthropic_base_url}/v1/messages",
         auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
-    return answer(response, context, StreamTranslator, to_chat_completion, OPENAI)
+    return answer(response, context, StreamTranslator, to_chat_completion, CHAT_SSE)

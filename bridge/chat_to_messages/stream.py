@@ -8,15 +8,16 @@ delta.content, and anything Chat cannot show (server tools, compaction) ->
 nothing. Signed thinking is sent whole, once its block closes, in the
 `thinking_blocks` extension so the client can echo it back.
 
-The final chunk (finish_reason), the usage-only chunk and [DONE] go out at
-message_stop, and the response ends there (`done`): nothing may follow
-[DONE], even when the upstream holds its connection open. A stream that
-ends before message_stop is an error, never a made-up stop.
+The final chunk (finish_reason) and the usage-only chunk go out at
+message_stop, and the response ends there (`done`; the Chat framing adds
+`data: [DONE]`): nothing may follow [DONE], even when the upstream holds its
+connection open. A stream that ends before message_stop is an error, never
+a made-up stop.
 """
 import dataclasses
 
-from ..errors import BridgeError
-from ..streaming import DONE, KEEPALIVE
+from .. import translator
+from ..errors import OPENAI, BridgeError
 from .response import (arguments, chat_usage, completion_id, finish_reason, refusal_text,
                        thinking_entry, tool_call)
 
@@ -25,9 +26,6 @@ ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error
                "permission_error": "permission", "not_found_error": "not_found",
                "request_too_large": "request_too_large", "rate_limit_error": "rate_limit",
                "api_error": "api_error", "overloaded_error": "overloaded", "timeout_error": "timeout"}
-# The events translated, each by the method of the same name; anything else is skipped.
-EVENTS = ("message_start", "content_block_start", "content_block_delta", "content_block_stop",
-          "message_delta", "message_stop")
 
 
 @dataclasses.dataclass
@@ -40,7 +38,9 @@ class _Block:
     signature: str = ""
 
 
-class StreamTranslator:
+class StreamTranslator(translator.StreamTranslator):
+    protocol = OPENAI
+
     def __init__(self, context):
         self.context = context
         self.id = None
@@ -57,13 +57,12 @@ class StreamTranslator:
         kind = payload.get("type") or event_name
         if kind == "error":
             raise upstream_error(payload)
-        if kind == "ping":
-            return [KEEPALIVE]
-        if kind not in EVENTS:
-            return []  # event types newer than this code are skipped
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return []  # ping (the relay keeps the client alive), and event types newer than this code
         if kind != "message_start" and self.id is None:
             raise _broken(f"upstream sent {kind!r} before message_start")
-        return getattr(self, f"_{kind}")(payload)
+        return handler(self, payload)
 
     def finish(self):
         if not self.done:
@@ -134,7 +133,7 @@ class StreamTranslator:
         out.append(self._chunk({}, finish))
         if self.context.include_usage:
             out.append(self._envelope([], usage=chat_usage(self.usage)))
-        return [*out, DONE]
+        return out
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -185,6 +184,15 @@ class StreamTranslator:
     def _envelope(self, choices, **extra):
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.context.created,
                 "model": self.context.model, "choices": choices, **extra}
+
+
+# The events translated, each by its handler; anything else is skipped.
+_HANDLERS = {"message_start": StreamTranslator._message_start,
+             "content_block_start": StreamTranslator._content_block_start,
+             "content_block_delta": StreamTranslator._content_block_delta,
+             "content_block_stop": StreamTranslator._content_block_stop,
+             "message_delta": StreamTranslator._message_delta,
+             "message_stop": StreamTranslator._message_stop}
 
 
 def upstream_error(payload):

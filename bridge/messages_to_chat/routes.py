@@ -4,9 +4,9 @@ import logging
 from flask import Blueprint, request
 
 from .. import auth, observability
-from ..errors import ANTHROPIC
 from ..http import answer, bridge, json_response, read_json
 from ..schemas import anthropic as schema
+from ..streaming import ANTHROPIC_SSE
 from .request import to_chat_request
 from .response import to_anthropic_message
 from .stream import StreamTranslator
@@ -27,7 +27,7 @@ def create_message():
     response = state.upstream.request(
         "POST", f"{state.settings.openai_base_url}/chat/completions",
         auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
-    return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC)
+    return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC_SSE)
 
 
 @bp.post("/v1/messages/count_tokens")

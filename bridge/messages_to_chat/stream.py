@@ -27,8 +27,9 @@ Lifecycle (DESIGN.md section 3, message-placement.txt):
 """
 import dataclasses
 
-from ..errors import BridgeError
-from ..streaming import DONE
+from .. import translator
+from ..errors import ANTHROPIC, BridgeError
+from ..translator import DONE
 from . import response
 from .tokens import text_tokens
 
@@ -41,7 +42,9 @@ class _Call:
     opened: bool = False
 
 
-class StreamTranslator:
+class StreamTranslator(translator.StreamTranslator):
+    protocol = ANTHROPIC
+
     def __init__(self, context):
         self.context = context
         self.started = False
