@@ -1,8 +1,10 @@
 """Render the measurements as the markdown of bench/RESULTS.md."""
+import os
 import shlex
 import statistics
 
 from . import client, wrk
+from .processes import ROOT
 
 
 def _pct(values, fraction):
@@ -242,7 +244,7 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         "",
     ]
     for name, command in commands.items():
-        out.append(f"- {name}: `{shlex.join(command)}`")
+        out.append(f"- {name}: `{shlex.join(checkout_relative(command))}`")
     out += [f"- throughput: `{shlex.join(wrk.command('<url>', '<c>', plan.wrk_seconds, 'post.lua'))}` "
             "(post.lua sets method POST, the JSON body and headers), "
             "run from the bench process, so on its core",
@@ -264,3 +266,10 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
                 "### Validate and translate one large request, in-process (median ms)", "",
                 translation_table(translations.get(name)), ""]
     return "\n".join(out) + "\n"
+
+
+def checkout_relative(command):
+    """A command as run from the checkout: its own paths relative to it, so that a reader can run
+    it in theirs, and the results name no path of the machine they were measured on."""
+    root = str(ROOT) + os.sep
+    return [arg.replace(root, "") for arg in command]

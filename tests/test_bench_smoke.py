@@ -34,6 +34,13 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     commands = [line for line in text.splitlines() if line.startswith(("- relay,", "- bridge,"))]
     assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == \
         [(True, False)] * 2 + [(False, True)] * 2, commands
+    assert str(ROOT) not in text, "the commands name paths relative to the checkout"
+
+
+def test_commands_name_the_checkouts_paths_relative_to_it():
+    command = [str(ROOT / ".venv" / "bin" / "gunicorn"), "--config", "deploy/gunicorn.conf.py", "bench.relay:app"]
+    assert report.checkout_relative(command) == [".venv/bin/gunicorn", "--config", "deploy/gunicorn.conf.py",
+                                                 "bench.relay:app"]
 
 
 def test_targets_give_the_spread_of_single_rounds_ratios():
