@@ -30,7 +30,7 @@ class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
     def __init__(self, kind, message, *, status=None, param=None, code=None,
-                 retry_after=None, upstream_status=None):
+                 upstream_status=None, upstream_headers=None):
         if kind not in _KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
@@ -39,8 +39,9 @@ class BridgeError(Exception):
         self.status = status or _KINDS[kind][0]
         self.param = param
         self.code = code
-        self.retry_after = retry_after
         self.upstream_status = upstream_status
+        # The upstream answer's headers: its retry and rate-limit ones go on to the client (ratelimit.py).
+        self.upstream_headers = upstream_headers
 
     def status_for(self, protocol):
         if protocol == OPENAI:
@@ -54,9 +55,6 @@ class BridgeError(Exception):
                               "param": self.param, "code": self.code}}
         return {"type": "error",
                 "error": {"type": anthropic_type, "message": self.message}}
-
-    def headers(self):
-        return {"retry-after": self.retry_after} if self.retry_after else {}
 
 
 def invalid(message, param=None):

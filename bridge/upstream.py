@@ -21,9 +21,9 @@ refused connection, a failed DNS lookup, a connect timeout, and a
 connection closed or reset before any byte of an answer (a pooled
 keep-alive connection the upstream had just closed), with capped doubling
 backoff. Once a status line came it never asks again: a 429/5xx goes back
-at once with its retry-after, and a body that breaks mid-read or a read
-timeout is an error, since the upstream may have generated, and billed,
-the answer.
+at once with the headers the SDK needs to retry well (ratelimit.py), and a
+body that breaks mid-read or a read timeout is an error, since the upstream
+may have generated, and billed, the answer.
 """
 import functools
 import json
@@ -173,7 +173,8 @@ def _reason(exc):
 
 
 def upstream_error(response):
-    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message and retry-after."""
+    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message and its headers
+    (the client's SDK retries by them)."""
     status = response.status_code
     if status < 400:
         response.close()
@@ -202,8 +203,8 @@ def upstream_error(response):
     client_status = status if status in (400, 401, 403, 404, 413, 422, 429, 502, 504, 529) else None
     if kind == "api_error" and client_status is None:
         client_status = 500 if status == 500 else 502
-    return BridgeError(kind, message, status=client_status, code=code, param=param,
-                       retry_after=response.headers.get("retry-after"), upstream_status=status)
+    return BridgeError(kind, message, status=client_status, code=code, param=param, upstream_status=status,
+                       upstream_headers=response.headers)
 
 
 def _lenient(raw):

@@ -1,17 +1,20 @@
 """One retry budget per user call, and the client's SDK owns it; through both directions.
 
 The bridge retries only what never reached the upstream (a refused connection, one closed
-before any byte of an answer). Whatever the upstream answered goes back at once, for the
-SDK to retry. The counts are taken at the fake upstream.
+before any byte of an answer). Whatever the upstream answered goes back at once, with the
+headers the SDK retries by: `retry-after(-ms)`, `x-should-retry`, rate limits in the client's
+protocol. The counts are taken at the fake upstream.
 """
 import json
 import logging
+import time
 
 import pytest
 import requests
 
-from tests.fake_upstream import FakeUpstream, Reply, fixture
-from tests.test_faults import EACH, STREAMED_OR_NOT, full_backlog, recorded_text
+from bridge.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
+from tests.fake_upstream import FakeUpstream, Reply, fixture, json_reply
+from tests.test_faults import EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, full_backlog, recorded_text
 from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error
 
 QUICK = {"content-type": "application/json", "retry-after-ms": "1"}  # the SDKs wait 1 ms, not their backoff
@@ -34,6 +37,66 @@ def test_a_storm_of_429s_or_overloads_costs_the_upstream_only_the_sdks_own_retri
     with pytest.raises(direction.sdk.APIStatusError):
         direction.create(direction.client(live.url, sdk_retries=True), stream)
     assert len(fake.requests) == direction.sdk.DEFAULT_MAX_RETRIES + 1 == 3
+
+
+@EACH
+@pytest.mark.parametrize("should_retry, calls", [("false", 1), ("true", 3)])
+def test_x_should_retry_reaches_the_sdk_as_the_upstream_sent_it(start_bridge, fake, direction, should_retry, calls):
+    """`false` stops the SDK on a 429 it would retry; `true` makes it retry even a 400."""
+    live = start_bridge()
+    status_error = json_reply({"error": {"type": "invalid_request_error", "message": "try again"}}, 400)
+    fake.default = error_reply(direction, "rate_limited", **{"x-should-retry": "false"}) if should_retry == "false" \
+        else Reply(status=400, body=status_error.body, headers={**QUICK, "x-should-retry": "true"})
+    with pytest.raises(direction.sdk.APIStatusError) as caught:
+        direction.create(direction.client(live.url, sdk_retries=True))
+    assert caught.value.response.headers["x-should-retry"] == should_retry
+    assert len(fake.requests) == calls
+
+
+OPENAI_LIMITS = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+                 "x-ratelimit-reset-requests": "120ms", "x-ratelimit-limit-tokens": "30000",
+                 "x-ratelimit-remaining-tokens": "29000", "x-ratelimit-reset-tokens": "6m0s"}
+
+
+def anthropic_limits(reset):
+    return {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
+            "anthropic-ratelimit-requests-reset": reset, "anthropic-ratelimit-tokens-limit": "40000",
+            "anthropic-ratelimit-tokens-remaining": "39000", "anthropic-ratelimit-tokens-reset": reset,
+            "anthropic-ratelimit-input-tokens-limit": "30000", "anthropic-ratelimit-input-tokens-reset": reset}
+
+
+@EACH
+@pytest.mark.parametrize("answer", ["rate_limited", "success"])
+def test_rate_limit_headers_reach_the_client_in_its_protocol(bridge, fake, direction, answer):
+    reset_at = int(time.time()) + 3600
+    limits = OPENAI_LIMITS if direction.upstream == "openai" else anthropic_limits(rfc3339(reset_at))
+    reply = fixture(f"{direction.upstream}/error_429.json" if answer == "rate_limited" else
+                    f"{direction.upstream}/text.json")
+    reply.headers = {**reply.headers, **limits}
+    fake.reply(reply)
+    client = direction.client(bridge.url)
+    before = time.time()
+    if answer == "success":
+        headers = direction.create(client, raw=True).headers
+    else:
+        with pytest.raises(direction.sdk.RateLimitError) as caught:
+            direction.create(client)
+        headers = caught.value.response.headers
+    after = time.time()
+    if direction is MESSAGES_TO_CHAT:
+        assert not [name for name in headers if name.startswith("x-ratelimit-")]
+        assert (headers["anthropic-ratelimit-requests-limit"], headers["anthropic-ratelimit-requests-remaining"],
+                headers["anthropic-ratelimit-tokens-limit"], headers["anthropic-ratelimit-tokens-remaining"]) == \
+            ("500", "499", "30000", "29000")
+        reset = rfc3339_seconds(headers["anthropic-ratelimit-tokens-reset"])  # 6m0s from the moment it passed
+        assert rfc3339_seconds(rfc3339(before + 360)) <= reset <= rfc3339_seconds(rfc3339(after + 360))
+    else:
+        assert not [name for name in headers if name.startswith("anthropic-ratelimit-")]
+        assert (headers["x-ratelimit-limit-requests"], headers["x-ratelimit-remaining-requests"],
+                headers["x-ratelimit-limit-tokens"], headers["x-ratelimit-remaining-tokens"]) == \
+            ("50", "49", "40000", "39000")
+        left = duration_seconds(headers["x-ratelimit-reset-tokens"])
+        assert reset_at - after <= left <= reset_at - before + 0.001
 
 
 class _ListenOnFirstRetry(logging.Handler):
