@@ -30,7 +30,7 @@ class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
     def __init__(self, kind, message, *, status=None, param=None, code=None,
-                 upstream_status=None, upstream_headers=None):
+                 upstream_status=None, upstream_headers=None, detail=None):
         if kind not in _KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
@@ -42,6 +42,15 @@ class BridgeError(Exception):
         self.upstream_status = upstream_status
         # The upstream answer's headers: its retry and rate-limit ones go on to the client (ratelimit.py).
         self.upstream_headers = upstream_headers
+        # The upstream's own error object, for rules that read more than its message (overflow.py).
+        self.detail = detail
+
+    def replaced(self, **changes):
+        """This error with some fields changed: a rule rewords an upstream's error and keeps the rest."""
+        fields = {"kind": self.kind, "message": self.message, "status": self.status, "param": self.param,
+                  "code": self.code, "upstream_status": self.upstream_status,
+                  "upstream_headers": self.upstream_headers, "detail": self.detail, **changes}
+        return BridgeError(fields.pop("kind"), fields.pop("message"), **fields)
 
     def status_for(self, protocol):
         if protocol == OPENAI:

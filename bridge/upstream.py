@@ -173,8 +173,8 @@ def _reason(exc):
 
 
 def upstream_error(response):
-    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message and its headers
-    (the client's SDK retries by them)."""
+    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message, its own error
+    object and its headers (the client's SDK retries by them)."""
     status = response.status_code
     if status < 400:
         response.close()
@@ -189,10 +189,12 @@ def upstream_error(response):
     finally:
         response.close()
     message = code = param = None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+    inner = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(inner, str) and inner:
+        inner = {"message": inner}  # llama.cpp's and LM Studio's own servers, some gateways
+    if isinstance(inner, dict):
         # OpenAI: {"error": {"message", "type", "param", "code"}}
         # Anthropic: {"type": "error", "error": {"type", "message"}}
-        inner = payload["error"]
         message = inner.get("message")
         code = inner.get("code") if isinstance(inner.get("code"), str) else None
         param = inner.get("param") if isinstance(inner.get("param"), str) else None
@@ -204,7 +206,7 @@ def upstream_error(response):
     if kind == "api_error" and client_status is None:
         client_status = 500 if status == 500 else 502
     return BridgeError(kind, message, status=client_status, code=code, param=param, upstream_status=status,
-                       upstream_headers=response.headers)
+                       upstream_headers=response.headers, detail=inner if isinstance(inner, dict) else None)
 
 
 def _lenient(raw):

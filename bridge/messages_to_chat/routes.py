@@ -2,11 +2,11 @@
 from flask import Blueprint, request
 
 from .. import auth
-from ..errors import ANTHROPIC
+from ..errors import ANTHROPIC, BridgeError
 from ..http import answer, bridge, json_response, read_json
 from ..schemas import anthropic as schema
 from .request import to_chat_request
-from .response import to_anthropic_message
+from .response import anthropic_overflow, to_anthropic_message
 from .stream import StreamTranslator
 from .tokens import count_tokens
 
@@ -18,10 +18,13 @@ def create_message():
     state = bridge()
     body = schema.validate_messages(read_json())
     chat_body, context = to_chat_request(body, state.settings)
-    response = state.upstream.request(
-        "POST", f"{state.settings.openai_base_url}/chat/completions",
-        auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
-    return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC)
+    try:
+        response = state.upstream.request(
+            "POST", f"{state.settings.openai_base_url}/chat/completions",
+            auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
+        return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC)
+    except BridgeError as error:
+        raise anthropic_overflow(error, lambda: count_tokens(body)) from None
 
 
 @bp.post("/v1/messages/count_tokens")
