@@ -8,12 +8,13 @@ same without `/v1`), never as an HTML page.
 import logging
 import re
 import secrets
+import time
 import types
 
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import auth, models, observability, settings as settings_module
+from . import auth, models, observability, ratelimit, settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .http import json_response
@@ -112,4 +113,5 @@ def client_protocol():
 
 def _render(error):
     protocol = client_protocol()
-    return json_response(error.body_for(protocol), error.status_for(protocol), error.headers())
+    headers = ratelimit.client_headers(protocol, error.upstream_headers, time.time())
+    return json_response(error.body_for(protocol), error.status_for(protocol), headers)

@@ -30,7 +30,7 @@ class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
     def __init__(self, kind, message, *, status=None, param=None, code=None,
-                 retry_after=None, upstream_status=None, details=None):
+                 upstream_status=None, upstream_headers=None, upstream_detail=None, details=None):
         if kind not in _KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
@@ -39,9 +39,20 @@ class BridgeError(Exception):
         self.status = status or _KINDS[kind][0]
         self.param = param
         self.code = code
-        self.retry_after = retry_after
         self.upstream_status = upstream_status
+        # The upstream answer's headers: its retry and rate-limit ones go on to the client (ratelimit.py).
+        self.upstream_headers = upstream_headers
+        # The upstream's own error object, for rules that read more than its message (overflow.py).
+        self.upstream_detail = upstream_detail
         self.details = details  # Anthropic's machine-readable `error.details` (its SDKs act on error_code)
+
+    def replaced(self, **changes):
+        """This error with some fields changed: a rule rewords an upstream's error and keeps the rest."""
+        fields = {"kind": self.kind, "message": self.message, "status": self.status, "param": self.param,
+                  "code": self.code, "upstream_status": self.upstream_status,
+                  "upstream_headers": self.upstream_headers, "upstream_detail": self.upstream_detail,
+                  "details": self.details, **changes}
+        return BridgeError(fields.pop("kind"), fields.pop("message"), **fields)
 
     def status_for(self, protocol):
         if protocol == OPENAI:
@@ -57,9 +68,6 @@ class BridgeError(Exception):
         if self.details:
             error["details"] = self.details
         return {"type": "error", "error": error}
-
-    def headers(self):
-        return {"retry-after": self.retry_after} if self.retry_after else {}
 
 
 def invalid(message, param=None):

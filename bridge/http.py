@@ -2,12 +2,13 @@
 import json
 import math
 import re
+import time
 from urllib.parse import quote
 
 from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import json_codec, observability, upstream
+from . import json_codec, observability, ratelimit, upstream
 from .errors import BridgeError, invalid
 from .streaming import relay
 
@@ -121,7 +122,8 @@ def sse_response(chunks, headers=None):
 
 def answer(response, context, stream_translator, translate_body, framing):
     """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
-    headers = dropped_header(context.dropped)
+    headers = {**dropped_header(context.dropped),
+               **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time())}
     if context.stream:
         events = relay(response, stream_translator(context), framing, bridge().settings.ping_interval)
         return sse_response(events, headers)

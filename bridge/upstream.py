@@ -13,9 +13,17 @@ that no proxy is ever used and no cookie ever kept: 3% of a request's work.
 Every transport failure becomes a BridgeError before it can reach a client
 as a stack trace.
 
-Retries happen only here, before a single byte went to the client: for
-connection failures and for 429/5xx answers, with capped exponential
-backoff that honours a short `retry-after`.
+One retry budget per user call, and the client's SDK owns it: both official
+SDKs repeat a 429/5xx twice by default, so a bridge that retried them too
+would multiply every call (3 x 3 upstream calls). The bridge retries only
+what no client can see and what cannot have started a generation: a
+refused connection, a failed DNS lookup, a connect timeout, and a
+connection closed or reset before any byte of an answer (a pooled
+keep-alive connection the upstream had just closed), with capped doubling
+backoff. Once a status line came it never asks again: a 429/5xx goes back
+at once with the headers the SDK needs to retry well (ratelimit.py), and a
+body that breaks mid-read or a read timeout is an error, since the upstream
+may have generated, and billed, the answer.
 """
 import functools
 import json
@@ -32,8 +40,6 @@ from .errors import BridgeError, kind_for_status
 
 log = logging.getLogger(__name__)
 
-_RETRY_STATUSES = {429, 500, 502, 503, 504, 529}
-
 
 class Upstream:
     def __init__(self, settings):
@@ -48,41 +54,43 @@ class Upstream:
         while True:
             try:
                 response = self.adapter.send(prepared, stream=stream, timeout=timeout)
-                if not stream:
-                    response.content  # read now, so a read timeout is reported here
+                break
             except requests.RequestException as exc:
                 error = transport_error(exc)
-                # A read timeout means the upstream has the request and may still be working
-                # on it: asking again would double the cost and the wait.
-                wait = None if isinstance(exc, requests.ReadTimeout) else self._backoff(attempt)
-            else:
-                if response.status_code < 300:
-                    return response
-                error = upstream_error(response)
-                wait = self._backoff(attempt, response.headers.get("retry-after"))
-                if response.status_code not in _RETRY_STATUSES:
-                    wait = None
-            if wait is None:
-                raise error
+                if attempt >= self.settings.retries or not _before_any_answer(exc):
+                    raise error from None
+            wait = min(self.settings.retry_backoff * (2 ** attempt), self.settings.retry_max_wait)
             log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
             time.sleep(wait)
             attempt += 1
-
-    def _backoff(self, attempt, retry_after=None):
-        """Seconds to wait before the next try, or None when no retry is left or worth it.
-
-        Our own doubling backoff is capped at retry_max_wait; an upstream that asks for a
-        longer wait gets no retry, and its retry-after goes back to the client instead.
-        """
-        if attempt >= self.settings.retries:
-            return None
-        wait = min(self.settings.retry_backoff * (2 ** attempt), self.settings.retry_max_wait)
-        if retry_after is not None:
+        if response.status_code >= 300:
+            raise upstream_error(response)
+        if not stream:
             try:
-                wait = max(wait, float(retry_after))
-            except ValueError:
-                pass
-        return wait if wait <= self.settings.retry_max_wait else None
+                response.content  # read now, so a body that breaks is reported here
+            except requests.RequestException as exc:
+                raise transport_error(exc) from None
+        return response
+
+
+def _before_any_answer(exc):
+    """Whether a failed send left the upstream no chance to begin an answer: worth one more try.
+
+    requests reports a refused connection, a failed lookup or a connect timeout as a
+    MaxRetryError around a NewConnectionError (a connect timeout as ConnectTimeout), and a
+    connection the peer closed or reset before the status line as a ProtocolError around
+    ConnectionResetError (RemoteDisconnected is one) or BrokenPipeError.
+    """
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.ConnectionError) or not exc.args:
+        return False
+    cause = exc.args[0]
+    if isinstance(cause, urllib3.exceptions.MaxRetryError):
+        return isinstance(cause.reason, urllib3.exceptions.NewConnectionError)
+    if isinstance(cause, urllib3.exceptions.ProtocolError) and cause.args:
+        return isinstance(cause.args[-1], (ConnectionResetError, BrokenPipeError))
+    return False
 
 
 class _Adapter(HTTPAdapter):
@@ -139,6 +147,10 @@ def _prepared_url(url):
 def transport_error(exc):
     """A requests exception, or the urllib3 one that reading a stream raises, as the 502/504
     a client should see."""
+    # requests reports a read timeout inside a body as a ConnectionError around urllib3's
+    if isinstance(exc, requests.ConnectionError) and exc.args and \
+            isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
+        exc = exc.args[0]
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})",
                            status=504)
@@ -161,7 +173,8 @@ def _reason(exc):
 
 
 def upstream_error(response):
-    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message and retry-after."""
+    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message, its own error
+    object and its headers (the client's SDK retries by them)."""
     status = response.status_code
     if status < 400:
         response.close()
@@ -176,10 +189,12 @@ def upstream_error(response):
     finally:
         response.close()
     message = code = param = None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+    inner = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(inner, str) and inner:
+        inner = {"message": inner}  # llama.cpp's and LM Studio's own servers, some gateways
+    if isinstance(inner, dict):
         # OpenAI: {"error": {"message", "type", "param", "code"}}
         # Anthropic: {"type": "error", "error": {"type", "message"}}
-        inner = payload["error"]
         message = inner.get("message")
         code = inner.get("code") if isinstance(inner.get("code"), str) else None
         param = inner.get("param") if isinstance(inner.get("param"), str) else None
@@ -190,8 +205,8 @@ def upstream_error(response):
     client_status = status if status in (400, 401, 403, 404, 413, 422, 429, 502, 504, 529) else None
     if kind == "api_error" and client_status is None:
         client_status = 500 if status == 500 else 502
-    return BridgeError(kind, message, status=client_status, code=code, param=param,
-                       retry_after=response.headers.get("retry-after"), upstream_status=status)
+    return BridgeError(kind, message, status=client_status, code=code, param=param, upstream_status=status,
+                       upstream_headers=response.headers, upstream_detail=inner if isinstance(inner, dict) else None)
 
 
 def _lenient(raw):

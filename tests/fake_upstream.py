@@ -4,7 +4,9 @@ Tests queue replies with `fake.reply(...)`; every request that reaches the
 fake is recorded (path, headers, parsed JSON body) so a test can check what
 the bridge actually sent upstream. Streams are written with chunked
 transfer encoding, optionally paced, so the bridge sees them arrive the way
-a real server sends them.
+a real server sends them. A fake made with `listening=False` has its port
+bound but refuses every connection until `listen()`: an upstream that is
+still starting.
 """
 import dataclasses
 import json
@@ -29,6 +31,8 @@ class Reply:
     delay_headers: float = 0.0 # seconds to wait before sending the status line
     stall_after: int = None    # go silent after this many events, holding the connection open
     stall_for: float = 30.0    # ... for this long at most, or until the bridge closes it
+    cut_after: int = None      # send `body` as one chunk that promises all of it, close after this many
+                               # of its bytes: a server that died while answering
 
 
 @dataclasses.dataclass
@@ -99,14 +103,22 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeUpstream:
-    def __init__(self):
+    def __init__(self, listening=True):
         self.requests = []
         self._replies = []
         self.default = None  # a Reply, or a function of the Recorded request returning one
         self.closed_streams = []  # (path, events written) of streams the client closed early
         self._lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), _handler(self))
+        self.server = _Server(("127.0.0.1", 0), _handler(self), bind_and_activate=False)
+        self.server.server_bind()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = None
+        if listening:
+            self.listen()
+
+    def listen(self):
+        """Start accepting connections; until then the kernel refuses them (the port is bound, not listening)."""
+        self.server.server_activate()
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -134,7 +146,8 @@ class FakeUpstream:
         return self.default or json_reply({"error": {"message": "fake upstream: no reply queued"}}, 599)
 
     def close(self):
-        self.server.shutdown()
+        if self._thread is not None:
+            self.server.shutdown()
         self.server.server_close()
 
 
@@ -161,6 +174,14 @@ def _handler(fake):
             self.send_response(reply.status)
             for key, value in reply.headers.items():
                 self.send_header(key, value)
+            if reply.cut_after is not None:
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s" % (len(reply.body), reply.body[:reply.cut_after]))
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if reply.events is None:
                 self.send_header("content-length", str(len(reply.body)))
                 self.end_headers()

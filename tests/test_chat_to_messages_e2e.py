@@ -210,6 +210,33 @@ def test_request_too_large_is_a_413(openai_client, fake):
     assert caught.value.status_code == 413
 
 
+ANTHROPIC_OVERFLOWS = ["prompt is too long: 210000 tokens > 200000 maximum",
+                       "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input "
+                       "length or `max_tokens` and try again"]
+
+
+@pytest.mark.parametrize("message", ANTHROPIC_OVERFLOWS, ids=["prompt", "prompt-and-max_tokens"])
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_an_anthropic_overflow_is_context_length_exceeded_for_the_sdk(openai_client, fake, message, stream):
+    """The code LangChain, the Agents SDK and others trim the conversation on; Anthropic's text stays."""
+    fake.reply(json_reply({"type": "error", "error": {"type": "invalid_request_error", "message": message},
+                           "request_id": "req_011"}, 400, {"x-should-retry": "false"}))
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=stream)
+    assert (caught.value.code, caught.value.param, caught.value.body["message"]) == \
+        ("context_length_exceeded", "messages", message)
+
+
+def test_an_anthropic_overflow_mid_stream_is_context_length_exceeded_in_the_error_chunk(openai_client, fake):
+    head = fixture("anthropic/text.sse").events[:3]
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": ANTHROPIC_OVERFLOWS[0]}}
+    fake.reply(fixture("anthropic/text.sse", events=[*head, sse.encode(json.dumps(error), event="error")]))
+    with pytest.raises(openai.APIError) as caught:
+        list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
+    assert (caught.value.code, caught.value.param, caught.value.message) == \
+        ("context_length_exceeded", "messages", ANTHROPIC_OVERFLOWS[0])
+
+
 def test_stream_errors_before_the_first_byte_are_http_errors(openai_client, fake):
     fake.reply(fixture("anthropic/error_429.json"))
     with pytest.raises(openai.RateLimitError):

@@ -6,8 +6,11 @@ import json
 
 import pytest
 
-from bridge.chat_to_messages.response import STANDARD_REFUSAL, to_chat_completion, to_openai_model_list
-from tests.helpers import chat_to_messages_context as context, recorded
+from bridge.chat_to_messages.response import (STANDARD_REFUSAL, openai_overflow, to_chat_completion,
+                                              to_openai_model_list)
+from bridge.errors import OPENAI, BridgeError
+from tests.helpers import OVERFLOWS, recorded
+from tests.helpers import chat_to_messages_context as context
 
 # The spec's stop_reason -> finish_reason table (DESIGN.md section 4 and the seeds).
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
@@ -130,3 +133,27 @@ def test_model_list_in_openai_shape_with_aliases_first():
     listed = to_openai_model_list(upstream, ["gpt-4o"])
     assert [m["id"] for m in listed["data"]] == ["gpt-4o", "claude-sonnet-4-5"]
     assert all(m["object"] == "model" for m in listed["data"]) and listed["object"] == "list"
+
+
+# -- context overflow -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["anthropic, prompt", "anthropic, prompt and max_tokens"])
+def test_an_anthropic_overflow_is_a_400_with_openais_code_and_anthropics_message(case):
+    detail = OVERFLOWS[case][0]
+    error = openai_overflow(BridgeError("invalid_request", detail["message"], upstream_status=400, upstream_detail=detail,
+                                        upstream_headers={"x-should-retry": "false"}))
+    assert error.status_for(OPENAI) == 400 and error.upstream_headers == {"x-should-retry": "false"}
+    assert error.body_for(OPENAI) == {"error": {"message": detail["message"], "type": "invalid_request_error",
+                                                "param": "messages", "code": "context_length_exceeded"}}
+
+
+@pytest.mark.parametrize("error", [
+    BridgeError("invalid_request", "max_tokens: 100000 > 64000, which is the maximum allowed number of output "
+                "tokens for claude-sonnet-4-20250514", upstream_detail={"type": "invalid_request_error", "message": "max_tokens: "
+                "100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-20250514"}),
+    BridgeError("rate_limit", "prompt is too long: 3 tokens > 2 maximum",
+                upstream_detail={"type": "rate_limit_error", "message": "prompt is too long: 3 tokens > 2 maximum"}),
+    BridgeError("invalid_request", "no detail: a bridge-made error")])
+def test_other_errors_keep_their_code(error):
+    assert openai_overflow(error) is error
+

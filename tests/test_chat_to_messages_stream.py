@@ -10,7 +10,7 @@ from jiter import from_json
 
 from bridge.chat_to_messages.response import to_chat_completion
 from bridge.chat_to_messages.stream import StreamTranslator
-from bridge.errors import BridgeError
+from bridge.errors import OPENAI, BridgeError
 from tests.helpers import (ANTHROPIC_STREAMS, anthropic_stream_message, chat_to_messages_context, openai_fold,
                            recorded_events, translated, without_nulls)
 
@@ -166,7 +166,21 @@ def test_error_event_raises_the_upstream_error_after_the_text_so_far():
         for event, data in recorded_events("anthropic/error_midstream_overloaded.sse"):
             out.extend(translator.feed(event, data))
     assert caught.value.kind == "overloaded" and caught.value.message == "Overloaded"
-    assert accumulate((out))[0]["content"] == "Hello"
+    assert accumulate(out)[0]["content"] == "Hello"
+
+
+@pytest.mark.parametrize("message", [
+    "prompt is too long: 210000 tokens > 200000 maximum",
+    "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or "
+    "`max_tokens` and try again"])
+def test_an_overflow_error_event_carries_openais_code_and_anthropics_message(message):
+    translator = StreamTranslator(chat_to_messages_context(stream=True))
+    translator.feed("message_start", recorded_events("anthropic/text.sse")[0][1])
+    with pytest.raises(BridgeError) as caught:
+        translator.feed("error", {"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+    body = caught.value.body_for(OPENAI)["error"]
+    assert body == {"message": message, "type": "invalid_request_error", "param": "messages",
+                    "code": "context_length_exceeded"}
 
 
 def test_a_stream_that_ends_before_message_stop_is_an_error_not_a_made_up_stop():

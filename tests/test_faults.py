@@ -1,8 +1,10 @@
 """Upstream faults, each one really done by a peer on loopback, seen through both directions.
 
-Before the first byte a fault is an HTTP error in the client's protocol (status, body,
-`retry-after`); after it, the protocol's error event and a clean end. Retries happen only
-before the first byte, for connection failures and 429/5xx answers.
+Before the first byte a fault is an HTTP error in the client's protocol (status, body, the
+upstream's retry and rate-limit headers); after it, the protocol's error event and a clean
+end. The bridge retries only what cannot have reached the upstream: a refused connection, a
+connect timeout, a connection closed before any byte of an answer. Anything the upstream
+answered goes back at once: the client's SDK owns the one retry budget of a user call.
 """
 import contextlib
 import json
@@ -52,7 +54,7 @@ def slamming_door():
 
 # --- before the first byte: retries ---------------------------------------------------------
 
-def test_connection_failures_are_retried_with_doubling_backoff_up_to_BRIDGE_RETRIES(
+def test_connections_closed_before_any_answer_are_retried_with_doubling_backoff_up_to_BRIDGE_RETRIES(
         start_bridge, slamming_door, caplog):
     live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1",
                         BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.01)
@@ -64,11 +66,13 @@ def test_connection_failures_are_retried_with_doubling_backoff_up_to_BRIDGE_RETR
     assert waits == [0.01, 0.02, 0.04]
 
 
-def test_backoff_longer_than_BRIDGE_RETRY_MAX_WAIT_is_capped_not_abandoned(start_bridge, fake):
-    live = start_bridge(BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.2, BRIDGE_RETRY_MAX_WAIT=0.3)
-    fake.reply(*[fixture("openai/error_503.json")] * 3, json_reply({"data": [{"id": "gpt-x"}]}))
-    reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
-    assert reply.status_code == 200 and len(fake.requests) == 4
+def test_backoff_longer_than_BRIDGE_RETRY_MAX_WAIT_is_capped_not_abandoned(start_bridge, slamming_door, caplog):
+    live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1",
+                        BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.02, BRIDGE_RETRY_MAX_WAIT=0.03)
+    caplog.set_level(logging.INFO, logger="bridge.upstream")
+    requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
+    assert slamming_door.accepted == 4
+    assert [r.args[-1] for r in caplog.records if r.name == "bridge.upstream"] == [0.02, 0.03, 0.03]
 
 
 def test_a_read_timeout_is_not_retried(start_bridge, fake):
@@ -205,11 +209,19 @@ def test_an_overloaded_upstream_keeps_its_retry_after(bridge, fake, direction):
 
 
 @EACH
-def test_a_retried_overload_before_the_first_byte_is_invisible_to_the_client(start_bridge, fake, direction):
+def test_an_overload_goes_back_at_once_and_the_sdk_retrying_it_gets_the_answer(start_bridge, fake, direction):
+    """What the bridge used to hide by retrying, the SDK now retries, by the upstream's own
+    retry-after-ms: the same three upstream calls, and the SDK's budget, not one per layer."""
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
-    fake.reply(fixture(direction.overloaded), fixture(f"{direction.upstream}/error_500.json"),
-               recorded_stream(direction))
-    items, error = drain(direction.ask(live.url, stream=True))
+    quick = {"content-type": "application/json", "retry-after-ms": "1"}
+    fake.reply(fixture(direction.overloaded, headers=quick))
+    with pytest.raises(direction.sdk.APIStatusError):
+        direction.ask(live.url, stream=True)  # max_retries=0: the answer as the upstream gave it
+    assert len(fake.requests) == 1
+    fake.reset()
+    fake.reply(fixture(direction.overloaded, headers=quick),
+               fixture(f"{direction.upstream}/error_500.json", headers=quick), recorded_stream(direction))
+    items, error = drain(direction.create(direction.client(live.url, sdk_retries=True), stream=True))
     assert error is None and direction.text_of(items) == recorded_text(direction)
     assert len(fake.requests) == 3
 

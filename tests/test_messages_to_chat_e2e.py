@@ -7,6 +7,7 @@ body) and what reached the fake upstream is checked to be a valid Chat request.
 """
 import json
 import pathlib
+import re
 
 import anthropic
 import pytest
@@ -248,6 +249,62 @@ def test_rate_limit_keeps_retry_after(anthropic_client, fake):
     with pytest.raises(anthropic.RateLimitError) as caught:
         create(anthropic_client)
     assert caught.value.response.headers["retry-after"] == meta["headers"]["retry-after"]
+
+
+# -- context overflow: Anthropic's own words, the ones Claude Code compacts on ------------------------
+
+ESTIMATE = count_tokens({"model": "claude-opus-4-8", "max_tokens": 512, "messages": HI})
+OVERFLOWS = [
+    pytest.param(fixture("openai/error_context_length.json"), "prompt is too long: 131072 tokens > 128000 maximum",
+                 id="openai"),
+    pytest.param(json_reply({"error": {
+        "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in "
+                   "the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+        "type": "BadRequestError", "param": None, "code": 400}}, 400),
+        "input length and `max_tokens` exceed context limit: 4000 + 1000 > 4096, decrease input length or "
+        "`max_tokens` and try again", id="vllm"),
+    pytest.param(json_reply({"error": {
+        "code": 400, "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}}, 400),
+        "prompt is too long: 5000 tokens > 4096 maximum", id="llama.cpp"),
+    pytest.param(json_reply({"error": {"message": "the input length exceeds the context length", "type": "api_error"}},
+                            400),
+                 f"prompt is too long: {ESTIMATE} tokens > {ESTIMATE} maximum", id="ollama-no-numbers"),
+    pytest.param(json_reply({"error": "Trying to keep the first 6269 tokens when context the overflows. However, the "
+                                      "model is loaded with context length of only 4096 tokens, which is not enough."},
+                            400),
+                 "prompt is too long: 4096 tokens > 4096 maximum", id="lm-studio-string-error"),
+]
+
+
+@pytest.mark.parametrize("reply, message", OVERFLOWS)
+@pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
+def test_an_upstream_overflow_is_anthropics_prompt_too_long_in_the_sdk(anthropic_client, fake, reply, message,
+                                                                       streamed):
+    fake.reply(reply)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        if streamed:
+            with anthropic_client.messages.stream(model="claude-opus-4-8", max_tokens=512, messages=HI) as stream:
+                stream.get_final_message()
+        else:
+            create(anthropic_client)
+    assert caught.value.body["error"] == {"type": "invalid_request_error", "message": message}
+    if message.startswith("prompt"):
+        assert re.search(r"prompt is too long: \d+ tokens > \d+ maximum", caught.value.message)
+
+
+def test_an_overflow_reported_mid_stream_is_anthropics_in_the_error_event(anthropic_client, fake):
+    """vLLM checks some limits only once the stream began, and says so in a data chunk."""
+    head = fixture("openai/text.sse").events[:2]
+    overflow = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your request has "
+                                     "9000 input tokens. Please reduce the length of the input messages.",
+                          "type": "BadRequestError", "param": None, "code": 400}}
+    fake.reply(fixture("openai/text.sse", events=[*head, b"data: " + json.dumps(overflow).encode() + b"\n\n"]))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        with anthropic_client.messages.stream(model="claude-opus-4-8", max_tokens=512, messages=HI) as stream:
+            stream.get_final_message()
+    assert caught.value.body["error"] == {"type": "invalid_request_error",
+                                          "message": "prompt is too long: 9000 tokens > 8192 maximum"}
 
 
 # -- bad input ----------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """Chat Completions response -> Anthropic message: one test per rule, on the recorded bodies."""
 import json
+import re
 
 import pytest
 
 from bridge.errors import BridgeError
-from bridge.messages_to_chat.response import (INVALID_ARGUMENTS_KEY, client_tool_id, to_anthropic_message,
-                                              upstream_tool_id, usage)
-from tests.helpers import messages_to_chat_context as context, recorded
+from bridge.messages_to_chat.response import (INVALID_ARGUMENTS_KEY, anthropic_overflow, client_tool_id,
+                                              to_anthropic_message, upstream_error, upstream_tool_id, usage)
+from tests.helpers import OVERFLOWS, recorded
+from tests.helpers import messages_to_chat_context as context
 
 
 def completion(message, finish_reason="stop", **choice):
@@ -235,3 +237,88 @@ def test_a_body_that_is_not_an_object_is_a_502():
     with pytest.raises(BridgeError) as caught:
         to_anthropic_message(["not", "a", "completion"], context())
     assert caught.value.status == 502
+
+
+# -- context overflow in Anthropic's words ------------------------------------------------------
+
+# Claude Code's own patterns for the two messages it acts on (its CLI bundle, 2.1.332).
+PROMPT_TOO_LONG = re.compile(r"^prompt is too long: (\d+) tokens > (\d+) maximum$")
+EXCEED_CONTEXT_LIMIT = re.compile(r"^input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+), "
+                                  r"decrease input length or `max_tokens` and try again$")
+
+
+def overflowed(detail, status=400):
+    return BridgeError("invalid_request", detail["message"], status=status, upstream_status=status, upstream_detail=detail,
+                       upstream_headers={"x-should-retry": "false"})
+
+
+def never_estimated():
+    raise AssertionError("the upstream gave the prompt's size: no estimate needed")
+
+
+@pytest.mark.parametrize("case, numbers", [
+    ("openai", (130512, 128000)), ("vllm 0.10-0.17, input alone", (40000, 32768)), ("llama.cpp", (5000, 4096)),
+    ("vllm 0.18+", (10000, 8192)), ("mistral", (10000, 8192)), ("anthropic, prompt", (210000, 200000)),
+    ("deepseek", (70000, 65536))])
+def test_an_overflow_with_its_numbers_is_anthropics_prompt_is_too_long_with_them(case, numbers):
+    error = anthropic_overflow(overflowed(OVERFLOWS[case][0]), never_estimated)
+    assert tuple(map(int, PROMPT_TOO_LONG.match(error.message).groups())) == numbers
+    assert (error.kind, error.status, error.upstream_status) == ("invalid_request", 400, 400)
+    assert error.upstream_headers == {"x-should-retry": "false"}, "what the upstream said about retrying stays"
+
+
+@pytest.mark.parametrize("case, numbers", [
+    ("vllm, messages and completion", (4000, 1000, 4096)), ("vllm 0.10-0.17, max_tokens", (2778, 8000, 4096)),
+    ("anthropic, prompt and max_tokens", (188240, 21333, 200000))])
+def test_a_prompt_that_fits_without_its_max_tokens_is_anthropics_exceed_context_limit(case, numbers):
+    """Claude Code answers this one by asking again with a max_tokens that fits."""
+    error = anthropic_overflow(overflowed(OVERFLOWS[case][0]), never_estimated)
+    assert tuple(map(int, EXCEED_CONTEXT_LIMIT.match(error.message).groups())) == numbers
+
+
+def test_max_tokens_over_the_whole_window_counts_the_estimated_prompt():
+    error = anthropic_overflow(overflowed(OVERFLOWS["vllm 0.18+, max_tokens over the window"][0]), lambda: 4500)
+    assert EXCEED_CONTEXT_LIMIT.match(error.message).groups() == ("4500", "32000", "16384")
+
+
+def test_an_overflow_without_numbers_states_the_estimate_for_both_an_unknown_gap():
+    """No limit named: N = T, a gap of zero, which Claude Code reads as "too long by an unknown
+    amount" instead of a limit the bridge would make up."""
+    error = anthropic_overflow(overflowed(OVERFLOWS["ollama"][0]), lambda: 4500)
+    assert error.message == "prompt is too long: 4500 tokens > 4500 maximum"
+
+
+def test_a_limit_without_the_prompts_size_takes_the_estimate_never_below_the_limit():
+    lm_studio = OVERFLOWS["lm studio"][0]  # the window is 4096
+    assert anthropic_overflow(overflowed(lm_studio), lambda: 5000).message == \
+        "prompt is too long: 5000 tokens > 4096 maximum"
+    assert anthropic_overflow(overflowed(lm_studio), lambda: 3000).message == \
+        "prompt is too long: 4096 tokens > 4096 maximum"
+
+
+@pytest.mark.parametrize("status", [413, 422])
+def test_an_overflow_some_servers_answer_with_413_or_422_is_still_a_400(status):
+    error = anthropic_overflow(overflowed(OVERFLOWS["openai"][0], status), never_estimated)
+    assert error.status == 400 and PROMPT_TOO_LONG.match(error.message)
+
+
+def test_an_overflow_inside_a_200_is_one_too():
+    body = {"error": OVERFLOWS["llama.cpp"][0]}
+    with pytest.raises(BridgeError) as caught:
+        to_anthropic_message(body, context())
+    assert anthropic_overflow(caught.value, never_estimated).message == \
+        "prompt is too long: 5000 tokens > 4096 maximum"
+
+
+def test_a_string_error_in_a_200_is_read_as_its_message():
+    error = upstream_error({"error": "the input length exceeds the context length"})
+    assert anthropic_overflow(error, lambda: 9).message == "prompt is too long: 9 tokens > 9 maximum"
+
+
+@pytest.mark.parametrize("detail, status", [
+    (OVERFLOWS["openai"][0], 429),                              # a rate limit stays one, whatever it says
+    (OVERFLOWS["openai"][0], 500),
+    ({"message": "max_tokens is too large: 128000. This model supports at most 16384 completion tokens"}, 400)])
+def test_other_errors_are_left_as_they_came(detail, status):
+    error = overflowed(detail, status)
+    assert anthropic_overflow(error, never_estimated) is error

@@ -312,6 +312,18 @@ def test_an_upstream_error_event_is_raised_with_its_message():
     assert error["message"] in caught.value.message and caught.value.kind == "invalid_request"
 
 
+@pytest.mark.parametrize("event, error, message", [
+    (None, {"message": "This model's maximum context length is 4096 tokens. However, your request has 5000 input "
+                       "tokens. Please reduce the length of the input messages.", "type": "BadRequestError",
+            "code": 400}, "prompt is too long: 5000 tokens > 4096 maximum"),
+    ("error", {"message": "the request exceeds the available context size, try increasing it",
+               "type": "exceed_context_size_error"}, "prompt is too long: 777 tokens > 777 maximum")])
+def test_an_overflow_reported_mid_stream_is_anthropics_overflow_with_the_streams_estimate(event, error, message):
+    with pytest.raises(BridgeError) as caught:
+        translate([chunk({"content": "x"}), (event, {"error": error})], messages_to_chat_context(stream=True, input_tokens=777))
+    assert (caught.value.message, caught.value.kind) == (message, "invalid_request")
+
+
 def test_an_error_object_in_a_data_chunk_is_raised():
     with pytest.raises(BridgeError) as caught:
         translate([chunk({"content": "x"}), (None, {"error": {"message": "overloaded", "type": "server_error"}})])

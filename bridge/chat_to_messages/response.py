@@ -2,10 +2,15 @@
 
 The stream translator (stream.py) builds its chunks from the same helpers,
 so a streamed answer accumulates to exactly what the non-streamed one is.
+
+A context overflow (`prompt is too long: ...`, `input length and `max_tokens`
+exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
+and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others
+look for to trim the conversation; the message stays Anthropic's.
 """
 import datetime
 
-from .. import json_codec
+from .. import json_codec, overflow
 
 # Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
 # that paused) has no Chat meaning beyond "the turn ended here": stop.
@@ -45,6 +50,13 @@ def to_chat_completion(message, context):
             "created": context.created, "model": context.model,
             "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
             "usage": chat_usage(message.get("usage") or {})}
+
+
+def openai_overflow(error):
+    """An Anthropic context overflow with OpenAI's code for it; any other error as it came."""
+    if error.kind != "invalid_request" or overflow.find(error.upstream_detail) is None:
+        return error
+    return error.replaced(status=400, code="context_length_exceeded", param="messages")
 
 
 def completion_id(message_id):

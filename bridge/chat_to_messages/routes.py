@@ -2,11 +2,12 @@
 from flask import Blueprint, request
 
 from .. import auth
+from ..errors import BridgeError
 from ..http import answer, bridge, read_json
 from ..schemas import openai as schema
 from ..streaming import CHAT_SSE
 from .request import to_messages_request
-from .response import to_chat_completion
+from .response import openai_overflow, to_chat_completion
 from .stream import StreamTranslator
 
 bp = Blueprint("chat_to_messages", __name__)
@@ -18,7 +19,10 @@ def create_chat_completion():
     state = bridge()
     body = schema.validate_chat(read_json())
     messages_body, context = to_messages_request(body, state.settings)
-    response = state.upstream.request(
-        "POST", f"{state.settings.anthropic_base_url}/v1/messages",
-        auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
+    try:
+        response = state.upstream.request(
+            "POST", f"{state.settings.anthropic_base_url}/v1/messages",
+            auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
+    except BridgeError as error:
+        raise openai_overflow(error) from None
     return answer(response, context, StreamTranslator, to_chat_completion, CHAT_SSE)

@@ -18,7 +18,7 @@ import dataclasses
 
 from .. import translator
 from ..errors import OPENAI, BridgeError
-from .response import (arguments, chat_usage, completion_id, finish_reason, refusal_text,
+from .response import (arguments, chat_usage, completion_id, finish_reason, openai_overflow, refusal_text,
                        thinking_entry, tool_call)
 
 # Anthropic error type (in an `event: error`) -> BridgeError kind.
@@ -197,9 +197,10 @@ _HANDLERS = {"message_start": StreamTranslator._message_start,
 
 def upstream_error(payload):
     """An Anthropic `event: error` as the BridgeError the relay sends on as a Chat error chunk."""
-    error = payload.get("error") or {}
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
     kind = ERROR_KINDS.get(error.get("type"), "api_error")
-    return BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream")
+    return openai_overflow(BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream",
+                                       upstream_detail=error))
 
 
 def _broken(message):

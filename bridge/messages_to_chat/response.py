@@ -19,6 +19,9 @@ Decisions:
   cut by max_tokens must not be executed), then tool use (a tool_use block
   was sent, whatever the finish_reason says), then a matched stop
   sequence, then end_turn.
+- A context overflow, however the upstream words it (overflow.py), is a 400
+  `invalid_request_error` in Anthropic's own words, the only ones Claude
+  Code compacts on (anthropic_overflow).
 """
 import base64
 import binascii
@@ -28,7 +31,7 @@ import json
 import re
 import uuid
 
-from .. import json_codec
+from .. import json_codec, overflow
 from ..errors import BridgeError, invalid
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
@@ -85,8 +88,40 @@ def upstream_error(payload):
         kind = _ERROR_KINDS.get(error.get("type"), "api_error")
     else:
         message, kind = str(error or payload)[:500], "api_error"
+    detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None
     # A known kind keeps its own status (429 for a rate limit); anything else is a bad gateway.
-    return BridgeError(kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None)
+    return BridgeError(kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None,
+                       upstream_detail=detail)
+
+
+# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
+# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
+_OVERFLOW_STATUSES = (None, 400, 413, 422)
+
+
+def anthropic_overflow(error, estimate):
+    """An upstream's context overflow in Anthropic's words; any other error as it came.
+
+    - The prompt fits but prompt + max_tokens does not (vLLM says both): `input length and
+      `max_tokens` exceed context limit: T + M > N, ...`; Claude Code retries with a
+      max_tokens that fits.
+    - Otherwise `prompt is too long: T tokens > N maximum`, with the upstream's numbers;
+      `estimate()` (count_tokens, called only then) stands in for a size it does not give.
+      When it names no limit, N is T: a gap of zero, which Claude Code reads as "too long by
+      an unknown amount" and meets with its own rule (drop the oldest fifth) rather than with
+      a limit the bridge made up. T is never written below N, for the same reason.
+    """
+    found = overflow.find(error.upstream_detail) if error.upstream_status in _OVERFLOW_STATUSES else None
+    if found is None:
+        return error
+    prompt = found.prompt if found.prompt is not None else estimate()
+    if found.limit is not None and found.output and prompt < found.limit:
+        message = (f"input length and `max_tokens` exceed context limit: {prompt} + {found.output} > "
+                   f"{found.limit}, decrease input length or `max_tokens` and try again")
+    else:
+        limit = found.limit if found.limit is not None else prompt
+        message = f"prompt is too long: {max(prompt, limit)} tokens > {limit} maximum"
+    return error.replaced(kind="invalid_request", message=message, status=400)
 
 
 def only_choice(choices):

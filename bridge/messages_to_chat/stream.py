@@ -21,7 +21,8 @@ Lifecycle (DESIGN.md section 3, message-placement.txt):
   of the body. Usage seen on earlier chunks is kept as a fallback; without
   any, output tokens are estimated from the streamed text.
 - A stream that ends before any `finish_reason`, an `event: error`, or a
-  `{"error": ...}` chunk raises BridgeError; the relay sends `event: error`.
+  `{"error": ...}` chunk raises BridgeError; the relay sends `event: error`
+  (a context overflow in Anthropic's words, as before the stream).
 - Chunks without choices before the answer (Azure prompt_filter_results),
   SSE comments, and anything after message_stop (moderation) are ignored.
 """
@@ -62,7 +63,8 @@ class StreamTranslator(translator.StreamTranslator):
         if self.done:
             return []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
-            raise response.upstream_error(payload)
+            error = response.upstream_error(payload)
+            raise response.anthropic_overflow(error, lambda: self.context.input_tokens)
         if payload == DONE:
             return self._end_message()
         if not isinstance(payload, dict):
