@@ -11,6 +11,7 @@ ports, certificate and log paths replaced, inside a minimal nginx.conf. Upstream
 gated: the fake upstream sends each event only when the test releases it, so a test can check
 what the client holds in between.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -259,6 +260,30 @@ class Echo(translator.StreamTranslator):
 
 # The framing each client protocol's streams are written in.
 FRAMING = {ANTHROPIC: ANTHROPIC_SSE, OPENAI: CHAT_SSE}
+
+
+@contextlib.contextmanager
+def full_backlog():
+    """A port whose listen queue is full: the kernel drops new SYNs, so a connect just hangs.
+
+    A few non-blocking connects fill the queue whatever size the kernel makes of listen(0)."""
+    with socket.socket() as listener, contextlib.ExitStack() as fillers:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(3):
+            filler = fillers.enter_context(socket.socket())
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        yield port
+
+
+def recorded_text(direction):
+    """The text of the upstream's recorded stream, as the upstream's own SDK accumulates it."""
+    name = f"{direction.upstream}/text.sse"
+    if direction.upstream == "openai":
+        return openai_stream_completion(name)["choices"][0]["message"]["content"]
+    return "".join(block["text"] for block in anthropic_stream_message(name)["content"])
 
 
 class SlammingDoor:

@@ -25,24 +25,9 @@ from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, FRAMING, MESSAGES_TO_CHAT, STREAMED_OR_NOT,
-                           Echo, SlammingDoor, anthropic_stream_message, decoded, drain, gunicorn, is_anthropic_error,
-                           is_openai_error, openai_stream_completion, recorded_stream)
-
-
-@contextlib.contextmanager
-def full_backlog():
-    """A port whose listen queue is full: the kernel drops new SYNs, so a connect just hangs.
-
-    A few non-blocking connects fill the queue whatever size the kernel makes of listen(0)."""
-    with socket.socket() as listener, contextlib.ExitStack() as fillers:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(3):
-            filler = fillers.enter_context(socket.socket())
-            filler.setblocking(False)
-            filler.connect_ex(("127.0.0.1", port))
-        yield port
+                           Echo, SlammingDoor, anthropic_stream_message, decoded, drain, full_backlog, gunicorn,
+                           is_anthropic_error, is_openai_error, openai_stream_completion, recorded_stream,
+                           recorded_text)
 
 
 @pytest.fixture
@@ -119,14 +104,6 @@ def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_n
 
 
 # --- end to end, through both directions with the official SDKs --------------------------------
-
-def recorded_text(direction):
-    """The text of the upstream's recorded stream, as the upstream's own SDK accumulates it."""
-    name = f"{direction.upstream}/text.sse"
-    if direction.upstream == "openai":
-        return openai_stream_completion(name)["choices"][0]["message"]["content"]
-    return "".join(block["text"] for block in anthropic_stream_message(name)["content"])
-
 
 def raw_events(url, direction):
     """The client's stream as decoded SSE events (comments are not events), read to the end."""

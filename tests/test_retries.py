@@ -14,8 +14,8 @@ import requests
 
 from bridge.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
 from tests.fake_upstream import FakeUpstream, Reply, fixture, json_reply
-from tests.test_faults import EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, full_backlog, recorded_text
-from tests.test_service import ANTHROPIC_HEADERS, is_anthropic_error
+from tests.helpers import (ANTHROPIC_HEADERS, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, full_backlog,
+                           is_anthropic_error, recorded_text)
 
 QUICK = {"content-type": "application/json", "retry-after-ms": "1"}  # the SDKs wait 1 ms, not their backoff
 
