@@ -63,6 +63,14 @@ def create_app(settings=None):
             response.headers["x-request-id"] = request_id
         return response
 
+    register_error_handlers(app)
+    return app
+
+
+def register_error_handlers(app):
+    """Every failure as JSON in the client's protocol (client_protocol), never an HTML page."""
+    max_body_bytes = app.config["MAX_CONTENT_LENGTH"]
+
     @app.errorhandler(BridgeError)
     def bridge_error(error):
         return _render(error)
@@ -71,7 +79,7 @@ def create_app(settings=None):
     def http_error(exc):
         if exc.code == 413:
             return _render(BridgeError("request_too_large", f"request body is larger than "
-                                       f"{settings.max_body_bytes} bytes (BRIDGE_MAX_BODY_BYTES)"))
+                                       f"{max_body_bytes} bytes (BRIDGE_MAX_BODY_BYTES)"))
         if exc.code == 404:
             return _render(BridgeError("not_found", f"no route {request.method} {request.path}"))
         if exc.code == 405:
@@ -92,8 +100,6 @@ def create_app(settings=None):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return _render(BridgeError("api_error", "internal error in the bridge; see its log for "
                                    f"request id {observability.current().request_id or 'unknown'}"))
-
-    return app
 
 
 def client_protocol():

@@ -4,7 +4,7 @@ Every request gets a Record as it enters the WSGI app. Whoever learns
 something fills it in: the before-request hook (request id, client key
 name), the body reader (the model asked for), the after-request hook
 (route, status), the JSON response helper (a body's usage or error type),
-the upstream client (which model went upstream, how the upstream answered)
+the upstream call (which model went upstream, how the upstream answered)
 and the stream relay (first event, usage, a mid-stream error). The record is
 written when the server closes the response - for a stream, when it ends or
 the client leaves - as one JSON line on the `bridge.access` logger and as
@@ -29,7 +29,6 @@ from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry,
                                Histogram, generate_latest, multiprocess)
 
 from . import json_codec
-from .errors import BridgeError
 
 access_log = logging.getLogger("bridge.access")
 
@@ -196,8 +195,6 @@ def install(app, settings):
         access_log.addHandler(_StderrLines())
         access_log.propagate = False
     access_log.setLevel(settings.log_level)
-    state = app.extensions["bridge"]
-    state.upstream.request = _observing(state.upstream.request)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
     app.wsgi_app = _Observed(app.wsgi_app)
@@ -241,23 +238,6 @@ def _note_response(response):
     if not record.stream:
         record.first_byte = time.monotonic()
     return response
-
-
-def _observing(send):
-    """Wrap the app's Upstream.request to note the model sent upstream and the upstream's answer."""
-    @functools.wraps(send)
-    def request_upstream(method, url, headers, body=None, stream=False):
-        record = current()
-        if isinstance(body, dict) and isinstance(body.get("model"), str):
-            record.upstream_model = body["model"]
-        try:
-            response = send(method, url, headers, body, stream)
-        except BridgeError as error:
-            record.upstream_failed(error)
-            raise
-        record.upstream_status = response.status_code
-        return response
-    return request_upstream
 
 
 class _Observed:

@@ -4,14 +4,14 @@ One requests HTTPAdapter (a urllib3 pool per upstream host) per process:
 keep-alive connections are reused across requests and threads. Requests go
 to the adapter directly, not through a Session: a Session would consult
 proxy variables and netrc, keep upstream cookies and hand them to the next
-client, and merge settings and hooks on every call (a fifth of the call's
-CPU). Nor are they prepared by requests.Request.prepare(), which parses the
-URL, looks for credentials in it and builds a cookie jar on every call
-(70 µs): the few upstream URLs, fixed by the settings, are prepared once.
-The adapter itself is told (through the methods requests offers subclasses)
-that no proxy is ever used and no cookie ever kept: 3% of a request's work.
-Every transport failure becomes a BridgeError before it can reach a client
-as a stack trace.
+client, and merge settings and hooks on every call. Nor are they prepared
+by requests.Request.prepare(), which parses the URL, looks for credentials
+in it and builds a cookie jar on every call: the few upstream URLs, fixed by
+the settings, are prepared once. The adapter itself is told (through the
+methods requests offers subclasses) that no proxy is ever used and no cookie
+ever kept. Every transport failure becomes a BridgeError before it can reach
+a client as a stack trace. Each call notes on the request's access record
+which model went upstream and how the upstream answered.
 
 One retry budget per user call, and the client's SDK owns it: both official
 SDKs repeat a 429/5xx twice by default, so a bridge that retried them too
@@ -35,7 +35,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from . import json_codec
+from . import json_codec, observability
 from .errors import BridgeError, kind_for_status
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,19 @@ class Upstream:
         self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
 
     def request(self, method, url, headers, body=None, stream=False):
-        """Send and return a 2xx requests.Response, or raise BridgeError."""
+        """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both."""
+        record = observability.current()
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            record.upstream_model = body["model"]
+        try:
+            response = self._send(method, url, headers, body, stream)
+        except BridgeError as error:
+            record.upstream_failed(error)
+            raise
+        record.upstream_status = response.status_code
+        return response
+
+    def _send(self, method, url, headers, body, stream):
         prepared = _prepare(method, url, headers, json_codec.dumps(body) if body is not None else None)
         timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
