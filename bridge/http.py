@@ -120,6 +120,19 @@ def sse_response(chunks, headers=None):
                     mimetype="text/event-stream", direct_passthrough=True)
 
 
+def forward(url, headers, body, context, stream_translator, translate_body, framing, reword):
+    """POST a translated request upstream and answer the client with the translated answer.
+
+    `reword` gives an upstream's error in the client's protocol's own words where that matters
+    to the client (a context overflow), and any other error unchanged.
+    """
+    try:
+        response = bridge().upstream.request("POST", url, headers, body, stream=context.stream)
+        return answer(response, context, stream_translator, translate_body, framing)
+    except BridgeError as error:
+        raise reword(error) from None
+
+
 def answer(response, context, stream_translator, translate_body, framing):
     """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
     headers = {**dropped_header(context.dropped),

@@ -2,8 +2,7 @@
 from flask import Blueprint, request
 
 from .. import auth
-from ..errors import BridgeError
-from ..http import answer, bridge, read_json
+from ..http import bridge, forward, read_json
 from ..schemas import openai as schema
 from ..streaming import CHAT_SSE
 from .request import to_messages_request
@@ -19,10 +18,6 @@ def create_chat_completion():
     state = bridge()
     body = schema.validate_chat(read_json())
     messages_body, context = to_messages_request(body, state.settings)
-    try:
-        response = state.upstream.request(
-            "POST", f"{state.settings.anthropic_base_url}/v1/messages",
-            auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
-    except BridgeError as error:
-        raise openai_overflow(error) from None
-    return answer(response, context, StreamTranslator, to_chat_completion, CHAT_SSE)
+    return forward(f"{state.settings.anthropic_base_url}/v1/messages",
+                   auth.anthropic_headers(state.settings, request.headers), messages_body, context,
+                   StreamTranslator, to_chat_completion, CHAT_SSE, openai_overflow)

@@ -4,8 +4,7 @@ import logging
 from flask import Blueprint, request
 
 from .. import auth, observability
-from ..errors import BridgeError
-from ..http import answer, bridge, json_response, read_json
+from ..http import bridge, forward, json_response, read_json
 from ..schemas import anthropic as schema
 from ..streaming import ANTHROPIC_SSE
 from .request import to_chat_request
@@ -25,13 +24,10 @@ def create_message():
     chat_body, context = to_chat_request(body, state.settings)
     for warning in context.warnings:
         log.warning("request %s: %s", observability.current().request_id, warning)
-    try:
-        response = state.upstream.request(
-            "POST", f"{state.settings.openai_base_url}/chat/completions",
-            auth.openai_headers(state.settings, request.headers), chat_body, stream=context.stream)
-        return answer(response, context, StreamTranslator, to_anthropic_message, ANTHROPIC_SSE)
-    except BridgeError as error:
-        raise anthropic_overflow(error, lambda: count_tokens(body)) from None
+    return forward(f"{state.settings.openai_base_url}/chat/completions",
+                   auth.openai_headers(state.settings, request.headers), chat_body, context,
+                   StreamTranslator, to_anthropic_message, ANTHROPIC_SSE,
+                   lambda error: anthropic_overflow(error, lambda: count_tokens(body)))
 
 
 @bp.post("/v1/messages/count_tokens")
