@@ -16,7 +16,7 @@ import base64
 import json
 import re
 
-from marshmallow import ValidationError, fields, validate, validates_schema
+from marshmallow import ValidationError, fields, validate
 
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
 
@@ -42,7 +42,7 @@ class OneOrMany(fields.Field):
         return self.single.deserialize(value, attr, data, **kwargs)
 
 
-def _must_be_absent(reason):
+def must_be_absent(reason):
     """A field that is fine when absent or null and refused with `reason` otherwise."""
     def check(value):
         if value is not None:
@@ -78,7 +78,7 @@ def image_media_type(match):
                 match["media_type"])
 
 
-def _image_url(url):
+def valid_image_url(url):
     match = DATA_URL.match(url)
     if match:
         if image_media_type(match) not in IMAGE_TYPES:
@@ -89,14 +89,14 @@ def _image_url(url):
 
 
 class ImageUrl(Schema):
-    url = fields.String(required=True, validate=_image_url)
+    url = fields.String(required=True, validate=valid_image_url)
 
 
 class ImagePart(Part):
     image_url = Nested(ImageUrl, required=True)
 
 
-def _pdf_data_url(value):
+def valid_pdf_data_url(value):
     match = DATA_URL.match(value)
     if not match:
         raise ValidationError("must be a base64 data URL (data:application/pdf;base64,...)")
@@ -106,9 +106,9 @@ def _pdf_data_url(value):
 
 
 class File(Schema):
-    file_id = _must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
+    file_id = must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
                               "send the document inline as file_data")
-    file_data = fields.String(required=True, validate=_pdf_data_url)
+    file_data = fields.String(required=True, validate=valid_pdf_data_url)
     filename = fields.String(allow_none=True)
 
 
@@ -190,8 +190,8 @@ class AssistantMessage(Schema):
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
     thinking_blocks = List(Tagged({"thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock()},
                                   what="thinking block"), allow_none=True)
-    function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
-    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
+    function_call = must_be_absent("legacy function calling is not supported; use tool_calls")
+    audio = must_be_absent("audio output is not supported by the Anthropic upstream")
 
 
 class ToolMessage(Schema):
@@ -244,21 +244,22 @@ class ToolChoice(fields.Field):
         return self._named.deserialize(value, attr, data, **kwargs)
 
 
+def _object_root(schema):
+    """The answer is a tool's input, which Anthropic requires to be an object."""
+    if schema.get("type", "object") != "object":
+        raise ValidationError("the root of the schema must be an object (type: object)")
+
+
 class JsonSchemaFormat(Schema):
+    """Chat's response_format.json_schema; the Responses API's text.format, where the same fields sit flat."""
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
-    schema = fields.Dict(allow_none=True)
+    schema = fields.Dict(allow_none=True, validate=_object_root)
     strict = Flag(allow_none=True)
-
-    @validates_schema
-    def _object_root(self, data, **kwargs):
-        root = data.get("schema") or {}
-        if root.get("type", "object") != "object":
-            raise ValidationError("the root of the schema must be an object (type: object)", "schema")
 
 
 class ResponseFormatJsonSchema(Schema):
-    json_schema = fields.Nested(JsonSchemaFormat, required=True)  # Schema.load: it has a validator
+    json_schema = Nested(JsonSchemaFormat, required=True)
 
 
 class StreamOptions(Schema):
@@ -321,10 +322,10 @@ class ChatRequest(Schema):
     logprobs = Flag(allow_none=True, validate=_false(_NO_LOGPROBS))
     top_logprobs = fields.Raw(allow_none=True, validate=_false(_NO_LOGPROBS))
     modalities = List(fields.String(), allow_none=True, validate=_no_audio_modality)
-    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
-    functions = _must_be_absent("legacy function calling is not supported; use tools")
-    function_call = _must_be_absent("legacy function calling is not supported; use tool_choice")
-    web_search_options = _must_be_absent("web search is not supported through the Chat Completions bridge")
+    audio = must_be_absent("audio output is not supported by the Anthropic upstream")
+    functions = must_be_absent("legacy function calling is not supported; use tools")
+    function_call = must_be_absent("legacy function calling is not supported; use tool_choice")
+    web_search_options = must_be_absent("web search is not supported through the Chat Completions bridge")
 
 
 def _check_conversation(request):
