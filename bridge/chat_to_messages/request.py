@@ -152,16 +152,20 @@ def _cache_control(part, block):
 
 
 def user_blocks(content):
+    """A string, or text, image and PDF parts, as Anthropic blocks: Chat's parts (text,
+    image_url, file) and the Responses API's (input_text, input_image, input_file)."""
     if isinstance(content, str):
         return text_blocks(content)
     blocks = []
     for part in content:
-        if part["type"] == "text":
+        kind = part["type"]
+        if kind in ("text", "input_text"):
             blocks.extend(text_blocks([part]))
-        elif part["type"] == "image_url":
-            blocks.append(_cache_control(part, image_block(part["image_url"]["url"])))
+        elif kind in ("image_url", "input_image"):
+            url = part["image_url"]["url"] if kind == "image_url" else part["image_url"]
+            blocks.append(_cache_control(part, image_block(url)))
         else:
-            blocks.append(_cache_control(part, document_block(part["file"])))
+            blocks.append(_cache_control(part, document_block(part["file"] if kind == "file" else part)))
     return blocks
 
 
@@ -173,8 +177,10 @@ def image_block(url):
 
 
 def document_block(file):
-    match = DATA_URL.match(file["file_data"])
-    block = {"type": "document", "source": _base64_source(match["media_type"], match)}
+    """A PDF sent inline (file_data), or by URL (a Responses input_file's file_url)."""
+    match = file.get("file_data") and DATA_URL.match(file["file_data"])
+    source = _base64_source(match["media_type"], match) if match else {"type": "url", "url": file["file_url"]}
+    block = {"type": "document", "source": source}
     if file.get("filename"):
         block["title"] = file["filename"]
     return block
