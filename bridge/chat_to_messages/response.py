@@ -53,11 +53,12 @@ def to_chat_completion(message, context):
             "usage": chat_usage(message.get("usage") or {})}
 
 
-def openai_overflow(error):
-    """An Anthropic context overflow with OpenAI's code for it; any other error as it came."""
+def openai_overflow(error, param="messages"):
+    """An Anthropic context overflow with OpenAI's code for it; any other error as it came.
+    `param` names the field that holds the conversation in the client's request."""
     if error.kind != "invalid_request" or overflow.find(error.upstream_detail) is None:
         return error
-    return error.replaced(status=400, code="context_length_exceeded", param="messages")
+    return error.replaced(status=400, code="context_length_exceeded", param=param)
 
 
 def completion_id(message_id):
