@@ -8,7 +8,7 @@ from urllib.parse import quote
 from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import json_codec, observability, ratelimit, upstream
+from . import auth, json_codec, observability, ratelimit, upstream
 from .errors import BridgeError, invalid
 from .streaming import relay
 
@@ -118,6 +118,18 @@ def json_response(body, status=200, headers=None):
 def sse_response(chunks, headers=None):
     return Response(chunks, headers={**SSE_HEADERS, **(headers or {})},
                     mimetype="text/event-stream", direct_passthrough=True)
+
+
+def post_messages(messages_body, stream, reword):
+    """Send a Messages request to the Anthropic upstream with the client's credentials; an
+    upstream error is raised as `reword` puts it for the client's protocol."""
+    state = bridge()
+    try:
+        return state.upstream.request("POST", f"{state.settings.anthropic_base_url}/v1/messages",
+                                      auth.anthropic_headers(state.settings, request.headers), messages_body,
+                                      stream=stream)
+    except BridgeError as error:
+        raise reword(error) from None
 
 
 def answer(response, context, stream_translator, translate_body, framing):

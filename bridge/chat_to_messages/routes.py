@@ -1,9 +1,7 @@
 """POST /v1/chat/completions, served by an Anthropic Messages upstream."""
-from flask import Blueprint, request
+from flask import Blueprint
 
-from .. import auth
-from ..errors import BridgeError
-from ..http import answer, bridge, read_json
+from ..http import answer, bridge, post_messages, read_json
 from ..schemas import openai as schema
 from ..streaming import CHAT_SSE
 from .request import to_messages_request
@@ -16,13 +14,7 @@ bp = Blueprint("chat_to_messages", __name__)
 @bp.post("/v1/chat/completions")
 @bp.post("/chat/completions")
 def create_chat_completion():
-    state = bridge()
     body = schema.validate_chat(read_json())
-    messages_body, context = to_messages_request(body, state.settings)
-    try:
-        response = state.upstream.request(
-            "POST", f"{state.settings.anthropic_base_url}/v1/messages",
-            auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
-    except BridgeError as error:
-        raise openai_overflow(error) from None
+    messages_body, context = to_messages_request(body, bridge().settings)
+    response = post_messages(messages_body, context.stream, openai_overflow)
     return answer(response, context, StreamTranslator, to_chat_completion, CHAT_SSE)

@@ -9,10 +9,9 @@ retries a 503 at once only with it, else 30 times over 25 s), and a context over
 from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
-from .. import auth
 from ..chat_to_messages.response import openai_overflow
 from ..errors import BridgeError
-from ..http import answer, bridge, read_json
+from ..http import answer, bridge, post_messages, read_json
 from ..schemas.responses import validate_responses
 from ..streaming import RESPONSES_SSE
 from .request import to_messages_request
@@ -30,15 +29,9 @@ _NOT_STORED = ("bridge stores no responses, so there is none to {}: send the ful
 @bp.post("/v1/responses")
 @bp.post("/responses")
 def create_response():
-    state = bridge()
     body = validate_responses(read_json())
-    messages_body, context = to_messages_request(body, state.settings)
-    try:
-        response = state.upstream.request(
-            "POST", f"{state.settings.anthropic_base_url}/v1/messages",
-            auth.anthropic_headers(state.settings, request.headers), messages_body, stream=context.stream)
-    except BridgeError as error:
-        raise with_retry_after(openai_overflow(error, param="input")) from None
+    messages_body, context = to_messages_request(body, bridge().settings)
+    response = post_messages(messages_body, context.stream, client_error)
     return answer(response, context, StreamTranslator, to_response, RESPONSES_SSE)
 
 
@@ -54,6 +47,11 @@ def stored_response(response_id):
     if request.path.endswith("/input_items"):
         action = "list the input items of"
     raise BridgeError("not_found", f"no response {response_id!r}: " + _NOT_STORED.format(action))
+
+
+def client_error(error):
+    """An upstream error as a Responses client gets it (module docstring)."""
+    return with_retry_after(openai_overflow(error, param="input"))
 
 
 def with_retry_after(error):
