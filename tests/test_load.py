@@ -15,7 +15,7 @@ import urllib3
 from bench.processes import ROOT
 from bridge import settings as settings_module, sse
 from bridge.errors import ANTHROPIC
-from bridge.streaming import relay
+from bridge.streaming import ANTHROPIC_SSE, relay
 from bridge.upstream import Upstream
 from loadtest.run import DIRECTIONS
 from tests.fake_upstream import fixture
@@ -60,6 +60,7 @@ def test_the_load_checks_catch_a_lost_or_reordered_event():
 class DoneAtMessageStop:
     """A translator that is done at message_stop, before the upstream body's last bytes, and
     whose finish() runs a step of the test: the moment between "done" and the relay's close."""
+    protocol = ANTHROPIC
 
     def __init__(self, at_finish):
         self.done = False
@@ -102,9 +103,9 @@ def test_a_stream_ended_early_never_closes_a_connection_the_pool_gave_to_another
 
     fake.reply(fixture("anthropic/text.sse"), fixture("anthropic/text.sse", pace=0.05))
     list(relay(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True),
-               DoneAtMessageStop(start_the_next_stream), ANTHROPIC, ping_interval=5))
+               DoneAtMessageStop(start_the_next_stream), ANTHROPIC_SSE, ping_interval=5))
     first_closed.set()
-    events = decoded(relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC, 5))
+    events = decoded(relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC_SSE, 5))
     sent = [name for name, _ in recorded_events("anthropic/text.sse")]
     assert [e.event for e in events] == sent, "the second stream arrives whole"
     assert len(fake.requests) == 2
