@@ -24,7 +24,7 @@ run: install
 test: install clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The real clients some tests run (Claude Code), pinned in tests/clients/package.json and
+# The real clients some tests run (Claude Code, Codex), pinned in tests/clients/package.json and
 # installed with npm into .clients/. Without npm their tests skip (and fail under CI=true).
 CLIENTS := .clients
 
@@ -34,7 +34,7 @@ $(CLIENTS)/.installed: tests/clients/package.json
 		npm install --prefix $(CLIENTS) --no-package-lock --no-audit --no-fund --loglevel=error && \
 		touch $@; \
 	else \
-		echo "npm not found: the Claude Code CLI is not installed, so tests/test_claude_code_cli.py skips" \
+		echo "npm not found: the Claude Code and Codex CLIs are not installed, so their tests skip" \
 			"(install Node.js with npm, then make clients)"; \
 	fi
 

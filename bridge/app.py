@@ -1,8 +1,8 @@
 """create_app(): settings, one upstream session, the blueprints, and error handling.
 
 Every error leaves as JSON in the protocol of the client that asked: the
-path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` is
-OpenAI, `/v1/models` and `/v1/models/{id}` follow `anthropic-version`; the
+path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` and
+`/v1/responses*` are OpenAI, `/v1/models` and `/v1/models/{id}` follow `anthropic-version`; the
 same without `/v1`), never as an HTML page.
 """
 import logging
@@ -19,6 +19,7 @@ from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .http import json_response
 from .messages_to_chat.routes import bp as messages_to_chat_bp
+from .responses_to_messages.routes import bp as responses_to_messages_bp
 from .upstream import Upstream
 
 log = logging.getLogger("bridge")
@@ -36,6 +37,7 @@ def create_app(settings=None):
 
     app.register_blueprint(messages_to_chat_bp)
     app.register_blueprint(chat_to_messages_bp)
+    app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
     observability.install(app, settings)
 
@@ -108,7 +110,7 @@ def client_protocol():
     path = request.path.removeprefix("/v1")
     if path.startswith("/messages"):
         return ANTHROPIC
-    if path.startswith("/chat/"):
+    if path.startswith("/chat/") or path == "/responses" or path.startswith("/responses/"):
         return OPENAI
     if path == "/models" or path.startswith("/models/"):  # in the shape the same request gets on success
         return models.protocol_of_models_request(request.headers)

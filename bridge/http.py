@@ -8,7 +8,7 @@ from urllib.parse import quote
 from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import json_codec, observability, ratelimit, upstream
+from . import auth, json_codec, observability, ratelimit, upstream
 from .errors import BridgeError, invalid
 from .streaming import relay
 
@@ -131,6 +131,12 @@ def forward(url, headers, body, context, stream_translator, translate_body, fram
         return answer(response, context, stream_translator, translate_body, framing)
     except BridgeError as error:
         raise reword(error) from None
+
+
+def messages_upstream():
+    """The Anthropic upstream's /v1/messages and the headers for it: both OpenAI fronts' upstream."""
+    settings = bridge().settings
+    return f"{settings.anthropic_base_url}/v1/messages", auth.anthropic_headers(settings, request.headers)
 
 
 def answer(response, context, stream_translator, translate_body, framing):

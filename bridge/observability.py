@@ -32,7 +32,7 @@ from . import json_codec
 
 access_log = logging.getLogger("bridge.access")
 
-_DIRECTIONS = ("chat_to_messages", "messages_to_chat")
+_DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.",
@@ -79,8 +79,10 @@ class Record:
         if self.first_byte is None:
             self.first_byte = time.monotonic()
         usage = item.get("usage")  # Anthropic message_delta, OpenAI usage chunk
-        if usage is None and isinstance(item.get("message"), dict):
-            usage = item["message"].get("usage")  # Anthropic message_start
+        if usage is None:
+            # Anthropic message_start, a Responses event carrying the Response (completed, incomplete)
+            envelope = item.get("message") or item.get("response")
+            usage = envelope.get("usage") if isinstance(envelope, dict) else None
         if isinstance(usage, dict):
             self.count(usage)
 

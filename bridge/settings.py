@@ -36,6 +36,7 @@ class Settings:
     read_timeout: float = 600.0
     max_body_bytes: int = 32 * 1024 * 1024
     default_max_tokens: int = 8192
+    responses_default_max_tokens: int = 32000
     openai_max_tokens_param: str = "max_completion_tokens"
     openai_max_tokens_cap: int = 0
     openai_stream_usage: bool = True
@@ -170,6 +171,7 @@ _PARSERS = {
     "BRIDGE_READ_TIMEOUT": ("read_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_MAX_BODY_BYTES": ("max_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_DEFAULT_MAX_TOKENS": ("default_max_tokens", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_RESPONSES_DEFAULT_MAX_TOKENS": ("responses_default_max_tokens", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_OPENAI_MAX_TOKENS_PARAM": ("openai_max_tokens_param",
                                        lambda n, v: _choice(n, v, ("max_completion_tokens", "max_tokens"))),
     "BRIDGE_OPENAI_MAX_TOKENS_CAP": ("openai_max_tokens_cap", lambda n, v: _number(n, v, int, 0)),

@@ -35,10 +35,15 @@ _PROBE = sse.comment("")
 
 @dataclasses.dataclass(frozen=True)
 class Framing:
-    """How one client protocol writes an event, a keep-alive, and the end of a completed answer."""
+    """How one client protocol writes an event, a keep-alive, and the end of a completed answer.
+
+    `opening_keepalive` is the keep-alive while the client has had no event yet, for a
+    protocol whose clients take no event before their first one (None: `keepalive`).
+    """
     frame: Callable[[dict], bytes]
     keepalive: bytes
     end: bytes = b""
+    opening_keepalive: bytes = None
 
 
 def _named_event(item):
@@ -51,6 +56,12 @@ def _data_only(item):
 
 ANTHROPIC_SSE = Framing(_named_event, _named_event({"type": "ping"}))
 CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
+# OpenAI Responses: named events. Codex resets its idle timer on any data event but not on a
+# comment (CODEX.md §5), so the keep-alive is an event of a type no client acts on, as
+# OpenAI's own `keepalive`: Codex and the openai SDK pass unknown types by. The SDK's
+# `responses.stream()` helper refuses any event before `response.created`, so until the
+# client's first event (the upstream silent before message_start) it is a comment.
+RESPONSES_SSE = Framing(_named_event, _named_event({"type": "keepalive"}), opening_keepalive=sse.comment())
 
 
 def relay(response, translator, framing, ping_interval):
@@ -61,6 +72,7 @@ def relay(response, translator, framing, ping_interval):
     events = queue.SimpleQueue()
     READERS.run(lambda: _read(response, events.put))
     quiet_since = time.monotonic()  # when the client last got anything
+    keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write: the reader hands over each upstream
     # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
     # header and a thread switch each.
@@ -84,12 +96,13 @@ def relay(response, translator, framing, ping_interval):
                         pending.append(frame(item))
             if pending:
                 quiet_since = time.monotonic()
+                keepalive = framing.keepalive
                 yield _take(pending)
             elif time.monotonic() - quiet_since >= ping_interval:
                 # An upstream ping (or an event with nothing for the client) keeps only the
                 # upstream's side of the connection alive: the client's side needs its own.
                 quiet_since = time.monotonic()
-                yield framing.keepalive
+                yield keepalive
             elif arrived is None:
                 yield _PROBE
             if ended or translator.done:

@@ -97,6 +97,30 @@ def chat_stream(text="", tool_calls=(), model="fake-model"):
     return Reply(headers={"content-type": "text/event-stream"}, events=events)
 
 
+def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
+    """A streamed Anthropic Messages answer as Anthropic writes it: message_start, the text as one
+    block, each tool use `(id, name, input dict)` as one block with its input in one delta, then
+    message_delta with the stop reason and message_stop."""
+    def event(kind, **fields):
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+    events = [event("message_start", message={
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}})]
+    blocks = ([({"type": "text", "text": ""}, {"type": "text_delta", "text": text})] if text else []) + [
+        ({"type": "tool_use", "id": call_id, "name": name, "input": {}},
+         {"type": "input_json_delta", "partial_json": json.dumps(arguments)})
+        for call_id, name, arguments in tool_uses]
+    for index, (start, delta) in enumerate(blocks):
+        events += [event("content_block_start", index=index, content_block=start),
+                   event("content_block_delta", index=index, delta=delta),
+                   event("content_block_stop", index=index)]
+    events += [event("message_delta", delta={"stop_reason": "tool_use" if tool_uses else "end_turn",
+                                             "stop_sequence": None}, usage={"output_tokens": 10}),
+               event("message_stop")]
+    return Reply(headers={"content-type": "text/event-stream"}, events=events)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a burst of connects from a loaded bridge must not hit SYN retries

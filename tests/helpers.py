@@ -555,6 +555,32 @@ BAD_CHAT_REQUESTS = {
 }
 
 
+# -- the real client CLIs (tests/clients/package.json) ----------------------------------------------
+
+def pinned_cli(name, executable, version, home):
+    """`executable` when it is the pinned `version`; else the test skips, or fails under CI=true,
+    where a missing CLI must not pass unnoticed."""
+    problem = None
+    if not executable.exists():
+        problem = (f"{name} {version} is not installed in .clients/: `make test` (or `make clients`) "
+                   f"installs it with npm")
+    else:
+        try:
+            shown = subprocess.run([str(executable), "--version"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            problem = f"{executable} --version failed: {error}"
+        else:
+            if version not in shown.stdout.partition("\n")[0].split():
+                problem = (f".clients/ holds {name} {shown.stdout.strip() or shown.stderr.strip()!r}, "
+                           f"not the pinned {version}: `make clients` installs it")
+    if problem and os.environ.get("CI") == "true":
+        pytest.fail(problem)
+    if problem:
+        pytest.skip(problem)
+    return executable
+
+
 # -- the bridge in this process, under gunicorn, behind nginx ---------------------------------------
 
 NGINX_SITE = ROOT / "deploy" / "nginx" / "bridge.conf"

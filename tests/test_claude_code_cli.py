@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from tests.fake_upstream import chat_stream, fixture
+from tests.helpers import pinned_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = "@anthropic-ai/claude-code"
@@ -32,30 +33,9 @@ QUIET = {  # documented switches: nothing leaves the machine but the calls to AN
 }
 
 
-def _cli_problem(home):
-    """Why the pinned CLI cannot run here, or None."""
-    if not CLAUDE.exists():
-        return (f"Claude Code {VERSION} is not installed in .clients/: `make test` (or `make clients`) "
-                f"installs it with npm")
-    try:
-        version = subprocess.run([str(CLAUDE), "--version"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
-                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"{CLAUDE} --version failed: {error}"
-    if not version.stdout.startswith(f"{VERSION} "):
-        return (f".clients/ holds Claude Code {version.stdout.strip() or version.stderr.strip()!r}, "
-                f"not the pinned {VERSION}: `make clients` installs it")
-    return None
-
-
 @pytest.fixture(scope="module")
 def claude_cli(tmp_path_factory):
-    problem = _cli_problem(tmp_path_factory.mktemp("claude-version"))
-    if problem and os.environ.get("CI") == "true":
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem)
-    return CLAUDE
+    return pinned_cli("Claude Code", CLAUDE, VERSION, tmp_path_factory.mktemp("claude-version"))
 
 
 @dataclasses.dataclass

@@ -60,6 +60,7 @@ def test_the_load_checks_catch_a_lost_or_reordered_event():
 class DoneAtMessageStop(translator.StreamTranslator):
     """A translator that is done at message_stop, before the upstream body's last bytes, and
     whose finish() runs a step of the test: the moment between "done" and the relay's close."""
+    protocol = ANTHROPIC
 
     protocol = ANTHROPIC
 

@@ -5,6 +5,7 @@ import logging
 import re
 
 import anthropic
+import openai
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
@@ -229,3 +230,19 @@ def test_logged_tokens_are_the_usage_the_client_was_given_cached_tokens_included
     [line] = lines
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0
     assert (line["input_tokens"], line["output_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
+
+
+def test_a_streamed_responses_request_is_counted_under_its_direction_with_its_usage(live, fake, lines):
+    """The usage of a Responses stream rides on its last event's `response`."""
+    usage = [e for e in fixture_events("anthropic/text.sse") if e["type"] == "message_start"][0]["message"]["usage"]
+    before = metric(live, "bridge_requests_total", direction="responses_to_messages", status="200")
+    fake.reply(fixture("anthropic/text.sse"))
+    responses = openai.OpenAI(base_url=f"{live.url}/v1", api_key=CLIENT_KEY, max_retries=0).responses
+    with responses.stream(model="claude-test", input=PROMPT) as stream:
+        final = stream.get_final_response()
+    wait_for(lambda: lines, "the access line")
+    [line] = lines
+    assert (line["direction"], line["route"], line["stream"]) == ("responses_to_messages", "/v1/responses", True)
+    assert (line["input_tokens"], line["output_tokens"]) == (final.usage.input_tokens, final.usage.output_tokens)
+    assert line["input_tokens"] >= usage["input_tokens"] and line["output_tokens"]
+    assert metric(live, "bridge_requests_total", direction="responses_to_messages", status="200") == before + 1

@@ -4,7 +4,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from bridge import schemas
 from bridge.errors import BridgeError
-from bridge.schemas import anthropic, load_fields, openai
+from bridge.schemas import anthropic, load_fields, openai, responses
 
 
 def parts_of(value):
@@ -19,7 +19,8 @@ def parts_of(value):
             yield from parts_of(item)
 
 
-TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, anthropic._MODEL_LIST_QUERY, openai._CHAT]
+TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, anthropic._MODEL_LIST_QUERY, openai._CHAT,
+             responses._RESPONSES]
 
 
 def schemas_loaded_field_by_field():
@@ -55,7 +56,9 @@ def test_every_schema_loaded_field_by_field_is_found():
     assert {"MessagesRequest", "CountTokensRequest", "ChatRequest",
             "TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
             "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool",
-            "FunctionDefinition", "FunctionCall", "Metadata"} <= names  # Chat
+            "FunctionDefinition", "FunctionCall", "Metadata",  # Chat
+            "ResponsesRequest", "InputFile", "NamespaceTool", "CustomToolCall", "AssistantMessage", "Grammar",
+            "JsonSchemaFormat", "ReasoningItem"} <= names  # Responses
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{type(s).__module__.rsplit('.', 1)[1]}.{type(s).__name__}")

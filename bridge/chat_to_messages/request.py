@@ -27,10 +27,14 @@ KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperatur
 MIN_THINKING_BUDGET = 1024
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "xhigh": 24576}
 
+# OpenAI's tool_choice strings -> Anthropic's tool_choice type: required is any, not auto.
+TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any"}
+
 # The forced tool that carries a json_object answer (json_schema answers use the schema's name).
 JSON_OBJECT_TOOL = "json_response"
 
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 @dataclasses.dataclass
@@ -60,7 +64,9 @@ def to_messages_request(body, settings):
     user = body.get("safety_identifier") or body.get("user")
     if user:
         out["metadata"] = {"user_id": opaque_user_id(user)}
-    out.update(thinking_and_max_tokens(body, out, settings.default_max_tokens, context))
+    out.update(thinking_and_max_tokens(out, context, body.get("max_completion_tokens") or body.get("max_tokens"),
+                                       settings.default_max_tokens, effort=body.get("reasoning_effort"),
+                                       thinking=body.get("thinking")))
     if stream:
         out["stream"] = True
     return out, context
@@ -81,34 +87,49 @@ def conversation(chat_messages):
     for message in chat_messages:
         role = message["role"]
         if role in ("system", "developer"):
-            system.extend(_text_blocks(message["content"]))
+            system.extend(text_blocks(message["content"]))
         elif role == "user":
-            _append(turns, "user", user_blocks(message["content"]))
+            append_turn(turns, "user", user_blocks(message["content"]))
         elif role == "tool":
-            _append(turns, "user", [tool_result(message)])
+            content = message["content"]
+            append_turn(turns, "user", [tool_result(message["tool_call_id"],
+                                                    content if isinstance(content, str) else text_blocks(content))])
         else:
-            _append(turns, "assistant", assistant_blocks(message))
-    _finish_prefill(turns)
+            append_turn(turns, "assistant", assistant_blocks(message))
+    finish_prefill(turns)
     if not turns:
         raise invalid("messages: every user and assistant message is empty; there is nothing to answer",
                       "messages")
-    return _system(system), turns
+    return system_value(system), turns
 
 
-def _append(turns, role, blocks):
+def append_turn(turns, role, blocks):
     """Anthropic requires alternating roles: consecutive same-role messages become one turn.
 
-    An empty message is skipped, so the messages around it still merge.
+    An empty message is skipped, so the messages around it still merge. Merging keeps the
+    order Anthropic wants inside a turn: a user turn's tool results before its other content,
+    an assistant turn's thinking before its tool_use (a Responses history may bring them later).
     """
     if not blocks:
         return
-    if turns and turns[-1]["role"] == role:
-        turns[-1]["content"].extend(blocks)
-    else:
+    if not turns or turns[-1]["role"] != role:
         turns.append({"role": role, "content": list(blocks)})
+        return
+    content = turns[-1]["content"]
+    for block in blocks:
+        if block["type"] == "tool_result":
+            content.insert(_first(content, lambda b: b["type"] != "tool_result"), block)
+        elif block["type"] in THINKING_TYPES:
+            content.insert(_first(content, lambda b: b["type"] == "tool_use"), block)
+        else:
+            content.append(block)
 
 
-def _system(blocks):
+def _first(content, wanted):
+    return next((k for k, block in enumerate(content) if wanted(block)), len(content))
+
+
+def system_value(blocks):
     """One part is the string form; several keep their boundaries as blocks."""
     if not blocks:
         return None
@@ -117,7 +138,7 @@ def _system(blocks):
     return blocks
 
 
-def _text_blocks(content):
+def text_blocks(content):
     """Text content (string or text parts) as Anthropic text blocks; empty text is dropped."""
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
     return [_cache_control(part, {"type": "text", "text": part["text"]}) for part in parts if part["text"]]
@@ -131,16 +152,20 @@ def _cache_control(part, block):
 
 
 def user_blocks(content):
+    """A string, or text, image and PDF parts, as Anthropic blocks: Chat's parts (text,
+    image_url, file) and the Responses API's (input_text, input_image, input_file)."""
     if isinstance(content, str):
-        return _text_blocks(content)
+        return text_blocks(content)
     blocks = []
     for part in content:
-        if part["type"] == "text":
-            blocks.extend(_text_blocks([part]))
-        elif part["type"] == "image_url":
-            blocks.append(_cache_control(part, image_block(part["image_url"]["url"])))
+        kind = part["type"]
+        if kind in ("text", "input_text"):
+            blocks.extend(text_blocks([part]))
+        elif kind in ("image_url", "input_image"):
+            url = part["image_url"]["url"] if kind == "image_url" else part["image_url"]
+            blocks.append(_cache_control(part, image_block(url)))
         else:
-            blocks.append(_cache_control(part, document_block(part["file"])))
+            blocks.append(_cache_control(part, document_block(part["file"] if kind == "file" else part)))
     return blocks
 
 
@@ -152,8 +177,10 @@ def image_block(url):
 
 
 def document_block(file):
-    match = DATA_URL.match(file["file_data"])
-    block = {"type": "document", "source": _base64_source(match["media_type"], match)}
+    """A PDF sent inline (file_data), or by URL (a Responses input_file's file_url)."""
+    match = file.get("file_data") and DATA_URL.match(file["file_data"])
+    source = _base64_source(match["media_type"], match) if match else {"type": "url", "url": file["file_url"]}
+    block = {"type": "document", "source": source}
     if file.get("filename"):
         block["title"] = file["filename"]
     return block
@@ -169,15 +196,15 @@ def assistant_blocks(message):
               if block["type"] == "redacted_thinking" or block.get("signature")]
     content = message.get("content")
     if isinstance(content, str):
-        blocks.extend(_text_blocks(content))
+        blocks.extend(text_blocks(content))
     elif content:
-        blocks.extend(_text_blocks([{**part, "text": part.get("text", part.get("refusal", ""))} for part in content]))
+        blocks.extend(text_blocks([{**part, "text": part.get("text", part.get("refusal", ""))} for part in content]))
     if message.get("refusal"):
-        blocks.extend(_text_blocks(message["refusal"]))
+        blocks.extend(text_blocks(message["refusal"]))
     for call in message.get("tool_calls") or []:
         blocks.append({"type": "tool_use", "id": anthropic_tool_id(call["id"]),
                        "name": call["function"]["name"], "input": call["function"]["arguments"]})
-    if all(block["type"] in ("thinking", "redacted_thinking") for block in blocks):
+    if all(block["type"] in THINKING_TYPES for block in blocks):
         return []  # Anthropic rejects an assistant turn that ends in thinking; reasoning alone says nothing
     return blocks
 
@@ -189,16 +216,11 @@ def _thinking_block(block):
     return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
 
 
-def tool_result(message):
-    result = {"type": "tool_result", "tool_use_id": anthropic_tool_id(message["tool_call_id"])}
-    content = message["content"]
-    if isinstance(content, str):
-        if content:
-            result["content"] = content
-    else:
-        blocks = _text_blocks(content)
-        if blocks:
-            result["content"] = blocks
+def tool_result(call_id, content):
+    """The result of one call; its content (a string or blocks) is left out when empty."""
+    result = {"type": "tool_result", "tool_use_id": anthropic_tool_id(call_id)}
+    if content:
+        result["content"] = content
     return result
 
 
@@ -214,12 +236,12 @@ def anthropic_tool_id(chat_id):
     return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', chat_id)}_{digest}"
 
 
-def _finish_prefill(turns):
+def finish_prefill(turns):
     """A final assistant turn is a prefill, which Anthropic takes only without thinking blocks
     (thinking is never on with a prefill) and without trailing whitespace; one left empty goes."""
     if not turns or turns[-1]["role"] != "assistant":
         return
-    blocks = [block for block in turns[-1]["content"] if block["type"] not in ("thinking", "redacted_thinking")]
+    blocks = [block for block in turns[-1]["content"] if block["type"] not in THINKING_TYPES]
     while blocks and blocks[-1]["type"] == "text":
         text = blocks[-1]["text"].rstrip()
         if text:
@@ -243,11 +265,17 @@ def tools_and_choice(body, context):
     if any(spec.get("strict") for spec in specs):
         context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
-    json_tool = response_format_tool(body.get("response_format"))
+    return tool_request(tools, choice, response_format_tool(body.get("response_format")),
+                        body.get("parallel_tool_calls"), context, "response_format")
+
+
+def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_param):
+    """Anthropic's tools and tool_choice: the JSON-answer tool (from `format_param`) added to the
+    client's tools, and parallel calls switched off when the client asked."""
     if json_tool:
         if any(tool["name"] == json_tool["name"] for tool in tools):
-            raise invalid(f"response_format: its tool name {json_tool['name']!r} is also the name of a "
-                          "function in tools; rename one of them", "response_format")
+            raise invalid(f"{format_param}: its tool name {json_tool['name']!r} is also the name of a "
+                          "function in tools; rename one of them", format_param)
         context.json_tool = json_tool["name"]
         # The answer must come through the JSON tool unless the client's own tools may be called
         # (then any tool: one of theirs, or the answer); a named choice stays as the client set it.
@@ -257,7 +285,7 @@ def tools_and_choice(body, context):
         tools.append(json_tool)
     if not tools:
         return {}
-    if body.get("parallel_tool_calls") is False:
+    if parallel_tool_calls is False:
         choice = {"type": "auto", **(choice or {})}
         if choice["type"] != "none":
             choice["disable_parallel_tool_use"] = True
@@ -277,7 +305,7 @@ def _tool_choice(choice):
         return None
     if isinstance(choice, dict):
         return {"type": "tool", "name": choice["function"]["name"]}
-    return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
+    return {"type": TOOL_CHOICES[choice]}
 
 
 def response_format_tool(response_format):
@@ -324,41 +352,42 @@ def sampling(body, context):
 
 # -- thinking and max_tokens ---------------------------------------------------------------
 
-def thinking_and_max_tokens(body, out, default_max_tokens, context):
+def thinking_and_max_tokens(out, context, cap, default_max_tokens, effort=None, thinking=None,
+                            effort_param="reasoning_effort"):
     """max_tokens, plus a thinking config when one was asked for and can be honoured.
 
-    `reasoning_effort` picks a budget (fit_budget); Anthropic's own `thinking`
-    (openai SDK extra_body) is passed as given, max_tokens raised above its
-    budget when needed. Thinking is left off, and the parameter reported as
+    The client's reasoning `effort` (Chat `reasoning_effort`, Responses
+    `reasoning.effort`: `effort_param` names it) picks a budget (fit_budget);
+    Anthropic's own `thinking` (openai SDK extra_body) is passed as given,
+    max_tokens raised above its budget when needed. `cap` is the client's
+    max_tokens, if any. Thinking is left off, and the parameter reported as
     dropped, when Anthropic would refuse it (thinking_allowed): a forced tool
-    choice (including the response_format tool), an assistant prefill, or a
-    final assistant tool-use turn without a signed thinking block (the Chat
-    client did not echo `thinking_blocks`).
+    choice (including the JSON-answer tool), an assistant prefill, or a
+    final assistant tool-use turn without a signed thinking block (the
+    client did not echo it back).
     With thinking on Anthropic requires the default sampling, so
     temperature, top_p and top_k go.
     """
-    cap = body.get("max_completion_tokens") or body.get("max_tokens")
-    thinking, max_tokens = requested_thinking(body, cap, default_max_tokens)
-    if thinking and thinking["type"] != "disabled" and not thinking_allowed(out):
-        context.dropped.append("thinking" if body.get("thinking") else "reasoning_effort")
-        thinking = None
-    if not thinking or thinking["type"] == "disabled":
-        return {"max_tokens": cap or default_max_tokens, **({"thinking": thinking} if thinking else {})}
+    config, max_tokens = requested_thinking(thinking, effort, cap, default_max_tokens)
+    if config and config["type"] != "disabled" and not thinking_allowed(out):
+        context.dropped.append("thinking" if thinking else effort_param)
+        config = None
+    if not config or config["type"] == "disabled":
+        return {"max_tokens": cap or default_max_tokens, **({"thinking": config} if config else {})}
     for name in ("temperature", "top_p", "top_k"):
         if out.pop(name, None) is not None:
             context.dropped.append(name)
-    return {"max_tokens": max_tokens, "thinking": thinking}
+    return {"max_tokens": max_tokens, "thinking": config}
 
 
-def requested_thinking(body, cap, default_max_tokens):
+def requested_thinking(thinking, effort, cap, default_max_tokens):
     """(thinking config or None, max_tokens that leaves room for it)."""
     max_tokens = cap or default_max_tokens
-    thinking = body.get("thinking")
     if thinking:
         budget = thinking.get("budget_tokens", 0)
         return thinking, max_tokens + budget if max_tokens <= budget else max_tokens
-    if body.get("reasoning_effort") in THINKING_BUDGETS:
-        budget, max_tokens = fit_budget(THINKING_BUDGETS[body["reasoning_effort"]], cap, default_max_tokens)
+    if effort in THINKING_BUDGETS:
+        budget, max_tokens = fit_budget(THINKING_BUDGETS[effort], cap, default_max_tokens)
         return {"type": "enabled", "budget_tokens": budget}, max_tokens
     return None, max_tokens
 
@@ -387,4 +416,4 @@ def thinking_allowed(out):
     assistant = [turn["content"] for turn in messages if turn["role"] == "assistant"]
     if not assistant or not any(block["type"] == "tool_use" for block in assistant[-1]):
         return True
-    return assistant[-1][0]["type"] in ("thinking", "redacted_thinking")
+    return assistant[-1][0]["type"] in THINKING_TYPES

@@ -8,6 +8,7 @@ exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
 and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others
 look for to trim the conversation; the message stays Anthropic's.
 """
+import collections
 import datetime
 
 from .. import json_codec, overflow
@@ -52,11 +53,12 @@ def to_chat_completion(message, context):
             "usage": chat_usage(message.get("usage") or {})}
 
 
-def openai_overflow(error):
-    """An Anthropic context overflow with OpenAI's code for it; any other error as it came."""
+def openai_overflow(error, param="messages"):
+    """An Anthropic context overflow with OpenAI's code for it; any other error as it came.
+    `param` names the field that holds the conversation in the client's request."""
     if error.kind != "invalid_request" or overflow.find(error.upstream_detail) is None:
         return error
-    return error.replaced(status=400, code="context_length_exceeded", param="messages")
+    return error.replaced(status=400, code="context_length_exceeded", param=param)
 
 
 def completion_id(message_id):
@@ -93,24 +95,35 @@ def refusal_text(stop_details):
 
 
 def chat_usage(usage):
-    """Chat's prompt_tokens include cached tokens; Anthropic's input_tokens exclude them.
+    """Chat's prompt_tokens include cached tokens (see token_counts)."""
+    counts = token_counts(usage)
+    out = {"prompt_tokens": counts.input, "completion_tokens": counts.output,
+           "total_tokens": counts.input + counts.output,
+           "prompt_tokens_details": {"cached_tokens": counts.cache_read}}
+    if counts.thinking is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": counts.thinking}
+    return out
 
+
+TokenCounts = collections.namedtuple("TokenCounts", "input cache_read cache_write output thinking")
+
+
+def token_counts(usage):
+    """Anthropic usage as OpenAI counts it: input tokens include cache reads and writes.
+
+    Anthropic's input_tokens exclude cached tokens; every OpenAI API counts them in.
     With server-side compaction the top-level counts are only the last
     iteration's; `iterations` holds every billed one, so those are summed.
+    `thinking` is None when Anthropic does not say.
     """
     def total(name):
         parts = usage.get("iterations") if isinstance(usage.get("iterations"), list) else [usage]
         return sum(part.get(name) or 0 for part in parts if isinstance(part, dict))
 
-    cache_read = total("cache_read_input_tokens")
-    prompt = total("input_tokens") + cache_read + total("cache_creation_input_tokens")
-    completion = total("output_tokens")
-    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-           "prompt_tokens_details": {"cached_tokens": cache_read}}
-    thinking_tokens = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
-    if thinking_tokens is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": thinking_tokens}
-    return out
+    cache_read, cache_write = total("cache_read_input_tokens"), total("cache_creation_input_tokens")
+    return TokenCounts(input=total("input_tokens") + cache_read + cache_write, cache_read=cache_read,
+                       cache_write=cache_write, output=total("output_tokens"),
+                       thinking=(usage.get("output_tokens_details") or {}).get("thinking_tokens"))
 
 
 def to_openai_model(anthropic_model):

@@ -1,8 +1,7 @@
 """POST /v1/chat/completions, served by an Anthropic Messages upstream."""
-from flask import Blueprint, request
+from flask import Blueprint
 
-from .. import auth
-from ..http import bridge, forward, read_json
+from ..http import bridge, forward, messages_upstream, read_json
 from ..schemas import openai as schema
 from ..streaming import CHAT_SSE
 from .request import to_messages_request
@@ -15,9 +14,7 @@ bp = Blueprint("chat_to_messages", __name__)
 @bp.post("/v1/chat/completions")
 @bp.post("/chat/completions")
 def create_chat_completion():
-    state = bridge()
     body = schema.validate_chat(read_json())
-    messages_body, context = to_messages_request(body, state.settings)
-    return forward(f"{state.settings.anthropic_base_url}/v1/messages",
-                   auth.anthropic_headers(state.settings, request.headers), messages_body, context,
-                   StreamTranslator, to_chat_completion, CHAT_SSE, openai_overflow)
+    messages_body, context = to_messages_request(body, bridge().settings)
+    return forward(*messages_upstream(), messages_body, context, StreamTranslator, to_chat_completion, CHAT_SSE,
+                   openai_overflow)

@@ -52,11 +52,11 @@ import re
 from .. import json_codec
 from ..errors import BridgeError, invalid
 from ..model_map import map_model
+from ..tool_names import safe_tool_name
 from .response import upstream_tool_id
 from .tokens import count_tokens
 
 MAX_STOP_SEQUENCES = 4
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
 # to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
 _BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
@@ -301,11 +301,7 @@ def _flattened(parts):
 def _upstream_name(name, names):
     """The name OpenAI will accept for a tool, remembered so responses can restore it."""
     if name not in names:
-        if _TOOL_NAME.match(name):
-            names[name] = name
-        else:
-            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-            names[name] = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:55] + "_" + digest
+        names[name] = safe_tool_name(name)
     return names[name]
 
 

@@ -1,6 +1,6 @@
 """The validation toolkit every front's schemas are built from.
 
-Each front's module (anthropic.py, openai.py) keeps only its protocol's
+Each front's module (anthropic.py, openai.py, responses.py) keeps only its protocol's
 shapes; what they share is here, so every front refuses the same things in
 the same words:
 
@@ -15,6 +15,7 @@ the same words:
 - `refusal`: one 400 whose message starts with the dotted path of each bad
   field (`messages.0.content.1.type: ...`), which is what a person fixing
   the request needs; `param` is the first path.
+- `load_request`: a request's fields, then the checks that look at the whole of it.
 - `load_fields`, `deserialize`, `List`, `Nested`: marshmallow's loading
   without the machinery that validation of thousands of blocks pays for.
 """
@@ -95,6 +96,28 @@ def refusal(error):
     problems = list(_flatten(error.messages))
     return invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
                    param=problems[0][0] or None)
+
+
+def load_request(schema, body, checks=()):
+    """The body with its declared fields loaded, or the one 400 naming every bad field.
+
+    Undeclared top-level fields stay, for the translator to report as dropped. `checks`
+    look at the whole request once its fields are sound (conversation structure, names
+    that must match); each raises a ValidationError, and all of theirs are reported together.
+    """
+    try:
+        request = {**body, **load_fields(schema, body)}
+    except ValidationError as exc:
+        raise refusal(exc) from None
+    errors = {}
+    for check in checks:
+        try:
+            check(request)
+        except ValidationError as exc:
+            errors.update(exc.messages)
+    if errors:
+        raise refusal(ValidationError(errors))
+    return request
 
 
 def _flatten(errors, prefix=()):

@@ -16,9 +16,9 @@ import base64
 import json
 import re
 
-from marshmallow import ValidationError, fields, validate, validates_schema
+from marshmallow import ValidationError, fields, validate
 
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_request
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -42,7 +42,7 @@ class OneOrMany(fields.Field):
         return self.single.deserialize(value, attr, data, **kwargs)
 
 
-def _must_be_absent(reason):
+def must_be_absent(reason):
     """A field that is fine when absent or null and refused with `reason` otherwise."""
     def check(value):
         if value is not None:
@@ -78,7 +78,7 @@ def image_media_type(match):
                 match["media_type"])
 
 
-def _image_url(url):
+def valid_image_url(url):
     match = DATA_URL.match(url)
     if match:
         if image_media_type(match) not in IMAGE_TYPES:
@@ -89,14 +89,14 @@ def _image_url(url):
 
 
 class ImageUrl(Schema):
-    url = fields.String(required=True, validate=_image_url)
+    url = fields.String(required=True, validate=valid_image_url)
 
 
 class ImagePart(Part):
     image_url = Nested(ImageUrl, required=True)
 
 
-def _pdf_data_url(value):
+def valid_pdf_data_url(value):
     match = DATA_URL.match(value)
     if not match:
         raise ValidationError("must be a base64 data URL (data:application/pdf;base64,...)")
@@ -106,9 +106,9 @@ def _pdf_data_url(value):
 
 
 class File(Schema):
-    file_id = _must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
+    file_id = must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
                               "send the document inline as file_data")
-    file_data = fields.String(required=True, validate=_pdf_data_url)
+    file_data = fields.String(required=True, validate=valid_pdf_data_url)
     filename = fields.String(allow_none=True)
 
 
@@ -127,18 +127,19 @@ USER_PARTS = Tagged({"text": TextPart(), "image_url": ImagePart(), "file": FileP
 ASSISTANT_PARTS = Tagged({"text": TextPart(), "refusal": RefusalPart()}, what="content part")
 
 
-def _content(parts, **kwargs):
+def string_or_parts(parts, **kwargs):
+    """Message content: a string, or an array of the parts `parts` (a Tagged) validates."""
     return OneOrMany(fields.String(), parts, **kwargs)
 
 
 # -- messages ------------------------------------------------------------------------------
 
 class SystemMessage(Schema):
-    content = _content(TEXT_PARTS, required=True)
+    content = string_or_parts(TEXT_PARTS, required=True)
 
 
 class UserMessage(Schema):
-    content = _content(USER_PARTS, required=True)
+    content = string_or_parts(USER_PARTS, required=True)
 
 
 class ObjectText(fields.String):
@@ -183,20 +184,20 @@ _CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_us
 
 
 class AssistantMessage(Schema):
-    content = _content(ASSISTANT_PARTS, allow_none=True)
+    content = string_or_parts(ASSISTANT_PARTS, allow_none=True)
     refusal = fields.String(allow_none=True)
     tool_calls = List(Tagged({"function": ToolCall()}, what="tool call", refused={"custom": _CUSTOM_CALL}),
                              allow_none=True)
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
     thinking_blocks = List(Tagged({"thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock()},
                                   what="thinking block"), allow_none=True)
-    function_call = _must_be_absent("legacy function calling is not supported; use tool_calls")
-    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
+    function_call = must_be_absent("legacy function calling is not supported; use tool_calls")
+    audio = must_be_absent("audio output is not supported by the Anthropic upstream")
 
 
 class ToolMessage(Schema):
     tool_call_id = fields.String(required=True, validate=validate.Length(min=1))
-    content = _content(TEXT_PARTS, required=True)
+    content = string_or_parts(TEXT_PARTS, required=True)
 
 
 _SYSTEM = SystemMessage()
@@ -229,36 +230,42 @@ class NamedToolChoice(Schema):
 
 
 class ToolChoice(fields.Field):
-    """"auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}."""
+    """"auto" | "none" | "required" | a named choice, which `named` (a Tagged on `type`) validates:
+    Chat's {"type": "function", "function": {"name": ...}}, the Responses API's own shapes."""
 
-    _named = Tagged({"function": NamedToolChoice()}, what="tool choice", refused={
-        "custom": "custom tool choices are not supported; only function tools can be chosen",
-        "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model "
-                         "may call"})
+    def __init__(self, named, what, **kwargs):
+        super().__init__(**kwargs)
+        self.named, self.what = named, what
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
             if value not in ("auto", "none", "required"):
-                raise ValidationError(f"must be 'auto', 'none', 'required' or a named function, got {value!r}")
+                raise ValidationError(f"must be 'auto', 'none', 'required' or a named {self.what}, got {value!r}")
             return value
-        return self._named.deserialize(value, attr, data, **kwargs)
+        return self.named.deserialize(value, attr, data, **kwargs)
+
+
+CHAT_TOOL_CHOICE = Tagged({"function": NamedToolChoice()}, what="tool choice", refused={
+    "custom": "custom tool choices are not supported; only function tools can be chosen",
+    "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model may call"})
+
+
+def _object_root(schema):
+    """The answer is a tool's input, which Anthropic requires to be an object."""
+    if schema.get("type", "object") != "object":
+        raise ValidationError("the root of the schema must be an object (type: object)")
 
 
 class JsonSchemaFormat(Schema):
+    """Chat's response_format.json_schema; the Responses API's text.format, where the same fields sit flat."""
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
-    schema = fields.Dict(allow_none=True)
+    schema = fields.Dict(allow_none=True, validate=_object_root)
     strict = Flag(allow_none=True)
-
-    @validates_schema
-    def _object_root(self, data, **kwargs):
-        root = data.get("schema") or {}
-        if root.get("type", "object") != "object":
-            raise ValidationError("the root of the schema must be an object (type: object)", "schema")
 
 
 class ResponseFormatJsonSchema(Schema):
-    json_schema = fields.Nested(JsonSchemaFormat, required=True)  # Schema.load: it has a validator
+    json_schema = Nested(JsonSchemaFormat, required=True)
 
 
 class StreamOptions(Schema):
@@ -284,14 +291,15 @@ def _no_audio_modality(value):
         raise ValidationError("audio output is not supported by the Anthropic upstream")
 
 
-def _false(reason):
+def must_be_false(reason):
+    """A field refused with `reason` when it is set (true, non-zero)."""
     def check(value):
         if value:
             raise ValidationError(reason)
     return check
 
 
-_NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
+NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
 
 
 class ChatRequest(Schema):
@@ -310,7 +318,7 @@ class ChatRequest(Schema):
     tools = List(Tagged({"function": FunctionTool()}, what="tool", refused={
         "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
                   "use function tools"}), allow_none=True)
-    tool_choice = ToolChoice(allow_none=True)
+    tool_choice = ToolChoice(CHAT_TOOL_CHOICE, "function", allow_none=True)
     parallel_tool_calls = Flag(allow_none=True)
     response_format = Tagged({"text": Schema(), "json_object": Schema(),
                               "json_schema": ResponseFormatJsonSchema()}, what="response format", allow_none=True)
@@ -318,13 +326,13 @@ class ChatRequest(Schema):
     thinking = fields.Raw(allow_none=True, validate=_thinking)  # Anthropic's own, via extra_body
     user = fields.String(allow_none=True)
     safety_identifier = fields.String(allow_none=True)
-    logprobs = Flag(allow_none=True, validate=_false(_NO_LOGPROBS))
-    top_logprobs = fields.Raw(allow_none=True, validate=_false(_NO_LOGPROBS))
+    logprobs = Flag(allow_none=True, validate=must_be_false(NO_LOGPROBS))
+    top_logprobs = fields.Raw(allow_none=True, validate=must_be_false(NO_LOGPROBS))
     modalities = List(fields.String(), allow_none=True, validate=_no_audio_modality)
-    audio = _must_be_absent("audio output is not supported by the Anthropic upstream")
-    functions = _must_be_absent("legacy function calling is not supported; use tools")
-    function_call = _must_be_absent("legacy function calling is not supported; use tool_choice")
-    web_search_options = _must_be_absent("web search is not supported through the Chat Completions bridge")
+    audio = must_be_absent("audio output is not supported by the Anthropic upstream")
+    functions = must_be_absent("legacy function calling is not supported; use tools")
+    function_call = must_be_absent("legacy function calling is not supported; use tool_choice")
+    web_search_options = must_be_absent("web search is not supported through the Chat Completions bridge")
 
 
 def _check_conversation(request):
@@ -382,16 +390,4 @@ _CHAT = ChatRequest()
 
 def validate_chat(body):
     """The loaded request, or a 400 whose message names every bad field by its path."""
-    try:
-        request = {**body, **load_fields(_CHAT, body)}
-    except ValidationError as exc:
-        raise refusal(exc) from None
-    errors = {}
-    for check in (_check_conversation, _check_chosen_tool):  # once the fields are sound; both speak
-        try:
-            check(request)
-        except ValidationError as exc:
-            errors.update(exc.messages)
-    if errors:
-        raise refusal(ValidationError(errors))
-    return request
+    return load_request(_CHAT, body, (_check_conversation, _check_chosen_tool))

@@ -1,0 +1,64 @@
+"""POST /v1/responses, served by an Anthropic Messages upstream; nothing is stored.
+
+Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
+(CODEX.md §5): a 429 keeps the upstream's `retry-after` (Codex retries a 429 only with
+one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
+retries a 503 at once only with it, else 30 times over 25 s), and a context overflow is a
+400 with `code: "context_length_exceeded"` (Codex then says the context is full).
+"""
+from flask import Blueprint, request
+from requests.structures import CaseInsensitiveDict
+
+from ..chat_to_messages.response import openai_overflow
+from ..errors import BridgeError
+from ..http import bridge, forward, messages_upstream, read_json
+from ..schemas.responses import validate_responses
+from ..streaming import RESPONSES_SSE
+from .request import to_messages_request
+from .response import to_response
+from .stream import StreamTranslator
+
+bp = Blueprint("responses_to_messages", __name__)
+
+# Seconds an overloaded upstream's 503 asks the client to wait when the upstream named none.
+OVERLOADED_RETRY_AFTER = "1"
+_NOT_STORED = ("bridge stores no responses, so there is none to {}: send the full conversation "
+               "in `input` of each POST /v1/responses")
+
+
+@bp.post("/v1/responses")
+@bp.post("/responses")
+def create_response():
+    body = validate_responses(read_json())
+    messages_body, context = to_messages_request(body, bridge().settings)
+    return forward(*messages_upstream(), messages_body, context, StreamTranslator, to_response, RESPONSES_SSE,
+                   client_error)
+
+
+@bp.get("/v1/responses/<response_id>")
+@bp.get("/responses/<response_id>")
+@bp.delete("/v1/responses/<response_id>")
+@bp.delete("/responses/<response_id>")
+@bp.get("/v1/responses/<response_id>/input_items")
+@bp.get("/responses/<response_id>/input_items")
+def stored_response(response_id):
+    """Stateless: a retrieve, delete or input-items listing finds nothing, and says why."""
+    action = {"GET": "retrieve", "DELETE": "delete"}[request.method]
+    if request.path.endswith("/input_items"):
+        action = "list the input items of"
+    raise BridgeError("not_found", f"no response {response_id!r}: " + _NOT_STORED.format(action))
+
+
+def client_error(error):
+    """An upstream error as a Responses client gets it (module docstring)."""
+    return with_retry_after(openai_overflow(error, param="input"))
+
+
+def with_retry_after(error):
+    """An overloaded upstream's error, with `retry-after` added when the upstream sent none."""
+    headers = error.upstream_headers
+    if error.kind != "overloaded" or (headers and "retry-after" in headers):
+        return error
+    headers = CaseInsensitiveDict(headers or {})
+    headers["retry-after"] = OVERLOADED_RETRY_AFTER
+    return error.replaced(upstream_headers=headers)
