@@ -14,6 +14,7 @@ such a number, are read with the json module instead: by the Chat schema for a
 client's history, by the messages -> chat translators for an upstream's answer.
 """
 import json
+import re
 
 import orjson
 
@@ -37,3 +38,114 @@ def dumps(value):
 def dumps_text(value):
     """`value` as compact JSON text, for a JSON document carried in a string (tool arguments)."""
     return dumps(value).decode()
+
+
+def loads_partial(text):
+    """What a JSON document cut off anywhere holds so far, as jiter's partial mode reads it.
+
+    A tool call that `max_tokens` cuts short leaves its streamed input unfinished. The
+    anthropic SDK folds such a stream with jiter's partial mode (open objects and arrays
+    closed, a member or element whose value is cut short left out), and a non-streamed
+    answer holds the same; reading it the same way makes a cut-off call the same value
+    either way, and valid JSON. A finished document is read by the json module, exactly.
+    Raises ValueError for text that is not the beginning of one JSON document.
+    """
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    reader = _PartialReader(text)
+    try:
+        value = reader.value()
+    except _Unfinished:
+        raise ValueError("the JSON text ends inside its only value") from None
+    if not reader.at_end():
+        raise ValueError(f"unexpected {text[reader.pos]!r} at {reader.pos} in JSON text")
+    return value
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING_START = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*\\?\Z', re.S)
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+_TOKEN = re.compile(r"[-+.0-9eE]+|[a-z]+")
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
+class _Unfinished(Exception):
+    """The text ends inside a string, number or literal: that value is not there."""
+
+
+class _PartialReader:
+    def __init__(self, text):
+        self.text, self.pos = text, 0
+
+    def at_end(self):
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\n\r":
+            self.pos += 1
+        return self.pos == len(self.text)
+
+    def value(self):
+        if self.at_end():
+            raise _Unfinished
+        opener = self.text[self.pos]
+        if opener in "{[":
+            self.pos += 1
+            return self.members({}, "}") if opener == "{" else self.members([], "]")
+        if opener == '"':
+            return self.string()
+        return self.scalar()
+
+    def members(self, out, closer):
+        """An object's members or an array's elements, up to the closer or the end of the text."""
+        while not self.at_end():
+            if self.text[self.pos] == closer and not out:
+                self.pos += 1
+                return out
+            try:
+                if closer == "]":
+                    out.append(self.value())
+                else:
+                    key = self.string()
+                    if self.at_end():
+                        return out
+                    self.expect(":")
+                    out[key] = self.value()
+            except _Unfinished:
+                return out
+            if self.at_end():
+                return out
+            if self.text[self.pos] == closer:
+                self.pos += 1
+                return out
+            self.expect(",")
+            if self.at_end():
+                return out
+        return out
+
+    def string(self):
+        if self.text.startswith('"', self.pos):
+            found = _STRING.match(self.text, self.pos)
+            if found:
+                self.pos = found.end()
+                return json.loads(found.group())
+            if _STRING_START.match(self.text, self.pos):
+                self.pos = len(self.text)
+                raise _Unfinished
+        raise ValueError(f"expected a string at {self.pos} in JSON text")
+
+    def scalar(self):
+        found = _TOKEN.match(self.text, self.pos)
+        token = found.group() if found else ""
+        self.pos += len(token)
+        complete = token in _LITERALS or _NUMBER.match(token)
+        if self.pos == len(self.text) and not complete and (
+                any(word.startswith(token) for word in _LITERALS) or _NUMBER.match(token + "0")):
+            raise _Unfinished
+        if not token or not complete:
+            raise ValueError(f"unexpected {token or self.text[self.pos:self.pos + 1]!r} in JSON text")
+        return _LITERALS[token] if token in _LITERALS else json.loads(token)
+
+    def expect(self, char):
+        if not self.text.startswith(char, self.pos):
+            raise ValueError(f"expected {char!r} at {self.pos} in JSON text")
+        self.pos += 1

@@ -1,7 +1,9 @@
 """bridge.json_codec: orjson's speed, and the json module's answers for what orjson refuses."""
 import json
 
+import jiter
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from bridge import json_codec
 
@@ -33,3 +35,28 @@ def test_the_fallback_sees_what_orjson_refused():
     seen = []
     assert json_codec.loads(b'{"a": NaN}', fallback=lambda raw: seen.append(raw) or "fallback") == "fallback"
     assert seen == [b'{"a": NaN}']
+
+
+# JSON as a model writes tool input: objects of strings (with escapes, emoji), numbers, literals, arrays.
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 20, 10 ** 20),
+                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
+_DOCUMENTS = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=12)
+
+
+@given(document=st.dictionaries(st.text(max_size=6), _DOCUMENTS, max_size=4),
+       separators=st.sampled_from([(", ", ": "), (",", ":"), (",\n", " : ")]), ensure_ascii=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_a_cut_off_document_reads_as_jiters_partial_mode_the_anthropic_sdks_fold_reads_it(
+        document, separators, ensure_ascii):
+    text = json.dumps(document, separators=separators, ensure_ascii=ensure_ascii)
+    for end in range(1, len(text) + 1):
+        expected = jiter.from_json(text[:end].encode(), partial_mode=True)
+        assert json_codec.loads_partial(text[:end]) == expected, text[:end]
+
+
+def test_a_finished_document_is_read_exactly_and_text_that_is_not_json_raises():
+    assert json_codec.loads_partial('{"n": 123456789012345678901234567890}') == {"n": 123456789012345678901234567890}
+    for text in ['{"a": 1,}', '{"a" 1', "", "nope", '{"a": "x"} trailing']:
+        with pytest.raises(ValueError):
+            json_codec.loads_partial(text)
