@@ -47,6 +47,7 @@ where the two protocols place things differently:
 """
 import dataclasses
 import hashlib
+import itertools
 import re
 
 from .. import json_codec
@@ -67,6 +68,7 @@ _READ = frozenset(("model", "messages", "system", "max_tokens", "temperature", "
 # Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
 _UNENFORCED = {"safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
                              "on an OpenAI-compatible upstream; the request goes on without it"}
+_CACHE_CONTROL = itertools.repeat("cache_control")
 # Claude Code's stand-in tool that keeps Anthropic's deferred tool loading on; meaningless elsewhere.
 DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
 
@@ -149,7 +151,7 @@ def _messages(body, names, reasoning_history, dropped):
         if role == "system":
             system.extend(_texts(blocks, dropped))
             continue
-        if any("cache_control" in block for block in blocks):
+        if _marks_cache(blocks):
             dropped.append("cache_control")
         if role == "assistant":
             _require_answered(unanswered)
@@ -174,10 +176,16 @@ def _texts(content, dropped):
     if content is None:
         return []
     blocks = _blocks(content)
-    if any("cache_control" in block for block in blocks):
+    if _marks_cache(blocks):
         dropped.append("cache_control")
     texts = (_BILLING_HEADER.sub("", block["text"]) for block in blocks)
     return [text for text in texts if text]
+
+
+def _marks_cache(blocks):
+    """Whether a block carries Anthropic's cache_control, which no Chat upstream takes. Looked
+    for in C (map over dict.__contains__): a generator's frames cost more than the lookups."""
+    return any(map(dict.__contains__, blocks, _CACHE_CONTROL))
 
 
 def _join(texts):

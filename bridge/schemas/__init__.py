@@ -88,7 +88,9 @@ class Tagged(fields.Field):
             expected = ", ".join(sorted(self.schemas))
             problem = "missing" if tag is None else f"{tag!r} is not a supported {self.what} {self.key}"
             raise ValidationError({self.key: [f"{problem}; expected one of: {expected}"]})
-        return {self.key: tag, **load_fields(schema, value)}
+        loaded = load_fields(schema, value)
+        loaded[self.key] = tag
+        return loaded
 
 
 def refusal(error):
