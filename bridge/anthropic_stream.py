@@ -15,13 +15,8 @@ made-up stop. A translator says what each piece becomes for its client in the
 import dataclasses
 
 from . import translator
-from .errors import BridgeError
+from .errors import BridgeError, kind_for_type
 
-# Anthropic error type (an `event: error` in the stream) -> BridgeError kind.
-ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error": "authentication",
-               "permission_error": "permission", "not_found_error": "not_found",
-               "request_too_large": "request_too_large", "rate_limit_error": "rate_limit",
-               "api_error": "api_error", "overloaded_error": "overloaded", "timeout_error": "timeout"}
 # Anthropic content block type -> kind; any other block (server tools, compaction) is "ignored".
 BLOCK_KINDS = {"text": "text", "thinking": "thinking", "redacted_thinking": "redacted", "tool_use": "tool"}
 
@@ -52,7 +47,7 @@ class MessagesStream(translator.StreamTranslator):
             return []
         kind = payload.get("type") or event_name
         if kind == "error":
-            raise self.reword(upstream_error(payload))
+            raise self.reword(error_event(payload))
         if kind == "ping":
             return self.on_ping()
         handler = _HANDLERS.get(kind)
@@ -167,10 +162,10 @@ def known_counts(usage):
     return {name: value for name, value in (usage or {}).items() if value is not None}
 
 
-def upstream_error(payload):
+def error_event(payload):
     """An Anthropic `event: error` as the BridgeError the relay sends on in the client's protocol."""
     error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
-    kind = ERROR_KINDS.get(error.get("type"), "api_error")
+    kind = kind_for_type(error.get("type"))
     return BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream",
                        upstream_detail=error)
 

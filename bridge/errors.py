@@ -2,24 +2,42 @@
 
 Every failure - bad input, auth, an upstream answer, a broken connection -
 becomes a BridgeError carrying a protocol-neutral *kind*; the route renders
-it as an OpenAI or Anthropic body (or stream event) at the edge.
+it as an OpenAI or Anthropic body (or stream event) at the edge. KINDS is the
+one table every status and type is derived from, both ways: what a client is
+told, and what an upstream's status or error type means.
 """
+import dataclasses
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
 
-# kind -> (default HTTP status, Anthropic error type, OpenAI error type)
-_KINDS = {
-    "invalid_request": (400, "invalid_request_error", "invalid_request_error"),
-    "authentication": (401, "authentication_error", "authentication_error"),
-    "permission": (403, "permission_error", "permission_error"),
-    "not_found": (404, "not_found_error", "not_found_error"),
-    "request_too_large": (413, "request_too_large", "invalid_request_error"),
-    "rate_limit": (429, "rate_limit_error", "rate_limit_error"),
-    "api_error": (500, "api_error", "server_error"),
-    "overloaded": (529, "overloaded_error", "server_error"),
-    "timeout": (504, "api_error", "timeout"),
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    status: int          # the HTTP status a client gets, unless an upstream's says more
+    anthropic: str       # Anthropic's error type
+    openai: str          # OpenAI's error type
+    read_as: tuple = ()  # other names upstreams give it: read, never written
+
+
+KINDS = {
+    "invalid_request": Kind(400, "invalid_request_error", "invalid_request_error"),
+    "authentication": Kind(401, "authentication_error", "authentication_error"),
+    "permission": Kind(403, "permission_error", "permission_error"),
+    "not_found": Kind(404, "not_found_error", "not_found_error"),
+    "request_too_large": Kind(413, "request_too_large", "invalid_request_error"),
+    "rate_limit": Kind(429, "rate_limit_error", "rate_limit_error", ("rate_limit_exceeded",)),
+    "api_error": Kind(500, "api_error", "server_error"),
+    "overloaded": Kind(529, "overloaded_error", "server_error", ("server_overloaded",)),
+    "timeout": Kind(504, "api_error", "timeout", ("timeout_error",)),
 }
+# An error type, in either protocol, -> its kind; the first kind to name a type keeps it.
+_KIND_OF_TYPE = {name: kind for kind, spec in reversed(KINDS.items())
+                 for name in (spec.anthropic, spec.openai, *spec.read_as)}
+# An upstream status -> its kind: the table's own, and what the other statuses mean.
+_KIND_OF_STATUS = {**{spec.status: kind for kind, spec in KINDS.items()}, 503: "overloaded", 422: "invalid_request"}
+# Upstream statuses a client is told as they are: they mean the same in both protocols.
+_KEPT_STATUSES = {*(spec.status for spec in KINDS.values())} - {500} | {422, 502}
 
 # Anthropic clients know 529 as "overloaded"; the openai SDK only maps 5xx
 # generically, and 503 is what OpenAI-side tooling expects for the same thing.
@@ -31,12 +49,12 @@ class BridgeError(Exception):
 
     def __init__(self, kind, message, *, status=None, param=None, code=None,
                  upstream_status=None, upstream_headers=None, upstream_detail=None, details=None):
-        if kind not in _KINDS:
+        if kind not in KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.status = status or _KINDS[kind][0]
+        self.status = status or KINDS[kind].status
         self.param = param
         self.code = code
         self.upstream_status = upstream_status
@@ -60,11 +78,11 @@ class BridgeError(Exception):
         return self.status
 
     def body_for(self, protocol):
-        _, anthropic_type, openai_type = _KINDS[self.kind]
+        kind = KINDS[self.kind]
         if protocol == OPENAI:
-            return {"error": {"message": self.message, "type": openai_type,
+            return {"error": {"message": self.message, "type": kind.openai,
                               "param": self.param, "code": self.code}}
-        error = {"type": anthropic_type, "message": self.message}
+        error = {"type": kind.anthropic, "message": self.message}
         if self.details:
             error["details"] = self.details
         return {"type": "error", "error": error}
@@ -77,13 +95,20 @@ def invalid(message, param=None):
 
 def kind_for_status(status):
     """The error kind an upstream HTTP status stands for."""
-    if status == 529 or status == 503:
-        return "overloaded"
-    if status == 504:
-        return "timeout"
-    by_status = {400: "invalid_request", 401: "authentication", 403: "permission",
-                 404: "not_found", 413: "request_too_large", 422: "invalid_request",
-                 429: "rate_limit"}
-    if status in by_status:
-        return by_status[status]
-    return "api_error" if status >= 500 else "invalid_request"
+    return _KIND_OF_STATUS.get(status) or ("api_error" if status >= 500 else "invalid_request")
+
+
+def kind_for_type(error_type):
+    """The error kind an upstream's error type (either protocol's) stands for; unknown is api_error."""
+    return _KIND_OF_TYPE.get(error_type, "api_error")
+
+
+def status_for_upstream(status, kind):
+    """What a client is told for an upstream's error status: the same where it means the same in
+    both protocols, the kind's own otherwise (a 503 is Anthropic's overloaded 529), and a bad
+    gateway for a server error the upstream had no name for."""
+    if status in _KEPT_STATUSES:
+        return status
+    if kind == "api_error":
+        return 500 if status == 500 else 502
+    return None

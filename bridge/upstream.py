@@ -36,7 +36,7 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 from . import json_codec, observability
-from .errors import BridgeError, kind_for_status
+from .errors import BridgeError, kind_for_status, status_for_upstream
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Upstream:
             time.sleep(wait)
             attempt += 1
         if response.status_code >= 300:
-            raise upstream_error(response)
+            raise answer_error(response)
         if not stream:
             try:
                 response.content  # read now, so a body that breaks is reported here
@@ -184,7 +184,7 @@ def _reason(exc):
     return type(exc).__name__
 
 
-def upstream_error(response):
+def answer_error(response):
     """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message, its own error
     object and its headers (the client's SDK retries by them)."""
     status = response.status_code
@@ -214,10 +214,7 @@ def upstream_error(response):
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         message = f"upstream answered HTTP {status} with a non-JSON body ({content_type})"
     kind = kind_for_status(status)
-    client_status = status if status in (400, 401, 403, 404, 413, 422, 429, 502, 504, 529) else None
-    if kind == "api_error" and client_status is None:
-        client_status = 500 if status == 500 else 502
-    return BridgeError(kind, message, status=client_status, code=code, param=param, upstream_status=status,
+    return BridgeError(kind, message, status=status_for_upstream(status, kind), code=code, param=param, upstream_status=status,
                        upstream_headers=response.headers, upstream_detail=inner if isinstance(inner, dict) else None)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from bridge.errors import BridgeError
 from bridge.messages_to_chat.response import (INVALID_ARGUMENTS_KEY, anthropic_overflow, client_tool_id,
-                                              to_anthropic_message, upstream_error, upstream_tool_id, usage)
+                                              to_anthropic_message, error_in_body, upstream_tool_id, usage)
 from tests.helpers import OVERFLOWS, recorded
 from tests.helpers import messages_to_chat_context as context
 
@@ -311,7 +311,7 @@ def test_an_overflow_inside_a_200_is_one_too():
 
 
 def test_a_string_error_in_a_200_is_read_as_its_message():
-    error = upstream_error({"error": "the input length exceeds the context length"})
+    error = error_in_body({"error": "the input length exceeds the context length"})
     assert anthropic_overflow(error, lambda: 9).message == "prompt is too long: 9 tokens > 9 maximum"
 
 

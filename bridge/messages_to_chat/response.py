@@ -32,23 +32,19 @@ import re
 import uuid
 
 from .. import json_codec, overflow
-from ..errors import BridgeError, invalid
+from ..errors import BridgeError, invalid, kind_for_type
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ENCODED_ID = "toolu_b64_"
 _OPENAI_ID_MAX = 40
-_ERROR_KINDS = {"invalid_request_error": "invalid_request", "authentication_error": "authentication",
-                "permission_error": "permission", "not_found_error": "not_found",
-                "rate_limit_error": "rate_limit", "rate_limit_exceeded": "rate_limit",
-                "overloaded_error": "overloaded", "server_overloaded": "overloaded"}
 
 
 def to_anthropic_message(completion, context):
     if not isinstance(completion, dict):
         raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
     if completion.get("error"):
-        raise upstream_error(completion)
+        raise error_in_body(completion)
     choice = only_choice(completion.get("choices"))
     message = json_object(choice.get("message"))
     parts = content_parts(message.get("content"))
@@ -78,14 +74,14 @@ def to_anthropic_message(completion, context):
             "model": context.model, "content": content, **stop, "usage": usage(completion.get("usage"))}
 
 
-def upstream_error(payload):
+def error_in_body(payload):
     """An error the upstream sent inside a 200 (a body or a stream event) as a BridgeError."""
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict):
         message = error.get("message") or "no message"
         if isinstance(error.get("code"), str):
             message = f"{message} ({error['code']})"
-        kind = _ERROR_KINDS.get(error.get("type"), "api_error")
+        kind = kind_for_type(error.get("type"))
     else:
         message, kind = str(error or payload)[:500], "api_error"
     detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None

@@ -63,7 +63,7 @@ class StreamTranslator(translator.StreamTranslator):
         if self.done:
             return []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
-            error = response.upstream_error(payload)
+            error = response.error_in_body(payload)
             raise response.anthropic_overflow(error, lambda: self.context.input_tokens)
         if payload == DONE:
             return self._end_message()
