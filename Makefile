@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test test-fast install clients clean bench bench-profile
+.PHONY: run test test-fast lint install clients clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT)
 
-test: install clients
+test: install clients lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff's settings are in pyproject.toml; `ruff format .` and `ruff check --fix .` mend most findings.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The real clients some tests run (Claude Code, Codex), pinned in tests/clients/package.json and
 # installed with npm into .clients/. Without npm their tests skip (and fail under CI=true).

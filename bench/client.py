@@ -7,6 +7,7 @@ same code measures one request at a time or hundreds of streams at once.
 Times are CLOCK_MONOTONIC seconds, the clock the bench upstream stamps its
 events with (`@<seconds>@`), so emission-to-receipt delay is a subtraction.
 """
+
 import bisect
 import dataclasses
 import re
@@ -21,7 +22,7 @@ _STAMP = re.compile(rb"@(\d+\.\d+)@")
 class Result:
     status: int = 0
     start: float = 0.0
-    first_byte: float = 0.0   # first byte of the body
+    first_byte: float = 0.0  # first byte of the body
     end: float = 0.0
     body: bytes = b""
     delays: list = dataclasses.field(default_factory=list)  # seconds, one per stamped event
@@ -48,7 +49,7 @@ class _Parser:
         self.chunk_left = None  # bytes of the current chunk still to read (incl. CRLF)
         self.body = bytearray() if keep_body else None
         self.body_size = 0
-        self.arrivals = []      # (decoded body size after a recv, time of that recv)
+        self.arrivals = []  # (decoded body size after a recv, time of that recv)
         self.done = False
 
     def feed(self, data, now):
@@ -57,7 +58,7 @@ class _Parser:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4:]
+            head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4 :]
             lines = head.split("\r\n")
             self.status = int(lines[0].split(" ")[1])
             for line in lines[1:]:
@@ -91,14 +92,14 @@ class _Parser:
                 if line_end < 0:
                     return
                 size = int(self.buffer[:line_end].split(b";")[0], 16)
-                self.buffer = self.buffer[line_end + 2:]
+                self.buffer = self.buffer[line_end + 2 :]
                 if size == 0:
                     self.done = True  # no trailers from any server under test
                     return
                 self.chunk_left = size + 2
-            take = self.buffer[:self.chunk_left]
-            self.buffer = self.buffer[len(take):]
-            payload = take[:max(0, self.chunk_left - 2)]
+            take = self.buffer[: self.chunk_left]
+            self.buffer = self.buffer[len(take) :]
+            payload = take[: max(0, self.chunk_left - 2)]
             self._take(payload)
             self.chunk_left -= len(take)
             if self.chunk_left:
@@ -107,8 +108,12 @@ class _Parser:
 
 
 def _request_bytes(host, port, path, body, headers):
-    lines = [f"POST {path} HTTP/1.1", f"host: {host}:{port}", "content-type: application/json",
-             f"content-length: {len(body)}"] + [f"{k}: {v}" for k, v in headers.items()]
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"host: {host}:{port}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+    ] + [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
@@ -121,8 +126,9 @@ class _Conn:
         self.result = None
 
 
-def run(url, path, body, headers=None, *, total, concurrency, keep_body=False, stamps=False,
-        timeout=60.0, on_tick=None):
+def run(
+    url, path, body, headers=None, *, total, concurrency, keep_body=False, stamps=False, timeout=60.0, on_tick=None
+):
     """Send `total` identical POSTs over `concurrency` keep-alive connections; return Results.
 
     `stamps` scans each body for upstream emission stamps and records the

@@ -8,6 +8,7 @@ tests/fixtures/clients/ and a ~500 KB conversation per direction built here
 the way a long coding session grows: one tool call and one file-sized tool
 result after another.
 """
+
 import json
 import pathlib
 
@@ -15,41 +16,77 @@ CLIENTS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" 
 
 _SYSTEM = "You are a careful assistant. Answer briefly and use the tools when they help."
 _QUESTION = "What is the weather in Paris today, and should I take an umbrella?"
-_WEATHER_SCHEMA = {"type": "object", "properties": {
-    "city": {"type": "string", "description": "City name"},
-    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}
+_WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city"],
+}
 _WEATHER_DOC = "Current weather for a city: temperature, sky and chance of rain."
 _RESULT = "18 °C, light clouds, 40 % chance of rain after 16:00."
 
 
 def anthropic_small(model, stream):
     """A Messages request: system, a tool, one finished tool round trip."""
-    return {"model": model, "max_tokens": 1024, "stream": stream, "system": _SYSTEM,
-            "tools": [{"name": "get_weather", "description": _WEATHER_DOC,
-                       "input_schema": _WEATHER_SCHEMA}],
-            "messages": [
-                {"role": "user", "content": _QUESTION},
-                {"role": "assistant", "content": [
+    return {
+        "model": model,
+        "max_tokens": 1024,
+        "stream": stream,
+        "system": _SYSTEM,
+        "tools": [{"name": "get_weather", "description": _WEATHER_DOC, "input_schema": _WEATHER_SCHEMA}],
+        "messages": [
+            {"role": "user", "content": _QUESTION},
+            {
+                "role": "assistant",
+                "content": [
                     {"type": "text", "text": "Let me look that up."},
-                    {"type": "tool_use", "id": "toolu_01A", "name": "get_weather",
-                     "input": {"city": "Paris", "unit": "celsius"}}]},
-                {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_01A", "content": _RESULT}]}]}
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01A",
+                        "name": "get_weather",
+                        "input": {"city": "Paris", "unit": "celsius"},
+                    },
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": _RESULT}]},
+        ],
+    }
 
 
 def openai_small(model, stream):
     """The same conversation as a Chat Completions request."""
-    body = {"model": model, "max_completion_tokens": 1024, "stream": stream,
-            "tools": [{"type": "function", "function": {
-                "name": "get_weather", "description": _WEATHER_DOC, "parameters": _WEATHER_SCHEMA}}],
-            "messages": [
-                {"role": "system", "content": _SYSTEM},
-                {"role": "user", "content": _QUESTION},
-                {"role": "assistant", "content": "Let me look that up.", "tool_calls": [
-                    {"id": "toolu_01A", "type": "function", "function": {
-                        "name": "get_weather",
-                        "arguments": json.dumps({"city": "Paris", "unit": "celsius"})}}]},
-                {"role": "tool", "tool_call_id": "toolu_01A", "content": _RESULT}]}
+    body = {
+        "model": model,
+        "max_completion_tokens": 1024,
+        "stream": stream,
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "description": _WEATHER_DOC, "parameters": _WEATHER_SCHEMA},
+            }
+        ],
+        "messages": [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": _QUESTION},
+            {
+                "role": "assistant",
+                "content": "Let me look that up.",
+                "tool_calls": [
+                    {
+                        "id": "toolu_01A",
+                        "type": "function",
+                        "function": {
+                            "name": "get_weather",
+                            "arguments": json.dumps({"city": "Paris", "unit": "celsius"}),
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "toolu_01A", "content": _RESULT},
+        ],
+    }
     if stream:
         body["stream_options"] = {"include_usage": True}
     return body
@@ -71,9 +108,12 @@ def captures_as_chat():
     from bridge import settings
     from bridge.messages_to_chat.request import to_chat_request
     from bridge.schemas.anthropic import validate_messages
+
     largest = sorted(captures(), key=lambda item: -len(json.dumps(item[1])))[:2]
-    return [(name, to_chat_request(validate_messages(json.loads(json.dumps(body))), settings.load({}))[0])
-            for name, body in largest]
+    return [
+        (name, to_chat_request(validate_messages(json.loads(json.dumps(body))), settings.load({}))[0])
+        for name, body in largest
+    ]
 
 
 def _file_text(turn, size=5000):
@@ -82,8 +122,10 @@ def _file_text(turn, size=5000):
     number = 0
     while total < size:
         number += 1
-        line = (f"{number:4d}\tdef step_{turn}_{number}(value):  # règle {number}: 数据 → résultat\n"
-                f"     \t    return transform(value, factor={number * turn % 97}, label=\"item-{number}\")\n")
+        line = (
+            f"{number:4d}\tdef step_{turn}_{number}(value):  # règle {number}: 数据 → résultat\n"
+            f'     \t    return transform(value, factor={number * turn % 97}, label="item-{number}")\n'
+        )
         lines.append(line)
         total += len(line)
     return "".join(lines)
@@ -98,12 +140,23 @@ def anthropic_large(target=500_000):
     while len(json.dumps(body, ensure_ascii=False)) < target:
         turn += 1
         tool_id = f"toolu_bench{turn:04d}"
-        messages.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"I'll read module {turn} next to see how it transforms values."},
-            {"type": "tool_use", "id": tool_id, "name": "Read",
-             "input": {"file_path": f"/home/user/project/src/module_{turn}.py"}}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": tool_id, "content": _file_text(turn)}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"I'll read module {turn} next to see how it transforms values."},
+                    {
+                        "type": "tool_use",
+                        "id": tool_id,
+                        "name": "Read",
+                        "input": {"file_path": f"/home/user/project/src/module_{turn}.py"},
+                    },
+                ],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": _file_text(turn)}]}
+        )
     return body
 
 
@@ -111,19 +164,44 @@ def openai_large(target=500_000):
     """A Chat Completions coding session of `target` bytes with Claude Code's tool set."""
     capture = max(captures(), key=lambda item: len(json.dumps(item[1])))[1]
     system = "\n\n".join(block["text"] for block in capture["system"])
-    tools = [{"type": "function", "function": {"name": tool["name"], "description": tool["description"],
-                                               "parameters": tool["input_schema"]}}
-             for tool in capture["tools"]]
-    messages = [{"role": "system", "content": system},
-                {"role": "user", "content": "Read the modules under src/ and explain how values are transformed."}]
-    body = {"model": "bench-n50", "max_completion_tokens": 32000, "stream": True,
-            "stream_options": {"include_usage": True}, "tools": tools, "messages": messages}
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"]},
+        }
+        for tool in capture["tools"]
+    ]
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Read the modules under src/ and explain how values are transformed."},
+    ]
+    body = {
+        "model": "bench-n50",
+        "max_completion_tokens": 32000,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": tools,
+        "messages": messages,
+    }
     turn = 0
     while len(json.dumps(body, ensure_ascii=False)) < target:
         turn += 1
         call_id = f"call_bench{turn:04d}"
-        messages.append({"role": "assistant", "content": f"I'll read module {turn} next.", "tool_calls": [
-            {"id": call_id, "type": "function", "function": {
-                "name": "Read", "arguments": json.dumps({"file_path": f"/home/user/project/src/module_{turn}.py"})}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"I'll read module {turn} next.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "Read",
+                            "arguments": json.dumps({"file_path": f"/home/user/project/src/module_{turn}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": _file_text(turn)})
     return body

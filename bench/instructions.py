@@ -8,6 +8,7 @@ after a warm-up, and the difference divided by MANY - FEW is one request's instr
 start-up excluded. gunicorn is left out; it does the same work for both, so the server's
 ratio lies between this one and 1. Kernel time (the sockets) is not counted either.
 """
+
 import os
 import re
 import shutil
@@ -24,17 +25,35 @@ def available():
 
 def per_request(upstream_url, direction):
     """{"relay": instructions, "bridge": instructions} for one non-streamed request of `direction`."""
-    return {target: (_count(upstream_url, target, direction, MANY) - _count(upstream_url, target, direction, FEW))
-            / (MANY - FEW) for target in ("relay", "bridge")}
+    return {
+        target: (_count(upstream_url, target, direction, MANY) - _count(upstream_url, target, direction, FEW))
+        / (MANY - FEW)
+        for target in ("relay", "bridge")
+    }
 
 
 def _count(upstream_url, target, direction, requests):
     with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as scratch:
         report = os.path.join(scratch, "valgrind.log")
-        subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", f"--log-file={report}",
-                        sys.executable, "-m", "bench.instructions", upstream_url, target, direction, str(requests)],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": scratch})
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                f"--log-file={report}",
+                sys.executable,
+                "-m",
+                "bench.instructions",
+                upstream_url,
+                target,
+                direction,
+                str(requests),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": scratch},
+        )
         with open(report) as fh:
             found = re.search(r"Collected : (\d+)", fh.read())
     if not found:
@@ -46,6 +65,7 @@ def _serve(upstream_url, target, direction, requests):
     """The child under valgrind: WARM_UP + `requests` requests through one app."""
     from . import profile
     from .run import DIRECTIONS
+
     relay_app, bridge_app = profile.apps(upstream_url, log_level="INFO")
     d = DIRECTIONS[direction]
     if target == "relay":

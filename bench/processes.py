@@ -5,6 +5,7 @@ It lives with the tools, not in tests/: the tools are run on their own (`make be
 `python -m loadtest.run`), and tests depend on the tools they test, never the other way
 round. What only tests need (the fake upstream, nginx, gated streams) stays in tests/helpers.py.
 """
+
 import json
 import os
 import pathlib
@@ -68,13 +69,15 @@ class Gunicorn:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "gunicorn.log"
         self.metrics_dir = workdir / "metrics"
-        environ = {**os.environ, **upstream_env(upstream_url),
-                   "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
+        environ = {**os.environ, **upstream_env(upstream_url), "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF),
-                 "--bind", f"127.0.0.1:{self.port}", *flags],
-                cwd=cwd or workdir, env=environ, stdout=log, stderr=subprocess.STDOUT)
+                [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF), "--bind", f"127.0.0.1:{self.port}", *flags],
+                cwd=cwd or workdir,
+                env=environ,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         wait_for(self._healthy, f"gunicorn on {self.url} (log: {self.log_path})")
 
     def _healthy(self):

@@ -5,6 +5,7 @@ process's utime/stime. RSS summed over the tree counts the pages the
 forked workers share with the master more than once, so PSS (from
 smaps_rollup) is reported beside it as the fairer figure.
 """
+
 import os
 
 _TICK = os.sysconf("SC_CLK_TCK")

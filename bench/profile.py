@@ -9,6 +9,7 @@ by side (the difference is the bridge's own work, gunicorn excluded), then
 profiles the bridge with pyinstrument (call tree) and cProfile (functions
 by own time), written to bench/out/profile-<direction>-<kind>.{txt,html}.
 """
+
 import argparse
 import cProfile
 import importlib
@@ -26,12 +27,24 @@ OUT = servers.ROOT / "bench" / "out"
 
 
 def _environ(path, body, headers):
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "QUERY_STRING": "",
-               "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8080", "SERVER_PROTOCOL": "HTTP/1.1",
-               "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE": "application/json",
-               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body),
-               "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.version": (1, 0),
-               "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False}
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8080",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
     for name, value in headers.items():
         environ["HTTP_" + name.upper().replace("-", "_")] = value
     return environ
@@ -66,9 +79,16 @@ def apps(upstream_url, log_level="WARNING"):
     relay = importlib.import_module("bench.relay").app
     from bridge import settings
     from bridge.app import create_app
-    bridge = create_app(settings.load({"BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
-                                       "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
-                                       "BRIDGE_LOG_LEVEL": log_level}))
+
+    bridge = create_app(
+        settings.load(
+            {
+                "BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
+                "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
+                "BRIDGE_LOG_LEVEL": log_level,
+            }
+        )
+    )
     return relay, bridge
 
 
@@ -77,6 +97,7 @@ def main(argv=None):
     parser.add_argument("--requests", type=int, default=2000, help="requests per measurement")
     args = parser.parse_args(argv)
     from pyinstrument import Profiler
+
     OUT.mkdir(exist_ok=True)
     servers.pin_self()
     upstream = servers.upstream()

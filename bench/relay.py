@@ -9,6 +9,7 @@ costs beyond this is the cost of its own work.
 
 Upstream base URL: BENCH_UPSTREAM (e.g. http://127.0.0.1:9000).
 """
+
 import os
 
 import requests
@@ -25,8 +26,9 @@ session.mount("http://", HTTPAdapter(pool_connections=4, pool_maxsize=256, max_r
 
 @app.post("/<path:path>")
 def forward(path):
-    upstream = session.post(f"{UPSTREAM}/{path}", data=request.get_data(),
-                            headers={"content-type": "application/json"}, stream=True)
+    upstream = session.post(
+        f"{UPSTREAM}/{path}", data=request.get_data(), headers={"content-type": "application/json"}, stream=True
+    )
     content_type = upstream.headers.get("content-type", "application/json")
     if not content_type.startswith("text/event-stream"):
         return Response(upstream.content, status=upstream.status_code, content_type=content_type)
@@ -38,5 +40,4 @@ def forward(path):
         finally:
             upstream.close()
 
-    return Response(chunks(), status=upstream.status_code, content_type=content_type,
-                    direct_passthrough=True)
+    return Response(chunks(), status=upstream.status_code, content_type=content_type, direct_passthrough=True)

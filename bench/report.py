@@ -1,4 +1,5 @@
 """Render the measurements as the markdown of bench/RESULTS.md."""
+
 import os
 import shlex
 import statistics
@@ -30,16 +31,16 @@ def _cpu_ms(data, key):
 def summarize(data):
     """One target's raw samples -> the numbers the tables show."""
     s = {}
-    s["lat_p50"], s["lat_p99"] = _pct(_pool(data, "latency"), .5), _pct(_pool(data, "latency"), .99)
-    s["ttfb_p50"], s["ttlb_p50"] = _pct(_pool(data, "ttfb"), .5), _pct(_pool(data, "ttlb"), .5)
-    s["ttfb_p99"], s["ttlb_p99"] = _pct(_pool(data, "ttfb"), .99), _pct(_pool(data, "ttlb"), .99)
+    s["lat_p50"], s["lat_p99"] = _pct(_pool(data, "latency"), 0.5), _pct(_pool(data, "latency"), 0.99)
+    s["ttfb_p50"], s["ttlb_p50"] = _pct(_pool(data, "ttfb"), 0.5), _pct(_pool(data, "ttlb"), 0.5)
+    s["ttfb_p99"], s["ttlb_p99"] = _pct(_pool(data, "ttfb"), 0.99), _pct(_pool(data, "ttlb"), 0.99)
     for key in ("rps16", "rps64", "sps32"):
         s[key] = _median(data, key)
         s[f"{key}_cpu"] = _cpu_ms(data, f"{key}_cpu")
         busy = data.get(f"{key}_upstream_busy")
         s[f"{key}_upstream_busy"] = statistics.mean(busy) * 100 if busy else None
     for key in ("delay", "delay_many"):
-        s[f"{key}_p50"], s[f"{key}_p99"] = _pct(_pool(data, key), .5), _pct(_pool(data, key), .99)
+        s[f"{key}_p50"], s[f"{key}_p99"] = _pct(_pool(data, key), 0.5), _pct(_pool(data, key), 0.99)
         s[f"{key}_max"] = _pct(_pool(data, key), 1.0)
     return s
 
@@ -118,8 +119,11 @@ def process_table(data, plan):
 
     row("RSS at idle, whole gunicorn tree (MiB)", lambda d: d["idle_rss"])
     row("PSS at idle (MiB)", lambda d: d["idle_pss"])
-    row(f"streams opened at once ({plan.hold_events} events, {plan.hold_pace_ms} ms apart)",
-        lambda d: d["hold"]["asked"], 0)
+    row(
+        f"streams opened at once ({plan.hold_events} events, {plan.hold_pace_ms} ms apart)",
+        lambda d: d["hold"]["asked"],
+        0,
+    )
     row("… of which served at once (first byte before any could end)", lambda d: d["hold"]["held"], 0)
     row("… time to first byte p50 of those served (ms)", lambda d: d["hold"]["ttfb_p50"])
     row("RSS with those streams open (MiB)", lambda d: d["hold"]["rss"])
@@ -135,24 +139,30 @@ def process_table(data, plan):
 def translation_table(rows):
     if isinstance(rows, str):
         return f"not measured: `{rows}`"
-    lines = ["| request | size (KB) | parse | validate | translate | encode | total (ms) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| request | size (KB) | parse | validate | translate | encode | total (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, size, ms in rows:
-        lines.append(f"| {label} | {size / 1000:.0f} | {ms['parse']:.2f} | {ms['validate']:.2f} | "
-                     f"{ms['translate']:.2f} | {ms['encode']:.2f} | **{ms['total']:.2f}** |")
+        lines.append(
+            f"| {label} | {size / 1000:.0f} | {ms['parse']:.2f} | {ms['validate']:.2f} | "
+            f"{ms['translate']:.2f} | {ms['encode']:.2f} | **{ms['total']:.2f}** |"
+        )
     return "\n".join(lines)
 
 
 def _spread(data, key):
     """The lowest and highest bridge ÷ relay of single rounds, when the metric is taken per round:
     how far the machine moved the ratio within this run."""
+
     def rounds(samples):
         values = samples.get(key) or []
         return [cpu / n for cpu, n in values if n] if key.endswith("_cpu") else values
+
     bridge, relay = rounds(data["bridge"]), rounds(data["relay"])
     if len(bridge) != len(relay):  # a failed round: the others no longer pair up
         return ""
-    ratios = [b / r for b, r in zip(bridge, relay) if r]
+    ratios = [b / r for b, r in zip(bridge, relay, strict=True) if r]
     return f" (rounds {min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
 
 
@@ -172,48 +182,68 @@ def targets_table(s, data, translation, counted, plan):
         r = _added(relay, direct, key) if added else relay.get(key)
         ratio = _ratio(b, r)
         ok = None if ratio is None else (ratio <= goal if at_most else ratio >= goal)
-        check(label, f"{_fmt(b)} vs {_fmt(r)} → {_fmt(ratio)}×{_spread(data, key)}", ok,
-              f"{'≤' if at_most else '≥'} {goal}× relay")
+        check(
+            label,
+            f"{_fmt(b)} vs {_fmt(r)} → {_fmt(ratio)}×{_spread(data, key)}",
+            ok,
+            f"{'≤' if at_most else '≥'} {goal}× relay",
+        )
 
     ratio_check("added latency p50, c1 (ms)", "lat_p50", 1.2, True, added=True)
     ratio_check("server CPU per request (ms)", "rps16_cpu", 1.2, True)
     if counted:
         ratio = counted["bridge"] / counted["relay"]
-        check("CPU per request in instructions, in-process (callgrind; millions)",
-              f"{counted['bridge'] / 1e6:.2f} vs {counted['relay'] / 1e6:.2f} → {ratio:.2f}×", ratio <= 1.2,
-              "≤ 1.2× relay")
+        check(
+            "CPU per request in instructions, in-process (callgrind; millions)",
+            f"{counted['bridge'] / 1e6:.2f} vs {counted['relay'] / 1e6:.2f} → {ratio:.2f}×",
+            ratio <= 1.2,
+            "≤ 1.2× relay",
+        )
     ratio_check("requests/s, c16", "rps16", 0.85, False)
     ratio_check("streams/s, c32", "sps32", 0.85, False)
     for pct, goal in (("p50", 0.5), ("p99", 2.0)):
         added = _added(bridge, direct, f"delay_{pct}")
-        check(f"paced added delay {pct} (ms)", _fmt(added, 3), None if added is None else added < goal,
-              f"< {goal} ms")
+        check(f"paced added delay {pct} (ms)", _fmt(added, 3), None if added is None else added < goal, f"< {goal} ms")
     worst = bridge.get("delay_max")
-    check("no paced event waits for the next (max delay, c1)", _fmt(worst, 3),
-          None if worst is None else worst < plan.paced_ms, f"< {plan.paced_ms} ms (the pace)")
+    check(
+        "no paced event waits for the next (max delay, c1)",
+        _fmt(worst, 3),
+        None if worst is None else worst < plan.paced_ms,
+        f"< {plan.paced_ms} ms (the pace)",
+    )
     hold = data["bridge"].get("hold")
-    check("streams served at once, default config", f"{hold['held']} of {hold['asked']}" if hold else "—",
-          None if not hold else hold["held"] >= 256, "≥ 256")
+    check(
+        "streams served at once, default config",
+        f"{hold['held']} of {hold['asked']}" if hold else "—",
+        None if not hold else hold["held"] >= 256,
+        "≥ 256",
+    )
     rss = hold.get("rss") if hold else None
     check("RSS with those streams open (MiB)", _fmt(rss, 1), None if rss is None else rss < 200, "< 200 MiB")
     long = data["bridge"].get("long")
     growth = long["peak"] - long["idle"] if long else None
-    check("RSS growth over one long stream (MiB)", _fmt(growth, 1),
-          None if growth is None else growth < 5, "flat (< 5 MiB)")
+    check(
+        "RSS growth over one long stream (MiB)",
+        _fmt(growth, 1),
+        None if growth is None else growth < 5,
+        "flat (< 5 MiB)",
+    )
     large = None
     if not isinstance(translation, str):
         large = next((ms["total"] for label, _, ms in translation if label.startswith("500 KB")), None)
-    check("validate + translate a 500 KB request (ms)", _fmt(large), None if large is None else large < 10,
-          "< 10 ms")
+    check("validate + translate a 500 KB request (ms)", _fmt(large), None if large is None else large < 10, "< 10 ms")
     return "\n".join(["| target | measured (bridge vs relay) | goal | met |", "|---|---|---|---|"] + checks)
 
 
 def render(plan, args, titles, results, translations, counted, commands, seconds, env):
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
     pins = env["pinning"]
-    pin_text = (f"the proxy under test (relay or bridge: gunicorn master and workers) is pinned to core "
-                f"{pins[0]} with `taskset`; the bench client, wrk and the fake upstream run on core {pins[1]}"
-                if pins else "**not pinned**: this machine has one usable core")
+    pin_text = (
+        f"the proxy under test (relay or bridge: gunicorn master and workers) is pinned to core "
+        f"{pins[0]} with `taskset`; the bench client, wrk and the fake upstream run on core {pins[1]}"
+        if pins
+        else "**not pinned**: this machine has one usable core"
+    )
     g = env["gunicorn"]
     out = [
         "# Benchmark results",
@@ -234,8 +264,11 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         f"- pinning: {pin_text}",
         f"- other work on the machine during the run: {env['other_cores']:.2f} cores on average (machine "
         "CPU time minus the bench's own processes)"
-        + ("; **the machine was busy with other work: throughput and latency are unreliable, "
-           "CPU per request less so**" if env["other_cores"] > 0.1 else ""),
+        + (
+            "; **the machine was busy with other work: throughput and latency are unreliable, CPU per request less so**"
+            if env["other_cores"] > 0.1
+            else ""
+        ),
         f"- plan: {plan.rounds} interleaved round(s) per metric; {plan.latency_requests} requests "
         f"and {plan.streams} streams per target per round at concurrency 1; wrk runs of "
         f"{plan.wrk_seconds} s; paced streams of {plan.paced_events} events {plan.paced_ms} ms apart",
@@ -245,11 +278,13 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
     ]
     for name, command in commands.items():
         out.append(f"- {name}: `{shlex.join(checkout_relative(command))}`")
-    out += [f"- throughput: `{shlex.join(wrk.command('<url>', '<c>', plan.wrk_seconds, 'post.lua'))}` "
-            "(post.lua sets method POST, the JSON body and headers), "
-            "run from the bench process, so on its core",
-            "- latency, streams, paced delay, streams held: bench/client.py (raw sockets, one thread, "
-            "keep-alive)", ""]
+    out += [
+        f"- throughput: `{shlex.join(wrk.command('<url>', '<c>', plan.wrk_seconds, 'post.lua'))}` "
+        "(post.lua sets method POST, the JSON body and headers), "
+        "run from the bench process, so on its core",
+        "- latency, streams, paced delay, streams held: bench/client.py (raw sockets, one thread, keep-alive)",
+        "",
+    ]
     for name, title in titles.items():
         targets, data = results[name]
         table, summary = direction_table(targets, data)
@@ -260,11 +295,25 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
             for error in data[target.name].get("errors", []):
                 out.append(f"- {target.name}: a measurement failed: `{error}`")
         checks = targets_table(summary, data, translations.get(name), counted.get(name), plan)
-        out += ["", "### Targets (issue 6)", "", checks, "",
-                "### Per request and per stream", "", table, "",
-                "### Streams held at once and memory", "", process_table(data, plan), "",
-                "### Validate and translate one large request, in-process (median ms)", "",
-                translation_table(translations.get(name)), ""]
+        out += [
+            "",
+            "### Targets (issue 6)",
+            "",
+            checks,
+            "",
+            "### Per request and per stream",
+            "",
+            table,
+            "",
+            "### Streams held at once and memory",
+            "",
+            process_table(data, plan),
+            "",
+            "### Validate and translate one large request, in-process (median ms)",
+            "",
+            translation_table(translations.get(name)),
+            "",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -13,6 +13,7 @@ connections land on one worker or are split between both, and split rounds
 served 15-25% fewer requests, for relay and bridge alike. Streams held at
 once and memory are measured with the default config.
 """
+
 import argparse
 import dataclasses
 import datetime
@@ -34,27 +35,48 @@ QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    rounds: int = 5                 # throughput ratios move by up to 0.1 between runs of 3
-    latency_requests: int = 400     # per target per round, concurrency 1
-    streams: int = 100              # unpaced 50-event streams per target per round, concurrency 1
+    rounds: int = 5  # throughput ratios move by up to 0.1 between runs of 3
+    latency_requests: int = 400  # per target per round, concurrency 1
+    streams: int = 100  # unpaced 50-event streams per target per round, concurrency 1
     wrk_seconds: int = 4
-    paced_streams: int = 4          # per target per round, concurrency 1
+    paced_streams: int = 4  # per target per round, concurrency 1
     paced_events: int = 20
     paced_ms: int = 20
     paced_concurrency: int = 32
-    hold_streams: int = 512         # opened at once to find how many are served at once
+    hold_streams: int = 512  # opened at once to find how many are served at once
     hold_events: int = 10
     hold_pace_ms: int = 400
-    long_events: int = 20000        # one stream this long: memory must stay flat
+    long_events: int = 20000  # one stream this long: memory must stay flat
     translate_repeats: int = 30
 
 
-QUICK = Plan(rounds=1, latency_requests=150, streams=40, wrk_seconds=2, paced_streams=2,
-             paced_events=10, hold_streams=300, long_events=5000, translate_repeats=5)
+QUICK = Plan(
+    rounds=1,
+    latency_requests=150,
+    streams=40,
+    wrk_seconds=2,
+    paced_streams=2,
+    paced_events=10,
+    hold_streams=300,
+    long_events=5000,
+    translate_repeats=5,
+)
 # Every tool started and every table filled, at toy scale (tests/test_bench_smoke.py).
-SMOKE = Plan(rounds=1, latency_requests=5, streams=3, wrk_seconds=1, paced_streams=1, paced_events=3,
-             paced_ms=5, paced_concurrency=2, hold_streams=4, hold_events=4, hold_pace_ms=100,
-             long_events=100, translate_repeats=1)
+SMOKE = Plan(
+    rounds=1,
+    latency_requests=5,
+    streams=3,
+    wrk_seconds=1,
+    paced_streams=1,
+    paced_events=3,
+    paced_ms=5,
+    paced_concurrency=2,
+    hold_streams=4,
+    hold_events=4,
+    hold_pace_ms=100,
+    long_events=100,
+    translate_repeats=1,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,11 +85,11 @@ class Direction:
     title: str
     client_path: str
     upstream_path: str
-    client_body: object      # (model, stream) -> dict, in the client's protocol
-    upstream_body: object    # (model, stream) -> dict, in the upstream's protocol
+    client_body: object  # (model, stream) -> dict, in the client's protocol
+    upstream_body: object  # (model, stream) -> dict, in the upstream's protocol
     client_headers: dict
     upstream_headers: dict
-    client_end: bytes        # the last event of a complete stream, per protocol
+    client_end: bytes  # the last event of a complete stream, per protocol
     upstream_end: bytes
 
 
@@ -76,13 +98,29 @@ _OPENAI_HEADERS = {"authorization": "Bearer sk-bench"}
 
 DIRECTIONS = {
     "messages_to_chat": Direction(
-        "messages_to_chat", "messages → chat: Anthropic client, OpenAI-compatible upstream",
-        "/v1/messages", "/v1/chat/completions", corpus.anthropic_small, corpus.openai_small,
-        _ANTHROPIC_HEADERS, _OPENAI_HEADERS, b"message_stop", b"[DONE]"),
+        "messages_to_chat",
+        "messages → chat: Anthropic client, OpenAI-compatible upstream",
+        "/v1/messages",
+        "/v1/chat/completions",
+        corpus.anthropic_small,
+        corpus.openai_small,
+        _ANTHROPIC_HEADERS,
+        _OPENAI_HEADERS,
+        b"message_stop",
+        b"[DONE]",
+    ),
     "chat_to_messages": Direction(
-        "chat_to_messages", "chat → messages: OpenAI client, Anthropic upstream",
-        "/v1/chat/completions", "/v1/messages", corpus.openai_small, corpus.anthropic_small,
-        _OPENAI_HEADERS, _ANTHROPIC_HEADERS, b"[DONE]", b"message_stop"),
+        "chat_to_messages",
+        "chat → messages: OpenAI client, Anthropic upstream",
+        "/v1/chat/completions",
+        "/v1/messages",
+        corpus.openai_small,
+        corpus.anthropic_small,
+        _OPENAI_HEADERS,
+        _ANTHROPIC_HEADERS,
+        b"[DONE]",
+        b"message_stop",
+    ),
 }
 
 
@@ -106,15 +144,17 @@ class Target:
 
 def targets_for(direction, upstream, relay, bridge):
     d = direction
-    return [Target("direct", upstream.url, d.upstream_path, d.upstream_body, d.upstream_headers,
-                   d.upstream_end, upstream.pid),
-            Target("relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers,
-                   d.upstream_end, relay.pid),
-            Target("bridge", bridge.url, d.client_path, d.client_body, d.client_headers,
-                   d.client_end, bridge.pid)]
+    return [
+        Target(
+            "direct", upstream.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, upstream.pid
+        ),
+        Target("relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, relay.pid),
+        Target("bridge", bridge.url, d.client_path, d.client_body, d.client_headers, d.client_end, bridge.pid),
+    ]
 
 
 # ---------------------------------------------------------------- measurements
+
 
 def smoke(target):
     """'' when the target answers a body and a stream correctly, else why not."""
@@ -135,14 +175,15 @@ def smoke(target):
 def _check(results, what):
     bad = [r for r in results if r.error or r.status != 200]
     if bad:
-        raise RuntimeError(f"{what}: {len(bad)} of {len(results)} failed, e.g. HTTP {bad[0].status} "
-                           f"{bad[0].error} {bad[0].body[:200]!r}")
+        raise RuntimeError(
+            f"{what}: {len(bad)} of {len(results)} failed, e.g. HTTP {bad[0].status} "
+            f"{bad[0].error} {bad[0].body[:200]!r}"
+        )
     return results
 
 
 def latency(target, plan, _upstream_pid):
-    results = _check(target.send("bench-n50", False, total=plan.latency_requests, concurrency=1),
-                     "latency")
+    results = _check(target.send("bench-n50", False, total=plan.latency_requests, concurrency=1), "latency")
     return {"latency": [r.latency * 1000 for r in results]}
 
 
@@ -154,8 +195,7 @@ def streams(target, plan, _upstream_pid):
 def paced(target, plan, _upstream_pid, concurrency=1):
     model = f"bench-n{plan.paced_events}-p{plan.paced_ms}"
     total = plan.paced_streams if concurrency == 1 else concurrency
-    results = _check(target.send(model, True, total=total, concurrency=concurrency, stamps=True),
-                     "paced")
+    results = _check(target.send(model, True, total=total, concurrency=concurrency, stamps=True), "paced")
     delays = [d * 1000 for r in results for d in r.delays]
     if len(delays) != total * plan.paced_events:
         raise RuntimeError(f"paced: expected {total * plan.paced_events} stamped events, got {len(delays)}")
@@ -169,21 +209,32 @@ def paced_many(target, plan, upstream_pid):
 def throughput(key, model, stream, connections):
     def measure(target, plan, upstream_pid):
         cpu, upstream_cpu = procstat.cpu_seconds(target.pid), procstat.cpu_seconds(upstream_pid)
-        out = wrk.run(target.url + target.path, target.body(model, stream), target.headers,
-                      connections, plan.wrk_seconds)
+        out = wrk.run(
+            target.url + target.path, target.body(model, stream), target.headers, connections, plan.wrk_seconds
+        )
         cpu = procstat.cpu_seconds(target.pid) - cpu
         upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream_cpu
         if out["errors"]:
             raise RuntimeError(f"{key}: wrk saw {out['errors']} errors of {out['requests']}")
-        return {key: out["rps"], f"{key}_cpu": (cpu, out["requests"]),
-                f"{key}_upstream_busy": upstream_cpu / plan.wrk_seconds}
+        return {
+            key: out["rps"],
+            f"{key}_cpu": (cpu, out["requests"]),
+            f"{key}_upstream_busy": upstream_cpu / plan.wrk_seconds,
+        }
+
     measure.__name__ = key
     return measure
 
 
-METRICS = [latency, streams, throughput("rps16", "bench-n50", False, 16),
-           throughput("rps64", "bench-n50", False, 64), throughput("sps32", "bench-n50", True, 32),
-           paced, paced_many]
+METRICS = [
+    latency,
+    streams,
+    throughput("rps16", "bench-n50", False, 16),
+    throughput("rps64", "bench-n50", False, 64),
+    throughput("sps32", "bench-n50", True, 32),
+    paced,
+    paced_many,
+]
 
 
 def warm_up(target):
@@ -213,13 +264,18 @@ def hold_open(target, plan):
             sample["rss"], sample["pss"] = procstat.memory_mib(target.pid)
             sample["threads"] = procstat.threads(target.pid)
 
-    results = target.send(model, True, total=plan.hold_streams, concurrency=plan.hold_streams,
-                          timeout=duration * 0.75, on_tick=tick)
+    results = target.send(
+        model, True, total=plan.hold_streams, concurrency=plan.hold_streams, timeout=duration * 0.75, on_tick=tick
+    )
     served = sorted(r.ttfb * 1000 for r in results if r.first_byte)
     settle(target.pid)
-    return {"asked": plan.hold_streams, "held": len(served),
-            "ttfb_p50": client.percentile(served, 0.5), "ttfb_max": served[-1] if served else None,
-            **sample}
+    return {
+        "asked": plan.hold_streams,
+        "held": len(served),
+        "ttfb_p50": client.percentile(served, 0.5),
+        "ttfb_max": served[-1] if served else None,
+        **sample,
+    }
 
 
 def long_stream(target, plan):
@@ -227,16 +283,27 @@ def long_stream(target, plan):
     idle = procstat.memory_mib(target.pid)[0]
     peak = [idle]
     cpu = procstat.cpu_seconds(target.pid)
-    result = target.send(f"bench-n{plan.long_events}", True, total=1, concurrency=1, timeout=300,
-                         on_tick=lambda now: peak.append(procstat.memory_mib(target.pid)[0]))[0]
+    result = target.send(
+        f"bench-n{plan.long_events}",
+        True,
+        total=1,
+        concurrency=1,
+        timeout=300,
+        on_tick=lambda now: peak.append(procstat.memory_mib(target.pid)[0]),
+    )[0]
     cpu = procstat.cpu_seconds(target.pid) - cpu
     if result.error or result.status != 200:
         raise RuntimeError(f"long stream failed: HTTP {result.status} {result.error}")
-    return {"idle": idle, "peak": max(peak), "seconds": result.latency,
-            "cpu_us_per_event": cpu / plan.long_events * 1e6}
+    return {
+        "idle": idle,
+        "peak": max(peak),
+        "seconds": result.latency,
+        "cpu_us_per_event": cpu / plan.long_events * 1e6,
+    }
 
 
 # ---------------------------------------------------------------- the run
+
 
 def measure_direction(direction, plan, upstream, relay, bridge, log):
     """Every per-request and per-stream metric, in rounds: (targets, {target name: samples})."""
@@ -245,7 +312,7 @@ def measure_direction(direction, plan, upstream, relay, bridge, log):
     live = _ready(targets, log)
     for number in range(plan.rounds):
         for metric in METRICS:
-            order = live[number % len(live):] + live[:number % len(live)]
+            order = live[number % len(live) :] + live[: number % len(live)]
             for target in order:
                 log(f"  round {number + 1}/{plan.rounds} {metric.__name__} {target.name}")
                 samples = data[target.name]
@@ -295,12 +362,19 @@ def _attempt(samples, log, measure, *args):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one short round (about a minute)")
-    parser.add_argument("--out", help=f"results file (default {DEFAULT_OUT.relative_to(servers.ROOT)}, "
-                                      f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)")
-    parser.add_argument("--direction", choices=sorted(DIRECTIONS), action="append",
-                        help="measure only this direction (repeatable)")
-    parser.add_argument("--logs", default=str(servers.LOGS), help="where the servers' logs go "
-                        f"(default {servers.LOGS.relative_to(servers.ROOT)})")
+    parser.add_argument(
+        "--out",
+        help=f"results file (default {DEFAULT_OUT.relative_to(servers.ROOT)}, "
+        f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)",
+    )
+    parser.add_argument(
+        "--direction", choices=sorted(DIRECTIONS), action="append", help="measure only this direction (repeatable)"
+    )
+    parser.add_argument(
+        "--logs",
+        default=str(servers.LOGS),
+        help=f"where the servers' logs go (default {servers.LOGS.relative_to(servers.ROOT)})",
+    )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not wrk.available():
@@ -363,8 +437,17 @@ def main(argv=None):
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
-    text = report.render(plan, args, {n: DIRECTIONS[n].title for n in names}, results, translations, counted,
-                         commands, time.monotonic() - started, env)
+    text = report.render(
+        plan,
+        args,
+        {n: DIRECTIONS[n].title for n in names},
+        results,
+        translations,
+        counted,
+        commands,
+        time.monotonic() - started,
+        env,
+    )
     print(text)
     out = pathlib.Path(out)
     out.write_text(text)
@@ -377,8 +460,10 @@ def _cpu_marks():
     with open("/proc/stat") as fh:
         user, nice, system = map(int, fh.readline().split()[1:4])  # interrupts are nobody's
     own = os.times()
-    return ((user + nice + system) / os.sysconf("SC_CLK_TCK"),
-            own.user + own.system + own.children_user + own.children_system)
+    return (
+        (user + nice + system) / os.sysconf("SC_CLK_TCK"),
+        own.user + own.system + own.children_user + own.children_system,
+    )
 
 
 def _other_cores(before, after, seconds):
@@ -394,11 +479,13 @@ def _other_cores(before, after, seconds):
 
 def environment():
     """Machine and versions, for the results header."""
+
     def first(cmd):
         try:
             return subprocess.run(cmd, capture_output=True, text=True, cwd=servers.ROOT).stdout.strip()
         except OSError:
             return "?"
+
     cpu = "?"
     with open("/proc/cpuinfo") as fh:
         for line in fh:
@@ -415,8 +502,10 @@ def environment():
         "memory": f"{memory:.1f} GiB",
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "packages": ", ".join(f"{name} {metadata.version(name)}" for name in
-                              ("gunicorn", "flask", "werkzeug", "requests", "urllib3", "marshmallow")),
+        "packages": ", ".join(
+            f"{name} {metadata.version(name)}"
+            for name in ("gunicorn", "flask", "werkzeug", "requests", "urllib3", "marshmallow")
+        ),
         "wrk": wrk.version(),
         "commit": first(["git", "rev-parse", "--short", "HEAD"]) + (" (+ uncommitted changes)" if dirty else ""),
         "gunicorn": servers.gunicorn_config(),

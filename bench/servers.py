@@ -5,6 +5,7 @@ test (relay or bridge, gunicorn with deploy/gunicorn.conf.py) on core 0,
 so the proxy has one core to itself and neither the load generator nor the
 upstream steals its time. On a one-core machine nothing is pinned.
 """
+
 import os
 import shutil
 import subprocess
@@ -41,8 +42,9 @@ class Server:
         self.argv = argv
         self.settings = settings or {}  # the environment it was given beyond the bench's own
         self.log = open(LOGS / f"{name}.log", "w")
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env={**env, **self.settings}, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env={**env, **self.settings}, stdout=self.log, stderr=subprocess.STDOUT
+        )
         wait_for(self._listening, f"{name} to listen on {port}", timeout=30)
 
     def _listening(self):
@@ -84,8 +86,15 @@ def upstream():
 def gunicorn_argv(port, *app):
     """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core.
     Without `app`, gunicorn serves the one the config names (the bridge)."""
-    argv = [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF.relative_to(ROOT)),
-            "--bind", f"127.0.0.1:{port}", "--no-control-socket", *app]
+    argv = [
+        str(BIN / "gunicorn"),
+        "--config",
+        str(GUNICORN_CONF.relative_to(ROOT)),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--no-control-socket",
+        *app,
+    ]
     pins = pinning()
     return (["taskset", "-c", str(pins[0])] + argv) if pins else argv
 
@@ -93,14 +102,20 @@ def gunicorn_argv(port, *app):
 def relay(upstream_url, workers=None):
     """The reference relay; `workers` overrides the config's BRIDGE_WORKERS."""
     port = free_port()
-    return Server(_name("relay", workers), gunicorn_argv(port, "bench.relay:app"),
-                  _env({"BENCH_UPSTREAM": upstream_url}), port, _workers(workers))
+    return Server(
+        _name("relay", workers),
+        gunicorn_argv(port, "bench.relay:app"),
+        _env({"BENCH_UPSTREAM": upstream_url}),
+        port,
+        _workers(workers),
+    )
 
 
 def bridge(upstream_url, workers=None):
     port = free_port()
-    return Server(_name("bridge", workers), gunicorn_argv(port), _env(upstream_env(upstream_url)), port,
-                  _workers(workers))
+    return Server(
+        _name("bridge", workers), gunicorn_argv(port), _env(upstream_env(upstream_url)), port, _workers(workers)
+    )
 
 
 def _workers(count):

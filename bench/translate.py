@@ -5,10 +5,12 @@ parsing the raw body (bridge.http.parse_json, as read_json does), the
 direction's marshmallow validation, the pure request translation, and
 writing the upstream body (bridge.json_codec.dumps, as Upstream.request does).
 """
+
 import json
 import time
 
-from bridge import json_codec, settings as settings_module
+from bridge import json_codec
+from bridge import settings as settings_module
 from bridge.http import parse_json
 
 from . import corpus
@@ -22,8 +24,11 @@ def directions():
     from bridge.messages_to_chat.request import to_chat_request
     from bridge.schemas.anthropic import validate_messages
     from bridge.schemas.openai import validate_chat
-    return {"messages_to_chat": (validate_messages, to_chat_request),
-            "chat_to_messages": (validate_chat, to_messages_request)}
+
+    return {
+        "messages_to_chat": (validate_messages, to_chat_request),
+        "chat_to_messages": (validate_chat, to_messages_request),
+    }
 
 
 def requests_for(direction):
@@ -48,8 +53,7 @@ def time_once(raw, validate, translate, settings):
     t3 = time.perf_counter()
     json_codec.dumps(upstream_body)
     t4 = time.perf_counter()
-    return {"parse": t1 - t0, "validate": t2 - t1, "translate": t3 - t2, "encode": t4 - t3,
-            "total": t4 - t0}
+    return {"parse": t1 - t0, "validate": t2 - t1, "translate": t3 - t2, "encode": t4 - t3, "total": t4 - t0}
 
 
 def measure(direction, repeats=30):
@@ -59,7 +63,6 @@ def measure(direction, repeats=30):
     rows = []
     for label, raw in requests_for(direction):
         runs = [time_once(raw, validate, translate, settings) for _ in range(repeats)]
-        medians = {step: sorted(run[step] for run in runs)[len(runs) // 2] * 1000
-                   for step in (*STEPS, "total")}
+        medians = {step: sorted(run[step] for run in runs)[len(runs) // 2] * 1000 for step in (*STEPS, "total")}
         rows.append((label, len(raw), medians))
     return rows

@@ -14,6 +14,7 @@ translation sit in between.
 
 Run: python -m bench.upstream PORT
 """
+
 import asyncio
 import json
 import re
@@ -25,28 +26,62 @@ _CRLF2 = b"\r\n\r\n"
 _HOLE = "TEXT_HOLE"  # where an event's text goes in its pre-rendered frame
 
 OPENAI_BODY = {
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1770933883,
+    "id": "chatcmpl-bench",
+    "object": "chat.completion",
+    "created": 1770933883,
     "model": "gpt-4.1-nano-2025-04-14",
-    "choices": [{"index": 0, "message": {
-        "role": "assistant", "refusal": None, "annotations": [],
-        "content": "Galaxy Day celebrates the universe's vastness, beauty, and our collective "
-                   "curiosity about the cosmos. " * 4},
-        "logprobs": None, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 16, "completion_tokens": 90, "total_tokens": 106,
-              "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-              "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                            "accepted_prediction_tokens": 0,
-                                            "rejected_prediction_tokens": 0}},
-    "service_tier": "default", "system_fingerprint": "fp_bench"}
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "refusal": None,
+                "annotations": [],
+                "content": "Galaxy Day celebrates the universe's vastness, beauty, and our collective "
+                "curiosity about the cosmos. " * 4,
+            },
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 16,
+        "completion_tokens": 90,
+        "total_tokens": 106,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    },
+    "service_tier": "default",
+    "system_fingerprint": "fp_bench",
+}
 
 ANTHROPIC_BODY = {
-    "model": "claude-sonnet-4-5-20250929", "id": "msg_bench", "type": "message",
+    "model": "claude-sonnet-4-5-20250929",
+    "id": "msg_bench",
+    "type": "message",
     "role": "assistant",
-    "content": [{"type": "text", "text": "Galaxy Day celebrates the universe's vastness, beauty, "
-                 "and our collective curiosity about the cosmos. " * 4}],
-    "stop_reason": "end_turn", "stop_sequence": None,
-    "usage": {"input_tokens": 16, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-              "output_tokens": 90, "service_tier": "standard"}}
+    "content": [
+        {
+            "type": "text",
+            "text": "Galaxy Day celebrates the universe's vastness, beauty, "
+            "and our collective curiosity about the cosmos. " * 4,
+        }
+    ],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 16,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 90,
+        "service_tier": "standard",
+    },
+}
 
 
 def _sse(payload, event=None):
@@ -59,40 +94,86 @@ class OpenAIStream:
 
     def __init__(self):
         def chunk(delta, finish=None, **extra):
-            return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1727346168,
-                    "model": "gpt-4o-2024-08-06", "system_fingerprint": "fp_bench",
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                 "finish_reason": finish}], **extra}
+            return {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1727346168,
+                "model": "gpt-4o-2024-08-06",
+                "system_fingerprint": "fp_bench",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                **extra,
+            }
+
         self.head = _sse(chunk({"role": "assistant", "content": "", "refusal": None}))
         before, _, after = _sse(chunk({"content": _HOLE})).partition(_HOLE)
         self.text = (before, after)
-        self.tail = (_sse(chunk({}, "stop")) + _sse(
-            {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1727346168,
-             "model": "gpt-4o-2024-08-06", "system_fingerprint": "fp_bench", "choices": [],
-             "usage": {"prompt_tokens": 16, "completion_tokens": 50, "total_tokens": 66,
-                       "prompt_tokens_details": {"cached_tokens": 0}}}) + "data: [DONE]\n\n")
+        self.tail = (
+            _sse(chunk({}, "stop"))
+            + _sse(
+                {
+                    "id": "chatcmpl-bench",
+                    "object": "chat.completion.chunk",
+                    "created": 1727346168,
+                    "model": "gpt-4o-2024-08-06",
+                    "system_fingerprint": "fp_bench",
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": 16,
+                        "completion_tokens": 50,
+                        "total_tokens": 66,
+                        "prompt_tokens_details": {"cached_tokens": 0},
+                    },
+                }
+            )
+            + "data: [DONE]\n\n"
+        )
 
 
 class AnthropicStream:
     """Messages events as Anthropic sends them: message_start ... message_stop."""
 
     def __init__(self):
-        self.head = _sse({"type": "message_start", "message": {
-            "id": "msg_bench", "type": "message", "role": "assistant", "content": [],
-            "model": "claude-sonnet-4-5-20250929", "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 16, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0, "output_tokens": 1}}}, "message_start") + _sse(
+        self.head = _sse(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "claude-sonnet-4-5-20250929",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 16,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 1,
+                    },
+                },
+            },
+            "message_start",
+        ) + _sse(
             {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            "content_block_start")
-        before, _, after = _sse({"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": _HOLE}},
-                                "content_block_delta").partition(_HOLE)
+            "content_block_start",
+        )
+        before, _, after = _sse(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": _HOLE}},
+            "content_block_delta",
+        ).partition(_HOLE)
         self.text = (before, after)
-        self.tail = (_sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-                     + _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn",
-                                                                "stop_sequence": None},
-                             "usage": {"output_tokens": 50}}, "message_delta")
-                     + _sse({"type": "message_stop"}, "message_stop"))
+        self.tail = (
+            _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+            + _sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 50},
+                },
+                "message_delta",
+            )
+            + _sse({"type": "message_stop"}, "message_stop")
+        )
 
 
 PROTOCOLS = {

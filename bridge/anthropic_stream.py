@@ -12,6 +12,7 @@ BridgeError, and a stream that ends before message_stop is an error, never a
 made-up stop. A translator says what each piece becomes for its client in the
 `on_*` hooks, each returning the outgoing events.
 """
+
 import dataclasses
 
 from . import translator
@@ -24,14 +25,16 @@ BLOCK_KINDS = {"text": "text", "thinking": "thinking", "redacted_thinking": "red
 @dataclasses.dataclass
 class Block:
     """One content block, remembered by its index from content_block_start to content_block_stop."""
-    kind: str             # text | thinking | redacted | tool | json (the JSON-format tool) | ignored
-    start: dict           # the content_block_start block
-    signature: str = ""   # a thinking block's, from its start and signature_delta
+
+    kind: str  # text | thinking | redacted | tool | json (the JSON-format tool) | ignored
+    start: dict  # the content_block_start block
+    signature: str = ""  # a thinking block's, from its start and signature_delta
 
 
 class MessagesStream(translator.StreamTranslator):
     """The grammar; a front's stream translator subclasses it and answers the hooks below."""
-    block_type = Block    # a translator's own Block subclass, for what it remembers per block
+
+    block_type = Block  # a translator's own Block subclass, for what it remembers per block
 
     def __init__(self, json_tool=None):
         self.json_tool = json_tool  # the forced tool whose input is the answer
@@ -149,12 +152,14 @@ class MessagesStream(translator.StreamTranslator):
         return self.blocks[index]
 
 
-_HANDLERS = {"message_start": MessagesStream._message_start,
-             "content_block_start": MessagesStream._content_block_start,
-             "content_block_delta": MessagesStream._content_block_delta,
-             "content_block_stop": MessagesStream._content_block_stop,
-             "message_delta": MessagesStream._message_delta,
-             "message_stop": MessagesStream._message_stop}
+_HANDLERS = {
+    "message_start": MessagesStream._message_start,
+    "content_block_start": MessagesStream._content_block_start,
+    "content_block_delta": MessagesStream._content_block_delta,
+    "content_block_stop": MessagesStream._content_block_stop,
+    "message_delta": MessagesStream._message_delta,
+    "message_stop": MessagesStream._message_stop,
+}
 
 
 def known_counts(usage):
@@ -166,8 +171,7 @@ def error_event(payload):
     """An Anthropic `event: error` as the BridgeError the relay sends on in the client's protocol."""
     error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
     kind = kind_for_type(error.get("type"))
-    return BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream",
-                       upstream_detail=error)
+    return BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream", upstream_detail=error)
 
 
 def broken_stream(message):

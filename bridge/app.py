@@ -5,6 +5,7 @@ path says which (`/v1/messages*` is Anthropic, `/v1/chat/completions` and
 `/v1/responses*` are OpenAI, `/v1/models` and `/v1/models/{id}` follow `anthropic-version`; the
 same without `/v1`), never as an HTML page.
 """
+
 import logging
 import re
 import secrets
@@ -14,7 +15,8 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import auth, models, observability, ratelimit, settings as settings_module
+from . import auth, models, observability, ratelimit
+from . import settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .http import json_response
@@ -80,13 +82,17 @@ def register_error_handlers(app):
     @app.errorhandler(HTTPException)
     def http_error(exc):
         if exc.code == 413:
-            return _render(BridgeError("request_too_large", f"request body is larger than "
-                                       f"{max_body_bytes} bytes (BRIDGE_MAX_BODY_BYTES)"))
+            return _render(
+                BridgeError(
+                    "request_too_large", f"request body is larger than {max_body_bytes} bytes (BRIDGE_MAX_BODY_BYTES)"
+                )
+            )
         if exc.code == 404:
             return _render(BridgeError("not_found", f"no route {request.method} {request.path}"))
         if exc.code == 405:
-            return _render(BridgeError("invalid_request", f"method {request.method} is not allowed on "
-                                       f"{request.path}", status=405))
+            return _render(
+                BridgeError("invalid_request", f"method {request.method} is not allowed on {request.path}", status=405)
+            )
         return _render(BridgeError("invalid_request", exc.description or exc.name, status=exc.code))
 
     @app.errorhandler(RecursionError)
@@ -100,8 +106,13 @@ def register_error_handlers(app):
     @app.errorhandler(Exception)
     def unexpected(exc):
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return _render(BridgeError("api_error", "internal error in the bridge; see its log for "
-                                   f"request id {observability.current().request_id or 'unknown'}"))
+        return _render(
+            BridgeError(
+                "api_error",
+                "internal error in the bridge; see its log for "
+                f"request id {observability.current().request_id or 'unknown'}",
+            )
+        )
 
 
 def client_protocol():

@@ -5,6 +5,7 @@ every configured key, so neither timing nor early exit tells an attacker
 how close a guess was. The client's own credential is forwarded upstream
 only in pass-through mode: no upstream key held and no client keys set.
 """
+
 import hashlib
 import hmac
 
@@ -28,8 +29,7 @@ def authenticate(settings, headers):
         return ""
     credential = client_credential(headers)
     if credential is None:
-        raise BridgeError("authentication", "missing API key: send it as `x-api-key` "
-                          "or `Authorization: Bearer`")
+        raise BridgeError("authentication", "missing API key: send it as `x-api-key` or `Authorization: Bearer`")
     digest = hashlib.sha256(credential.encode()).digest()
     name = None
     for key in settings.client_keys:
@@ -59,8 +59,11 @@ def openai_headers(settings, headers):
 
 def anthropic_headers(settings, headers):
     """Headers for a Messages upstream; a client's `anthropic-beta` list is passed on."""
-    out = {"content-type": "application/json", "accept-encoding": "identity",
-           "anthropic-version": settings.anthropic_version}
+    out = {
+        "content-type": "application/json",
+        "accept-encoding": "identity",
+        "anthropic-version": settings.anthropic_version,
+    }
     beta = headers.get("anthropic-beta")
     if beta:
         out["anthropic-beta"] = beta

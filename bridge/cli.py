@@ -6,6 +6,7 @@ unset, and asks each upstream for its model list. Exit status: 0 when all
 is well, 1 when an upstream is unreachable or refuses a key the bridge
 holds, 2 when a setting is invalid.
 """
+
 import argparse
 import dataclasses
 import json
@@ -13,7 +14,8 @@ import sys
 
 import requests
 
-from . import auth, settings as settings_module
+from . import auth
+from . import settings as settings_module
 from .upstream import transport_error
 
 _SECRETS = ("openai_api_key", "anthropic_api_key")
@@ -61,10 +63,18 @@ def shown(settings):
 
 def upstreams(settings):
     """Each upstream's model list, with the headers the bridge itself would send (no client)."""
-    yield ("openai", f"{settings.openai_base_url}/models",
-           auth.openai_headers(settings, {}), bool(settings.openai_api_key))
-    yield ("anthropic", f"{settings.anthropic_base_url}/v1/models",
-           auth.anthropic_headers(settings, {}), bool(settings.anthropic_api_key))
+    yield (
+        "openai",
+        f"{settings.openai_base_url}/models",
+        auth.openai_headers(settings, {}),
+        bool(settings.openai_api_key),
+    )
+    yield (
+        "anthropic",
+        f"{settings.anthropic_base_url}/v1/models",
+        auth.anthropic_headers(settings, {}),
+        bool(settings.anthropic_api_key),
+    )
 
 
 def probe(url, headers, holds_key):

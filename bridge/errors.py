@@ -6,6 +6,7 @@ it as an OpenAI or Anthropic body (or stream event) at the edge. KINDS is the
 one table every status and type is derived from, both ways: what a client is
 told, and what an upstream's status or error type means.
 """
+
 import dataclasses
 
 ANTHROPIC = "anthropic"
@@ -14,9 +15,9 @@ OPENAI = "openai"
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
-    status: int          # the HTTP status a client gets, unless an upstream's says more
-    anthropic: str       # Anthropic's error type
-    openai: str          # OpenAI's error type
+    status: int  # the HTTP status a client gets, unless an upstream's says more
+    anthropic: str  # Anthropic's error type
+    openai: str  # OpenAI's error type
     read_as: tuple = ()  # other names upstreams give it: read, never written
 
 
@@ -32,8 +33,9 @@ KINDS = {
     "timeout": Kind(504, "api_error", "timeout", ("timeout_error",)),
 }
 # An error type, in either protocol, -> its kind; the first kind to name a type keeps it.
-_KIND_OF_TYPE = {name: kind for kind, spec in reversed(KINDS.items())
-                 for name in (spec.anthropic, spec.openai, *spec.read_as)}
+_KIND_OF_TYPE = {
+    name: kind for kind, spec in reversed(KINDS.items()) for name in (spec.anthropic, spec.openai, *spec.read_as)
+}
 # An upstream status -> its kind: the table's own, and what the other statuses mean.
 _KIND_OF_STATUS = {**{spec.status: kind for kind, spec in KINDS.items()}, 503: "overloaded", 422: "invalid_request"}
 # Upstream statuses a client is told as they are: they mean the same in both protocols.
@@ -47,8 +49,19 @@ _OPENAI_STATUS = {529: 503}
 class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
-    def __init__(self, kind, message, *, status=None, param=None, code=None,
-                 upstream_status=None, upstream_headers=None, upstream_detail=None, details=None):
+    def __init__(
+        self,
+        kind,
+        message,
+        *,
+        status=None,
+        param=None,
+        code=None,
+        upstream_status=None,
+        upstream_headers=None,
+        upstream_detail=None,
+        details=None,
+    ):
         if kind not in KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(message)
@@ -66,10 +79,18 @@ class BridgeError(Exception):
 
     def replaced(self, **changes):
         """This error with some fields changed: a rule rewords an upstream's error and keeps the rest."""
-        fields = {"kind": self.kind, "message": self.message, "status": self.status, "param": self.param,
-                  "code": self.code, "upstream_status": self.upstream_status,
-                  "upstream_headers": self.upstream_headers, "upstream_detail": self.upstream_detail,
-                  "details": self.details, **changes}
+        fields = {
+            "kind": self.kind,
+            "message": self.message,
+            "status": self.status,
+            "param": self.param,
+            "code": self.code,
+            "upstream_status": self.upstream_status,
+            "upstream_headers": self.upstream_headers,
+            "upstream_detail": self.upstream_detail,
+            "details": self.details,
+            **changes,
+        }
         return BridgeError(fields.pop("kind"), fields.pop("message"), **fields)
 
     def status_for(self, protocol):
@@ -80,8 +101,7 @@ class BridgeError(Exception):
     def body_for(self, protocol):
         kind = KINDS[self.kind]
         if protocol == OPENAI:
-            return {"error": {"message": self.message, "type": kind.openai,
-                              "param": self.param, "code": self.code}}
+            return {"error": {"message": self.message, "type": kind.openai, "param": self.param, "code": self.code}}
         error = {"type": kind.anthropic, "message": self.message}
         if self.details:
             error["details"] = self.details

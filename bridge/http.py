@@ -1,4 +1,5 @@
 """Small request/response helpers shared by the routes of both directions."""
+
 import json
 import math
 import re
@@ -24,8 +25,11 @@ def read_json():
     """The request body as a JSON object, or a 4xx that says what is wrong with it."""
     content_type = (request.mimetype or "").lower()
     if content_type != "application/json" and not content_type.endswith("+json"):
-        raise BridgeError("invalid_request", "Content-Type must be application/json, got "
-                          + repr(request.content_type or "nothing"), status=415)
+        raise BridgeError(
+            "invalid_request",
+            "Content-Type must be application/json, got " + repr(request.content_type or "nothing"),
+            status=415,
+        )
     raw = request.get_data(cache=False)
     if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
         # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
@@ -61,8 +65,9 @@ def _parse_strictly(raw):
     body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
     where = _lone_surrogate(raw, body)
     if where is not None:
-        raise invalid(f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not "
-                      "valid Unicode", param=where)
+        raise invalid(
+            f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not valid Unicode", param=where
+        )
     return body
 
 
@@ -116,8 +121,9 @@ def json_response(body, status=200, headers=None):
 
 
 def sse_response(chunks, headers=None):
-    return Response(chunks, headers={**SSE_HEADERS, **(headers or {})},
-                    mimetype="text/event-stream", direct_passthrough=True)
+    return Response(
+        chunks, headers={**SSE_HEADERS, **(headers or {})}, mimetype="text/event-stream", direct_passthrough=True
+    )
 
 
 def forward(url, headers, body, context, stream_translator, translate_body, framing, reword):
@@ -141,8 +147,10 @@ def messages_upstream():
 
 def answer(response, context, stream_translator, translate_body, framing):
     """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
-    headers = {**dropped_header(context.dropped),
-               **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time())}
+    headers = {
+        **dropped_header(context.dropped),
+        **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time()),
+    }
     if context.stream:
         events = relay(response, stream_translator(context), framing, bridge().settings.ping_interval)
         return sse_response(events, headers)

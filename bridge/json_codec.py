@@ -13,6 +13,7 @@ float, as JavaScript does. A model's tool arguments, where a client might put
 such a number, are read with the json module instead: by the Chat schema for a
 client's history, by the messages -> chat translators for an upstream's answer.
 """
+
 import json
 import re
 
@@ -138,11 +139,14 @@ class _PartialReader:
         token = found.group() if found else ""
         self.pos += len(token)
         complete = token in _LITERALS or _NUMBER.match(token)
-        if self.pos == len(self.text) and not complete and (
-                any(word.startswith(token) for word in _LITERALS) or _NUMBER.match(token + "0")):
+        if (
+            self.pos == len(self.text)
+            and not complete
+            and (any(word.startswith(token) for word in _LITERALS) or _NUMBER.match(token + "0"))
+        ):
             raise _Unfinished
         if not token or not complete:
-            raise ValueError(f"unexpected {token or self.text[self.pos:self.pos + 1]!r} in JSON text")
+            raise ValueError(f"unexpected {token or self.text[self.pos : self.pos + 1]!r} in JSON text")
         return _LITERALS[token] if token in _LITERALS else json.loads(token)
 
     def expect(self, char):

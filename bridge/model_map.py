@@ -2,6 +2,7 @@
 
 A plain module, so that translators can map names without loading the web layer.
 """
+
 import fnmatch
 
 

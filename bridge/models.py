@@ -8,16 +8,17 @@ looked up in the upstream's list, so an unknown id costs two upstream calls. An 
 (`meta-llama/Llama-3-8B` on vLLM) or a bare `.`/`..` is only looked up in the list: in the
 upstream's URL path it would name another path, one the bridge's key must not be sent to.
 """
+
 from urllib.parse import quote
 
 from flask import Blueprint, request
 
 from . import auth
-from .model_map import aliases
 from .chat_to_messages.response import to_openai_model, to_openai_model_list
 from .errors import ANTHROPIC, OPENAI, BridgeError
 from .http import bridge, json_response
 from .messages_to_chat.response import to_anthropic_model, to_anthropic_model_list
+from .model_map import aliases
 from .schemas.anthropic import validate_model_list_query
 from .upstream import read_json
 
@@ -73,11 +74,14 @@ def _upstream_model(protocol, model_id):
         else:
             if isinstance(model, dict) and isinstance(model.get("id"), str):
                 return model
-            raise BridgeError("api_error", f"the upstream's answer for model {model_id!r} is not a model "
-                              "object", status=502)
+            raise BridgeError(
+                "api_error", f"the upstream's answer for model {model_id!r} is not a model object", status=502
+            )
     listed = _upstream_list(protocol)
     for model in listed.get("data", []) if isinstance(listed, dict) else []:
         if isinstance(model, dict) and model.get("id") == model_id:
             return model
-    raise BridgeError("not_found", f"model {model_id!r} not found: it is neither an exact name in "
-                      "BRIDGE_MODEL_MAP nor listed by the upstream")
+    raise BridgeError(
+        "not_found",
+        f"model {model_id!r} not found: it is neither an exact name in BRIDGE_MODEL_MAP nor listed by the upstream",
+    )

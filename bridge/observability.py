@@ -16,6 +16,7 @@ gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
 (deploy/gunicorn.conf.py prepares it), so a scrape answered by any worker
 reports the whole service.
 """
+
 import contextvars
 import functools
 import glob
@@ -25,8 +26,16 @@ import sys
 import time
 
 from flask import Response, request
-from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge,
-                               Histogram, generate_latest, multiprocess)
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 from . import json_codec
 
@@ -35,20 +44,26 @@ access_log = logging.getLogger("bridge.access")
 _DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.",
-                   ["direction", "status"])
-DURATION = Histogram("bridge_request_duration_seconds",
-                     "From request to the end of the response (a stream's whole length).",
-                     ["direction", "stream"], buckets=_SECONDS)
-FIRST_BYTE = Histogram("bridge_time_to_first_byte_seconds",
-                       "From request to the first translated event (the whole body when not streamed).",
-                       ["direction", "stream"], buckets=_SECONDS)
-TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.",
-                 ["direction", "kind"])
-UPSTREAM_ERRORS = Counter("bridge_upstream_errors",
-                          "Upstream calls or streams that failed, by error kind.", ["direction", "type"])
-OPEN_STREAMS = Gauge("bridge_open_streams", "Streams being relayed right now.", ["direction"],
-                     multiprocess_mode="livesum")
+REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.", ["direction", "status"])
+DURATION = Histogram(
+    "bridge_request_duration_seconds",
+    "From request to the end of the response (a stream's whole length).",
+    ["direction", "stream"],
+    buckets=_SECONDS,
+)
+FIRST_BYTE = Histogram(
+    "bridge_time_to_first_byte_seconds",
+    "From request to the first translated event (the whole body when not streamed).",
+    ["direction", "stream"],
+    buckets=_SECONDS,
+)
+TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.", ["direction", "kind"])
+UPSTREAM_ERRORS = Counter(
+    "bridge_upstream_errors", "Upstream calls or streams that failed, by error kind.", ["direction", "type"]
+)
+OPEN_STREAMS = Gauge(
+    "bridge_open_streams", "Streams being relayed right now.", ["direction"], multiprocess_mode="livesum"
+)
 
 _current = contextvars.ContextVar("bridge_access_record")
 
@@ -127,14 +142,21 @@ class Record:
     def _line(self, duration, first_byte, tokens):
         return {
             "time": _utc_time(self.time),
-            "request_id": self.request_id, "method": self.method, "route": self.route,
-            "direction": self.direction, "client": self.client,
-            "model": _capped(self.model), "upstream_model": _capped(self.upstream_model),
-            "status": self.status, "upstream_status": self.upstream_status,
+            "request_id": self.request_id,
+            "method": self.method,
+            "route": self.route,
+            "direction": self.direction,
+            "client": self.client,
+            "model": _capped(self.model),
+            "upstream_model": _capped(self.upstream_model),
+            "status": self.status,
+            "upstream_status": self.upstream_status,
             "duration_ms": round(duration * 1000),
             "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
-            "input_tokens": tokens[0], "output_tokens": tokens[1],
-            "stream": self.stream, "error": self.error,
+            "input_tokens": tokens[0],
+            "output_tokens": tokens[1],
+            "stream": self.stream,
+            "error": self.error,
         }
 
     def _measure(self, duration, first_byte, tokens):
@@ -143,7 +165,7 @@ class Record:
         _series(DURATION, self.label, stream).observe(duration)
         if first_byte is not None:
             _series(FIRST_BYTE, self.label, stream).observe(first_byte)
-        for kind, count in zip(("input", "output"), tokens):
+        for kind, count in zip(("input", "output"), tokens, strict=True):
             if count:
                 _series(TOKENS, self.label, kind).inc(count)
         if self.upstream_error:
@@ -178,8 +200,7 @@ def _tokens(usage):
     """(input, output) from either protocol's usage; input counts cached tokens too."""
     if "prompt_tokens" in usage or "completion_tokens" in usage:
         return usage.get("prompt_tokens"), usage.get("completion_tokens")
-    parts = [usage[k] for k in ("input_tokens", "cache_read_input_tokens",
-                                "cache_creation_input_tokens") if k in usage]
+    parts = [usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens") if k in usage]
     return (sum(parts) if parts else None), usage.get("output_tokens")
 
 

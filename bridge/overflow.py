@@ -24,35 +24,60 @@ its client. Recognised:
 Output limits (`max_tokens` above the model's output cap), per-minute token rate limits and
 over-long single strings are not overflows and are not matched.
 """
+
 import dataclasses
 import re
 
 
 @dataclasses.dataclass(frozen=True)
 class Overflow:
-    limit: int = None    # the model's context window, in tokens
-    prompt: int = None   # the prompt's size in tokens, as the upstream counted it
-    output: int = None   # max_tokens, when the upstream counted it against the window
+    limit: int = None  # the model's context window, in tokens
+    prompt: int = None  # the prompt's size in tokens, as the upstream counted it
+    output: int = None  # max_tokens, when the upstream counted it against the window
 
 
 _SAYS_OVERFLOW = re.compile(
     r"maximum context length|prompt is too long|exceed context limit|exceeds the available context size"
     r"|exceeds the context (?:length|window)|context length of only|cannot be greater than max_model_len",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # field -> patterns, the first that matches gives the number
 _NUMBERS = {
-    "limit": [re.compile(p, re.IGNORECASE) for p in (
-        r"maximum context length is (\d+)", r"(\d+) maximum context length", r"tokens > (\d+) maximum",
-        r"exceed context limit: \d+ \+ \d+ > (\d+)", r"max_model_len=(?:max_total_tokens=)?(\d+)",
-        r"context length of only (\d+)")],
-    "prompt": [re.compile(p, re.IGNORECASE) for p in (
-        r"resulted in (?:over )?(\d+) tokens", r"(\d+) in (?:the messages|your prompt)",
-        r"request has (\d+) input tokens", r"prompt contains (?:at least )?(\d+) input tokens",
-        r"(\d+) of text input", r"prompt is too long: (\d+) tokens", r"exceed context limit: (\d+) \+",
-        r"prompt contains (\d+) tokens")],
-    "output": [re.compile(p, re.IGNORECASE) for p in (
-        r"(\d+) (?:in|for) the completion", r"requested (\d+) output tokens", r"is too large: (\d+)",
-        r"(\d+) in the output", r"exceed context limit: \d+ \+ (\d+)", r"max_tokens=(\d+) cannot")],
+    "limit": [
+        re.compile(p, re.IGNORECASE)
+        for p in (
+            r"maximum context length is (\d+)",
+            r"(\d+) maximum context length",
+            r"tokens > (\d+) maximum",
+            r"exceed context limit: \d+ \+ \d+ > (\d+)",
+            r"max_model_len=(?:max_total_tokens=)?(\d+)",
+            r"context length of only (\d+)",
+        )
+    ],
+    "prompt": [
+        re.compile(p, re.IGNORECASE)
+        for p in (
+            r"resulted in (?:over )?(\d+) tokens",
+            r"(\d+) in (?:the messages|your prompt)",
+            r"request has (\d+) input tokens",
+            r"prompt contains (?:at least )?(\d+) input tokens",
+            r"(\d+) of text input",
+            r"prompt is too long: (\d+) tokens",
+            r"exceed context limit: (\d+) \+",
+            r"prompt contains (\d+) tokens",
+        )
+    ],
+    "output": [
+        re.compile(p, re.IGNORECASE)
+        for p in (
+            r"(\d+) (?:in|for) the completion",
+            r"requested (\d+) output tokens",
+            r"is too large: (\d+)",
+            r"(\d+) in the output",
+            r"exceed context limit: \d+ \+ (\d+)",
+            r"max_tokens=(\d+) cannot",
+        )
+    ],
 }
 
 
@@ -62,8 +87,11 @@ def find(detail):
     if not isinstance(detail, dict):
         return None
     message = detail.get("message") if isinstance(detail.get("message"), str) else ""
-    if detail.get("code") != "context_length_exceeded" and detail.get("type") != "exceed_context_size_error" \
-            and not _SAYS_OVERFLOW.search(message):
+    if (
+        detail.get("code") != "context_length_exceeded"
+        and detail.get("type") != "exceed_context_size_error"
+        and not _SAYS_OVERFLOW.search(message)
+    ):
         return None
     numbers = {field: _first(patterns, message) for field, patterns in _NUMBERS.items()}
     for field, key in (("limit", "n_ctx"), ("prompt", "n_prompt_tokens")):

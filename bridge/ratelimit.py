@@ -22,6 +22,7 @@ answers that succeed. That is one pass over the upstream's headers per request: 
 2.5 µs when the upstream sends no such header (vLLM, llama.cpp), 10-18 µs with a full set
 (OpenAI, Anthropic), against about 1 ms of CPU for the whole request (bench/RESULTS.md).
 """
+
 import datetime
 import functools
 import math
@@ -38,8 +39,10 @@ _RESOURCES = ("requests", "tokens")
 _FIELDS = ("limit", "remaining", "reset")
 _LONGEST = 366 * 86400  # no rate-limit window is longer than a year; past that a number is nonsense
 # Go's time.Duration text, which OpenAI sends: "1h2m3.5s", "6m0s", "20ms".
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
-                       r"(?:(\d+(?:\.\d+)?)ms)?")
+_DURATION = re.compile(
+    r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
+    r"(?:(\d+(?:\.\d+)?)ms)?"
+)
 
 
 def client_headers(protocol, upstream_headers, now):
@@ -59,7 +62,7 @@ def _to_anthropic(headers, now):
     out = {}
     for name, value in headers:
         if name.startswith(_OPENAI_PREFIX):
-            field, _, resource = name[len(_OPENAI_PREFIX):].partition("-")
+            field, _, resource = name[len(_OPENAI_PREFIX) :].partition("-")
             if resource in _RESOURCES and field in _FIELDS:
                 if field == "reset":
                     seconds = duration_seconds(value)
@@ -75,7 +78,7 @@ def _to_openai(headers, now):
     out = {}
     for name, value in headers:
         if name.startswith(_ANTHROPIC_PREFIX):
-            resource, _, field = name[len(_ANTHROPIC_PREFIX):].rpartition("-")
+            resource, _, field = name[len(_ANTHROPIC_PREFIX) :].rpartition("-")
             if resource in _RESOURCES and field in _FIELDS:
                 if field == "reset":
                     moment = rfc3339_seconds(value)

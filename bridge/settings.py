@@ -5,6 +5,7 @@ operator finds the typo in the journal instead of in a 3 a.m. incident.
 Values may also come from a KEY=VALUE file named by BRIDGE_SETTINGS_FILE;
 the environment wins over the file.
 """
+
 import dataclasses
 import hashlib
 import json
@@ -125,7 +126,8 @@ def _model_map(name, value):
     except ValueError as exc:
         raise SettingsError(f"{name}: invalid JSON: {exc}") from None
     if not isinstance(mapping, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and k and v for k, v in mapping.items()):
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in mapping.items()
+    ):
         raise SettingsError(f"{name}: must map model names to non-empty model names")
     return tuple(mapping.items())
 
@@ -172,8 +174,10 @@ _PARSERS = {
     "BRIDGE_MAX_BODY_BYTES": ("max_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_DEFAULT_MAX_TOKENS": ("default_max_tokens", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_RESPONSES_DEFAULT_MAX_TOKENS": ("responses_default_max_tokens", lambda n, v: _number(n, v, int, 1)),
-    "BRIDGE_OPENAI_MAX_TOKENS_PARAM": ("openai_max_tokens_param",
-                                       lambda n, v: _choice(n, v, ("max_completion_tokens", "max_tokens"))),
+    "BRIDGE_OPENAI_MAX_TOKENS_PARAM": (
+        "openai_max_tokens_param",
+        lambda n, v: _choice(n, v, ("max_completion_tokens", "max_tokens")),
+    ),
     "BRIDGE_OPENAI_MAX_TOKENS_CAP": ("openai_max_tokens_cap", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_OPENAI_STREAM_USAGE": ("openai_stream_usage", _flag),
     "BRIDGE_OPENAI_REASONING_EFFORT": ("openai_reasoning_effort", _flag),
@@ -183,14 +187,19 @@ _PARSERS = {
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
-    "BRIDGE_LOG_LEVEL": ("log_level",
-                         lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
+    "BRIDGE_LOG_LEVEL": ("log_level", lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
 
 # Read by deploy/gunicorn.conf.py (process model), not by the app.
-_READ_ELSEWHERE = {"BRIDGE_SETTINGS_FILE", "BRIDGE_BIND", "BRIDGE_WORKERS", "BRIDGE_THREADS",
-                   "BRIDGE_GRACEFUL_TIMEOUT", "BRIDGE_KEEPALIVE"}
+_READ_ELSEWHERE = {
+    "BRIDGE_SETTINGS_FILE",
+    "BRIDGE_BIND",
+    "BRIDGE_WORKERS",
+    "BRIDGE_THREADS",
+    "BRIDGE_GRACEFUL_TIMEOUT",
+    "BRIDGE_KEEPALIVE",
+}
 
 
 def load(environ=None):
@@ -214,5 +223,6 @@ def load(environ=None):
         raise SettingsError(
             "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
             "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
-            "if the network in front of the bridge already restricts who can call it.")
+            "if the network in front of the bridge already restricts who can call it."
+        )
     return settings

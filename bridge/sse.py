@@ -5,6 +5,7 @@ any of CRLF, LF or CR ends a line, `:` lines are comments, `data:` lines
 join with newlines, a blank line dispatches. It keeps only the unfinished
 tail between feeds, so memory stays flat however long the stream runs.
 """
+
 import collections
 
 Event = collections.namedtuple("Event", "event data")

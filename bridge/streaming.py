@@ -9,6 +9,7 @@ it arrives; nothing is buffered beyond the SSE decoder's unfinished event.
 How the client's events, keep-alives and end look on the wire is its
 protocol's Framing.
 """
+
 import dataclasses
 import logging
 import queue
@@ -40,6 +41,7 @@ class Framing:
     `opening_keepalive` is the keep-alive while the client has had no event yet, for a
     protocol whose clients take no event before their first one (None: `keepalive`).
     """
+
     frame: Callable[[dict], bytes]
     keepalive: bytes
     end: bytes = b""
@@ -113,8 +115,7 @@ def relay(response, translator, framing, ping_interval):
     except Exception as error:
         if not isinstance(error, BridgeError):  # a bug: still the protocol's error event, not a cut stream
             log.exception("stream translation failed")
-            error = BridgeError("api_error", "internal error in the bridge while translating the "
-                                "stream; see its log")
+            error = BridgeError("api_error", "internal error in the bridge while translating the stream; see its log")
         record.failed_mid_stream(error, translator.protocol)
         pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
     else:
@@ -132,8 +133,9 @@ def _payload(event):
     try:
         return json_codec.loads(data)
     except ValueError:
-        raise BridgeError("api_error", "upstream sent a stream event that is not JSON: "
-                          + repr(data[:80]), status=502) from None
+        raise BridgeError(
+            "api_error", "upstream sent a stream event that is not JSON: " + repr(data[:80]), status=502
+        ) from None
     except RecursionError:
         raise BridgeError("api_error", "upstream sent a stream event nested too deeply", status=502) from None
 

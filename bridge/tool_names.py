@@ -2,6 +2,7 @@
 
 A plain module: the translators of both directions shorten names the same way.
 """
+
 import hashlib
 import re
 

@@ -16,6 +16,7 @@ Keep-alives are not a translator's business: the relay sends the client's
 own kind whenever nothing went to the client for a while, an upstream ping
 included.
 """
+
 import abc
 
 DONE = "[DONE]"

@@ -25,6 +25,7 @@ at once with the headers the SDK needs to retry well (ratelimit.py), and a
 body that breaks mid-read or a read timeout is an error, since the upstream
 may have generated, and billed, the answer.
 """
+
 import functools
 import json
 import logging
@@ -71,7 +72,7 @@ class Upstream:
                 error = transport_error(exc)
                 if attempt >= self.settings.retries or not _before_any_answer(exc):
                     raise error from None
-            wait = min(self.settings.retry_backoff * (2 ** attempt), self.settings.retry_max_wait)
+            wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
             log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
             time.sleep(wait)
             attempt += 1
@@ -79,7 +80,7 @@ class Upstream:
             raise answer_error(response)
         if not stream:
             try:
-                response.content  # read now, so a body that breaks is reported here
+                _ = response.content  # read now, so a body that breaks is reported here
             except requests.RequestException as exc:
                 raise transport_error(exc) from None
         return response
@@ -160,25 +161,34 @@ def transport_error(exc):
     """A requests exception, or the urllib3 one that reading a stream raises, as the 502/504
     a client should see."""
     # requests reports a read timeout inside a body as a ConnectionError around urllib3's
-    if isinstance(exc, requests.ConnectionError) and exc.args and \
-            isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
+    if (
+        isinstance(exc, requests.ConnectionError)
+        and exc.args
+        and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError)
+    ):
         exc = exc.args[0]
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
-        return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})",
-                           status=504)
+        return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})", status=504)
     if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError)):
-        return BridgeError("api_error", "the upstream closed the connection mid-response "
-                           f"({type(exc).__name__})", status=502)
+        return BridgeError(
+            "api_error", f"the upstream closed the connection mid-response ({type(exc).__name__})", status=502
+        )
     if isinstance(exc, requests.ConnectionError):
-        return BridgeError("api_error", "could not connect to the upstream: "
-                           + _reason(exc), status=502)
+        return BridgeError("api_error", "could not connect to the upstream: " + _reason(exc), status=502)
     return BridgeError("api_error", f"upstream request failed: {type(exc).__name__}", status=502)
 
 
 def _reason(exc):
     text = str(exc)
-    for marker in ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
-                   "Connection refused", "Connection reset", "Remote end closed", "timed out"):
+    for marker in (
+        "Name or service not known",
+        "nodename nor servname",
+        "Temporary failure in name resolution",
+        "Connection refused",
+        "Connection reset",
+        "Remote end closed",
+        "timed out",
+    ):
         if marker in text:
             return marker.lower()
     return type(exc).__name__
@@ -191,9 +201,14 @@ def answer_error(response):
     if status < 400:
         response.close()
         # Following it would send the request, and a held key, wherever the answer says.
-        return BridgeError("api_error", f"upstream answered HTTP {status}, a redirect to "
-                           f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
-                           "follow: check the upstream base URL setting", status=502, upstream_status=status)
+        return BridgeError(
+            "api_error",
+            f"upstream answered HTTP {status}, a redirect to "
+            f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
+            "follow: check the upstream base URL setting",
+            status=502,
+            upstream_status=status,
+        )
     try:
         payload = json_codec.loads(response.content, fallback=_lenient)
     except (ValueError, requests.RequestException):
@@ -214,8 +229,16 @@ def answer_error(response):
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         message = f"upstream answered HTTP {status} with a non-JSON body ({content_type})"
     kind = kind_for_status(status)
-    return BridgeError(kind, message, status=status_for_upstream(status, kind), code=code, param=param, upstream_status=status,
-                       upstream_headers=response.headers, upstream_detail=inner if isinstance(inner, dict) else None)
+    return BridgeError(
+        kind,
+        message,
+        status=status_for_upstream(status, kind),
+        code=code,
+        param=param,
+        upstream_status=status,
+        upstream_headers=response.headers,
+        upstream_detail=inner if isinstance(inner, dict) else None,
+    )
 
 
 def _lenient(raw):
@@ -233,7 +256,10 @@ def read_json(response):
         return json_codec.loads(response.content, fallback=_lenient)
     except ValueError:
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
-        raise BridgeError("api_error", f"upstream answered HTTP {response.status_code} with a "
-                          f"body that is not JSON ({content_type})", status=502) from None
+        raise BridgeError(
+            "api_error",
+            f"upstream answered HTTP {response.status_code} with a body that is not JSON ({content_type})",
+            status=502,
+        ) from None
     except requests.RequestException as exc:
         raise transport_error(exc) from None

@@ -4,6 +4,7 @@ Every knob an operator turns is an environment variable (documented in
 deploy/systemd/bridge.env.example); command-line flags still win over this
 file, which is how the tests choose ports.
 """
+
 import gc
 import glob
 import logging
@@ -77,6 +78,7 @@ def post_worker_init(worker):
 def child_exit(server, worker):
     """A dead worker's open-streams gauge no longer counts."""
     from prometheus_client import multiprocess  # only now: the directory above is set
+
     multiprocess.mark_process_dead(worker.pid)
 
 
@@ -89,8 +91,12 @@ def worker_exit(server, worker):
     """
     still_open = getattr(worker, "nr_conns", 0)
     if still_open:
-        server.log.warning("worker %s: graceful_timeout (%ss) is over; closing %d open "
-                           "connection(s)", worker.pid, server.cfg.graceful_timeout, still_open)
+        server.log.warning(
+            "worker %s: graceful_timeout (%ss) is over; closing %d open connection(s)",
+            worker.pid,
+            server.cfg.graceful_timeout,
+            still_open,
+        )
         logging.shutdown()
         os._exit(0)
 

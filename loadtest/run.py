@@ -18,6 +18,7 @@ in order, and memory came back.
 
 Bounded: loopback only, at most 2,000 streams, 20,000 requests and 50 rounds, --timeout seconds a round.
 """
+
 import argparse
 import concurrent.futures
 import json
@@ -86,11 +87,16 @@ class Direction:
         if not decoded or decoded[-1].data != "[DONE]":
             return [], f"no [DONE] at the end: {[e.data[:200] for e in decoded[-2:]]}"
         chunks = [json.loads(e.data) for e in decoded[:-1]]
-        finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+        finishes = [
+            c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+        ]
         if finishes != ["stop"]:
             return [], f"finish reasons {finishes}"
-        return [c["choices"][0]["delta"]["content"] for c in chunks
-                if c["choices"] and c["choices"][0]["delta"].get("content")], ""
+        return [
+            c["choices"][0]["delta"]["content"]
+            for c in chunks
+            if c["choices"] and c["choices"][0]["delta"].get("content")
+        ], ""
 
     def body_problem(self, raw):
         try:
@@ -106,10 +112,13 @@ class Direction:
 
 USER = [{"role": "user", "content": "Tell me about Galaxy Day."}]
 DIRECTIONS = [
-    Direction("messages_to_chat", "/v1/messages", {"max_tokens": 512, "messages": USER},
-              {"anthropic-version": "2023-06-01", "x-api-key": "sk-load"}),
-    Direction("chat_to_messages", "/v1/chat/completions", {"messages": USER},
-              {"authorization": "Bearer sk-load"}),
+    Direction(
+        "messages_to_chat",
+        "/v1/messages",
+        {"max_tokens": 512, "messages": USER},
+        {"anthropic-version": "2023-06-01", "x-api-key": "sk-load"},
+    ),
+    Direction("chat_to_messages", "/v1/chat/completions", {"messages": USER}, {"authorization": "Bearer sk-load"}),
 ]
 
 
@@ -122,16 +131,46 @@ def one_round(bridge_url, args):
     model = f"bench-n{args.events}-p{args.pace * 1000:g}"
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(DIRECTIONS)) as pool:
-        for direction, streams, requests in zip(DIRECTIONS, split(args.streams, 2), split(args.requests, 2)):
+        for direction, streams, requests in zip(
+            DIRECTIONS, split(args.streams, 2), split(args.requests, 2), strict=True
+        ):
             if streams:
-                jobs.append(("stream", direction, pool.submit(
-                    client.run, bridge_url, direction.path, direction.request(model, True), direction.headers,
-                    total=streams, concurrency=streams, keep_body=True, stamps=True, timeout=args.timeout)))
+                jobs.append(
+                    (
+                        "stream",
+                        direction,
+                        pool.submit(
+                            client.run,
+                            bridge_url,
+                            direction.path,
+                            direction.request(model, True),
+                            direction.headers,
+                            total=streams,
+                            concurrency=streams,
+                            keep_body=True,
+                            stamps=True,
+                            timeout=args.timeout,
+                        ),
+                    )
+                )
             if requests:
-                jobs.append(("request", direction, pool.submit(
-                    client.run, bridge_url, direction.path, direction.request(model, False), direction.headers,
-                    total=requests, concurrency=max(1, args.concurrency // 2), keep_body=True,
-                    timeout=args.timeout)))
+                jobs.append(
+                    (
+                        "request",
+                        direction,
+                        pool.submit(
+                            client.run,
+                            bridge_url,
+                            direction.path,
+                            direction.request(model, False),
+                            direction.headers,
+                            total=requests,
+                            concurrency=max(1, args.concurrency // 2),
+                            keep_body=True,
+                            timeout=args.timeout,
+                        ),
+                    )
+                )
         outcomes = {"stream": [], "request": []}
         for kind, direction, job in jobs:
             for result in job.result():
@@ -153,10 +192,11 @@ def summary(outcomes, *, stream):
     if stream:
         ttfb = [r.ttfb for r in results if r.first_byte]
         delays = [d for r in results for d in r.delays]
-        out.update(ttfb_ms={"p50": ms(ttfb, 0.5), "p99": ms(ttfb, 0.99), "max": ms(ttfb, 1.0)},
-                   event_delay_ms={"p50": ms(delays, 0.5), "p99": ms(delays, 0.99), "max": ms(delays, 1.0)},
-                   duration_ms={"p50": ms([r.latency for r in results], 0.5),
-                                "max": ms([r.latency for r in results], 1.0)})
+        out.update(
+            ttfb_ms={"p50": ms(ttfb, 0.5), "p99": ms(ttfb, 0.99), "max": ms(ttfb, 1.0)},
+            event_delay_ms={"p50": ms(delays, 0.5), "p99": ms(delays, 0.99), "max": ms(delays, 1.0)},
+            duration_ms={"p50": ms([r.latency for r in results], 0.5), "max": ms([r.latency for r in results], 1.0)},
+        )
     else:
         latency = [r.latency for r in results]
         out["latency_ms"] = {"p50": ms(latency, 0.5), "p99": ms(latency, 0.99), "max": ms(latency, 1.0)}
@@ -184,16 +224,24 @@ class Sampler:
 
 def start_upstream():
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "bench.upstream", str(port)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.upstream", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def listening():
         if process.poll() is not None:
             raise RuntimeError(f"bench.upstream exited with {process.returncode}")
         try:
-            return client.run(url, "/v1/chat/completions", b'{"model": "bench-n1"}', total=1,
-                              concurrency=1, timeout=2)[0].status == 200
+            return (
+                client.run(url, "/v1/chat/completions", b'{"model": "bench-n1"}', total=1, concurrency=1, timeout=2)[
+                    0
+                ].status
+                == 200
+            )
         except OSError:
             return False
 
@@ -217,9 +265,12 @@ def main(argv=None):
     upstream, upstream_url = start_upstream()
     workdir = tempfile.TemporaryDirectory(prefix="bridge-load-")
     try:
-        bridge = Gunicorn(workdir.name, upstream_url,
-                          BRIDGE_LOG_LEVEL=os.environ.get("BRIDGE_LOG_LEVEL", "INFO"),
-                          BRIDGE_RETRIES=os.environ.get("BRIDGE_RETRIES", "2"))
+        bridge = Gunicorn(
+            workdir.name,
+            upstream_url,
+            BRIDGE_LOG_LEVEL=os.environ.get("BRIDGE_LOG_LEVEL", "INFO"),
+            BRIDGE_RETRIES=os.environ.get("BRIDGE_RETRIES", "2"),
+        )
         try:
             report = measure(bridge, args)
         finally:
@@ -258,18 +309,33 @@ def measure(bridge, args):
     return {
         "ok": not stream_report["failed"] and not request_report["failed"] and memory_back,
         "gunicorn": config,
-        "load": {"streams_per_round": args.streams, "requests_per_round": args.requests,
-                 "request_concurrency": args.concurrency, "events_per_stream": args.events,
-                 "pace_s": args.pace, "rounds": args.rounds, "seconds": round(elapsed, 1)},
+        "load": {
+            "streams_per_round": args.streams,
+            "requests_per_round": args.requests,
+            "request_concurrency": args.concurrency,
+            "events_per_stream": args.events,
+            "pace_s": args.pace,
+            "rounds": args.rounds,
+            "seconds": round(elapsed, 1),
+        },
         "streams": stream_report,
         "requests": request_report,
-        "rss_mib": {"idle": round(idle, 1), "baseline_after_warm_up": round(baseline, 1),
-                    "peak": round(max(sampler.rss, default=baseline), 1), "after_each_round": [rss for rss, _ in after_each],
-                    "back_near_baseline": memory_back},
-        "threads": {"peak": max(sampler.threads, default=None),
-                    "after_each_round": [threads for _, threads in after_each]},
-        "cpu": {"seconds": round(cpu, 2), "cores_busy": round(cpu / elapsed, 2),
-                "us_per_event_or_request": round(cpu / max(events + len(requests), 1) * 1e6, 1)},
+        "rss_mib": {
+            "idle": round(idle, 1),
+            "baseline_after_warm_up": round(baseline, 1),
+            "peak": round(max(sampler.rss, default=baseline), 1),
+            "after_each_round": [rss for rss, _ in after_each],
+            "back_near_baseline": memory_back,
+        },
+        "threads": {
+            "peak": max(sampler.threads, default=None),
+            "after_each_round": [threads for _, threads in after_each],
+        },
+        "cpu": {
+            "seconds": round(cpu, 2),
+            "cores_busy": round(cpu / elapsed, 2),
+            "us_per_event_or_request": round(cpu / max(events + len(requests), 1) * 1e6, 1),
+        },
     }
 
 

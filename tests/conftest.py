@@ -2,6 +2,7 @@
 
 What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers.py.
 """
+
 import anthropic
 import openai
 import pytest

@@ -8,6 +8,7 @@ a real server sends them. A fake made with `listening=False` has its port
 bound but refuses every connection until `listen()`: an upstream that is
 still starting.
 """
+
 import dataclasses
 import json
 import pathlib
@@ -25,14 +26,14 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict = dataclasses.field(default_factory=dict)
-    events: list = None        # SSE events (bytes) written one by one, for streams
-    pace: float = 0.0          # seconds to wait before each event
-    drop_after: int = None     # close the connection after this many events
-    delay_headers: float = 0.0 # seconds to wait before sending the status line
-    stall_after: int = None    # go silent after this many events, holding the connection open
-    stall_for: float = 30.0    # ... for this long at most, or until the bridge closes it
-    cut_after: int = None      # send `body` as one chunk that promises all of it, close after this many
-                               # of its bytes: a server that died while answering
+    events: list = None  # SSE events (bytes) written one by one, for streams
+    pace: float = 0.0  # seconds to wait before each event
+    drop_after: int = None  # close the connection after this many events
+    delay_headers: float = 0.0  # seconds to wait before sending the status line
+    stall_after: int = None  # go silent after this many events, holding the connection open
+    stall_for: float = 30.0  # ... for this long at most, or until the bridge closes it
+    cut_after: int = None  # send `body` as one chunk that promises all of it, close after this many
+    # of its bytes: a server that died while answering
 
 
 @dataclasses.dataclass
@@ -69,17 +70,25 @@ def fixture(name, **overrides):
 
 
 def json_reply(body, status=200, headers=None):
-    return Reply(status=status, body=json.dumps(body).encode(),
-                 headers={"content-type": "application/json", **(headers or {})})
+    return Reply(
+        status=status, body=json.dumps(body).encode(), headers={"content-type": "application/json", **(headers or {})}
+    )
 
 
 def chat_stream(text="", tool_calls=(), model="fake-model"):
     """A streamed Chat Completions answer as an OpenAI-compatible server writes it: a role chunk,
     the text, each tool call `(id, name, arguments dict)` whole in one chunk, the finish reason,
     a usage chunk, then `data: [DONE]`."""
+
     def data(choices, **extra):
-        body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": choices, **extra}
+        body = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": choices,
+            **extra,
+        }
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def delta(fields, finish_reason=None):
@@ -89,8 +98,20 @@ def chat_stream(text="", tool_calls=(), model="fake-model"):
     if text:
         events.append(delta({"content": text}))
     for index, (call_id, name, arguments) in enumerate(tool_calls):
-        events.append(delta({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}))
+        events.append(
+            delta(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                        }
+                    ]
+                }
+            )
+        )
     events.append(delta({}, "tool_calls" if tool_calls else "stop"))
     events.append(data([], usage={"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}))
     events.append(b"data: [DONE]\n\n")
@@ -101,23 +122,46 @@ def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
     """A streamed Anthropic Messages answer as Anthropic writes it: message_start, the text as one
     block, each tool use `(id, name, input dict)` as one block with its input in one delta, then
     message_delta with the stop reason and message_stop."""
+
     def event(kind, **fields):
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
 
-    events = [event("message_start", message={
-        "id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}})]
+    events = [
+        event(
+            "message_start",
+            message={
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 100, "output_tokens": 1},
+            },
+        )
+    ]
     blocks = ([({"type": "text", "text": ""}, {"type": "text_delta", "text": text})] if text else []) + [
-        ({"type": "tool_use", "id": call_id, "name": name, "input": {}},
-         {"type": "input_json_delta", "partial_json": json.dumps(arguments)})
-        for call_id, name, arguments in tool_uses]
+        (
+            {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            {"type": "input_json_delta", "partial_json": json.dumps(arguments)},
+        )
+        for call_id, name, arguments in tool_uses
+    ]
     for index, (start, delta) in enumerate(blocks):
-        events += [event("content_block_start", index=index, content_block=start),
-                   event("content_block_delta", index=index, delta=delta),
-                   event("content_block_stop", index=index)]
-    events += [event("message_delta", delta={"stop_reason": "tool_use" if tool_uses else "end_turn",
-                                             "stop_sequence": None}, usage={"output_tokens": 10}),
-               event("message_stop")]
+        events += [
+            event("content_block_start", index=index, content_block=start),
+            event("content_block_delta", index=index, delta=delta),
+            event("content_block_stop", index=index),
+        ]
+    events += [
+        event(
+            "message_delta",
+            delta={"stop_reason": "tool_use" if tool_uses else "end_turn", "stop_sequence": None},
+            usage={"output_tokens": 10},
+        ),
+        event("message_stop"),
+    ]
     return Reply(headers={"content-type": "text/event-stream"}, events=events)
 
 
@@ -189,8 +233,7 @@ def _handler(fake):
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw
-            recorded = Recorded(self.command, self.path,
-                                {k.lower(): v for k, v in self.headers.items()}, body)
+            recorded = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             fake.requests.append(recorded)
             reply = fake._next(recorded)
             if reply.delay_headers:
@@ -201,7 +244,7 @@ def _handler(fake):
             if reply.cut_after is not None:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
-                self.wfile.write(b"%x\r\n%s" % (len(reply.body), reply.body[:reply.cut_after]))
+                self.wfile.write(b"%x\r\n%s" % (len(reply.body), reply.body[: reply.cut_after]))
                 self.wfile.flush()
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)

@@ -11,6 +11,7 @@ ports, certificate and log paths replaced, inside a minimal nginx.conf. Upstream
 gated: the fake upstream sends each event only when the test releases it, so a test can check
 what the client holds in between.
 """
+
 import contextlib
 import dataclasses
 import json
@@ -49,10 +50,16 @@ from tests.fake_upstream import FIXTURES, Reply, fixture
 
 # The recorded streams whose answer completes; the others end in an `event: error`, or carry
 # several answers (multi_choice.sse), which the bridge refuses.
-ANTHROPIC_STREAMS = sorted(f"anthropic/{path.name}" for path in (FIXTURES / "anthropic").glob("*.sse")
-                           if path.name != "error_midstream_overloaded.sse")
-OPENAI_STREAMS = sorted(f"openai/{path.name}" for path in (FIXTURES / "openai").glob("*.sse")
-                        if path.name not in ("groq_midstream_error.sse", "multi_choice.sse"))
+ANTHROPIC_STREAMS = sorted(
+    f"anthropic/{path.name}"
+    for path in (FIXTURES / "anthropic").glob("*.sse")
+    if path.name != "error_midstream_overloaded.sse"
+)
+OPENAI_STREAMS = sorted(
+    f"openai/{path.name}"
+    for path in (FIXTURES / "openai").glob("*.sse")
+    if path.name not in ("groq_midstream_error.sse", "multi_choice.sse")
+)
 
 
 def recorded(name):
@@ -70,79 +77,155 @@ def decoded(chunks):
 def recorded_events(name):
     """A recorded stream as (event name, payload) pairs, decoded as the relay decodes it; the
     payload is the parsed JSON, or DONE for OpenAI's `[DONE]`."""
-    return [(event.event, DONE if event.data.strip() == DONE else json.loads(event.data))
-            for event in decoded((FIXTURES / name).read_bytes())]
+    return [
+        (event.event, DONE if event.data.strip() == DONE else json.loads(event.data))
+        for event in decoded((FIXTURES / name).read_bytes())
+    ]
 
 
 # (what the upstream's error object says, what it reports). Wordings as the servers print them.
 OVERFLOWS = {
-    "openai": ({"message": "This model's maximum context length is 128000 tokens. However, your messages "
-                           "resulted in 130512 tokens. Please reduce the length of the messages.",
-                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"},
-               Overflow(limit=128000, prompt=130512)),
-    "openai, the code alone": ({"message": "Your input exceeds the context window of this model.",
-                                "type": "invalid_request_error", "code": "context_length_exceeded"},
-                               Overflow()),
+    "openai": (
+        {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130512 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        },
+        Overflow(limit=128000, prompt=130512),
+    ),
+    "openai, the code alone": (
+        {
+            "message": "Your input exceeds the context window of this model.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        },
+        Overflow(),
+    ),
     "openai, older, with the completion": (
-        {"message": "This model's maximum context length is 4097 tokens, however you requested 4231 tokens "
-                    "(3975 in your prompt; 256 for the completion). Please reduce your prompt; or completion length."},
-        Overflow(limit=4097, prompt=3975, output=256)),
+        {
+            "message": "This model's maximum context length is 4097 tokens, however you requested 4231 tokens "
+            "(3975 in your prompt; 256 for the completion). Please reduce your prompt; or completion length."
+        },
+        Overflow(limit=4097, prompt=3975, output=256),
+    ),
     "vllm, messages and completion": (
-        {"message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
-                    "(4000 in the messages, 1000 in the completion). Please reduce the length of the messages "
-                    "or completion.", "type": "BadRequestError", "code": 400},
-        Overflow(limit=4096, prompt=4000, output=1000)),
+        {
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
+            "(4000 in the messages, 1000 in the completion). Please reduce the length of the messages "
+            "or completion.",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        Overflow(limit=4096, prompt=4000, output=1000),
+    ),
     "vllm 0.10-0.17, input alone": (
-        {"message": "This model's maximum context length is 32768 tokens. However, your request has 40000 input "
-                    "tokens. Please reduce the length of the input messages.", "type": "BadRequestError", "code": 400},
-        Overflow(limit=32768, prompt=40000)),
+        {
+            "message": "This model's maximum context length is 32768 tokens. However, your request has 40000 input "
+            "tokens. Please reduce the length of the input messages.",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        Overflow(limit=32768, prompt=40000),
+    ),
     "vllm 0.10-0.17, max_tokens": (
-        {"message": "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context "
-                    "length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778).",
-         "type": "BadRequestError", "code": 400},
-        Overflow(limit=4096, prompt=2778, output=8000)),
+        {
+            "message": "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context "
+            "length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778).",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        Overflow(limit=4096, prompt=2778, output=8000),
+    ),
     "vllm 0.18+": (
-        {"message": "This model's maximum context length is 8192 tokens. However, you requested 64 output tokens "
-                    "and your prompt contains at least 10000 input tokens, for a total of at least 10064 tokens. "
-                    "Please reduce the length of the input prompt or the number of requested output tokens. "
-                    "(parameter=input_tokens, value=10000)", "type": "BadRequestError", "code": 400},
-        Overflow(limit=8192, prompt=10000, output=64)),
+        {
+            "message": "This model's maximum context length is 8192 tokens. However, you requested 64 output tokens "
+            "and your prompt contains at least 10000 input tokens, for a total of at least 10064 tokens. "
+            "Please reduce the length of the input prompt or the number of requested output tokens. "
+            "(parameter=input_tokens, value=10000)",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        Overflow(limit=8192, prompt=10000, output=64),
+    ),
     "vllm 0.18+, max_tokens over the window": (
-        {"message": "max_tokens=32000 cannot be greater than max_model_len=max_total_tokens=16384. Please request "
-                    "fewer output tokens. (parameter=max_tokens, value=32000)", "type": "BadRequestError"},
-        Overflow(limit=16384, output=32000)),
-    "deepseek": ({"message": "This model's maximum context length is 65536 tokens. However, you requested 70000 "
-                             "tokens (70000 in the messages, 0 in the completion). Please reduce the length of the "
-                             "messages or completion.", "type": "invalid_request_error"},
-                 Overflow(limit=65536, prompt=70000, output=0)),
-    "openrouter": ({"message": "This endpoint's maximum context length is 8192 tokens. However, you requested about "
-                               "12000 tokens (10000 of text input, 2000 in the output). Please reduce the length of "
-                               "either one, or use the \"middle-out\" transform to compress your prompt automatically.",
-                    "code": 400},
-                   Overflow(limit=8192, prompt=10000, output=2000)),
-    "llama.cpp": ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                   "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096},
-                  Overflow(limit=4096, prompt=5000)),
-    "llama.cpp, older": ({"code": 400, "message": "the request exceeds the available context size. try increasing "
-                                                  "the context size or enable context shift",
-                          "type": "invalid_request_error"}, Overflow()),
+        {
+            "message": "max_tokens=32000 cannot be greater than max_model_len=max_total_tokens=16384. Please request "
+            "fewer output tokens. (parameter=max_tokens, value=32000)",
+            "type": "BadRequestError",
+        },
+        Overflow(limit=16384, output=32000),
+    ),
+    "deepseek": (
+        {
+            "message": "This model's maximum context length is 65536 tokens. However, you requested 70000 "
+            "tokens (70000 in the messages, 0 in the completion). Please reduce the length of the "
+            "messages or completion.",
+            "type": "invalid_request_error",
+        },
+        Overflow(limit=65536, prompt=70000, output=0),
+    ),
+    "openrouter": (
+        {
+            "message": "This endpoint's maximum context length is 8192 tokens. However, you requested about "
+            "12000 tokens (10000 of text input, 2000 in the output). Please reduce the length of "
+            'either one, or use the "middle-out" transform to compress your prompt automatically.',
+            "code": 400,
+        },
+        Overflow(limit=8192, prompt=10000, output=2000),
+    ),
+    "llama.cpp": (
+        {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+        },
+        Overflow(limit=4096, prompt=5000),
+    ),
+    "llama.cpp, older": (
+        {
+            "code": 400,
+            "message": "the request exceeds the available context size. try increasing "
+            "the context size or enable context shift",
+            "type": "invalid_request_error",
+        },
+        Overflow(),
+    ),
     "ollama": ({"message": "the input length exceeds the context length"}, Overflow()),
-    "lm studio": ({"message": "Trying to keep the first 6269 tokens when context the overflows. However, the model "
-                              "is loaded with context length of only 4096 tokens, which is not enough."},
-                  Overflow(limit=4096)),
-    "mistral": ({"message": "Prompt contains 10000 tokens and 0 draft tokens, too large for model with 8192 maximum "
-                            "context length"}, Overflow(limit=8192, prompt=10000)),
-    "anthropic, prompt": ({"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 "
-                                                                      "maximum"},
-                          Overflow(limit=200000, prompt=210000)),
+    "lm studio": (
+        {
+            "message": "Trying to keep the first 6269 tokens when context the overflows. However, the model "
+            "is loaded with context length of only 4096 tokens, which is not enough."
+        },
+        Overflow(limit=4096),
+    ),
+    "mistral": (
+        {
+            "message": "Prompt contains 10000 tokens and 0 draft tokens, too large for model with 8192 maximum "
+            "context length"
+        },
+        Overflow(limit=8192, prompt=10000),
+    ),
+    "anthropic, prompt": (
+        {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+        Overflow(limit=200000, prompt=210000),
+    ),
     "anthropic, prompt and max_tokens": (
-        {"type": "invalid_request_error", "message": "input length and `max_tokens` exceed context limit: 188240 + "
-                                                     "21333 > 200000, decrease input length or `max_tokens` and try again"},
-        Overflow(limit=200000, prompt=188240, output=21333)),
+        {
+            "type": "invalid_request_error",
+            "message": "input length and `max_tokens` exceed context limit: 188240 + "
+            "21333 > 200000, decrease input length or `max_tokens` and try again",
+        },
+        Overflow(limit=200000, prompt=188240, output=21333),
+    ),
 }
 
 
 # -- translator contexts ----------------------------------------------------------------------------
+
 
 def chat_to_messages_context(**overrides):
     """What the chat_to_messages translators know of a plain request for gpt-4o."""
@@ -151,8 +234,17 @@ def chat_to_messages_context(**overrides):
 
 def messages_to_chat_context(**overrides):
     """What the messages_to_chat translators know of a plain request, with an input estimate of 42."""
-    return MessagesToChatContext(**{"model": "claude-sonnet-4-5", "stream": False, "dropped": [],
-                                    "tool_names": {}, "stop_sequences": (), "input_tokens": 42, **overrides})
+    return MessagesToChatContext(
+        **{
+            "model": "claude-sonnet-4-5",
+            "stream": False,
+            "dropped": [],
+            "tool_names": {},
+            "stop_sequences": (),
+            "input_tokens": 42,
+            **overrides,
+        }
+    )
 
 
 def translated(translator, events, eof=True):
@@ -162,6 +254,7 @@ def translated(translator, events, eof=True):
 
 
 # -- the official SDKs' stream accumulators -------------------------------------------------------------
+
 
 def openai_fold(chunks):
     """The completion the openai SDK's own accumulator (`ChatCompletionStreamState`) makes of Chat chunks.
@@ -204,8 +297,11 @@ def openai_stream_completion(name):
     A choice without `delta` (Azure's content-filter annotations) carries nothing, but the SDK's
     accumulator fails on it (openai-python#1677): it gets an empty one.
     """
-    chunks = [{**payload, "choices": [{"delta": {}, **choice} for choice in payload.get("choices") or []]}
-              for _, payload in recorded_events(name) if payload != DONE]
+    chunks = [
+        {**payload, "choices": [{"delta": {}, **choice} for choice in payload.get("choices") or []]}
+        for _, payload in recorded_events(name)
+        if payload != DONE
+    ]
     return openai_fold(chunks)
 
 
@@ -226,8 +322,12 @@ ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
 def is_anthropic_error(response, status, error_type):
     """An error answered in Anthropic's shape, with this status and error type."""
     body = response.json()
-    return (response.status_code == status and body["type"] == "error"
-            and body["error"]["type"] == error_type and body["error"]["message"])
+    return (
+        response.status_code == status
+        and body["type"] == "error"
+        and body["error"]["type"] == error_type
+        and body["error"]["message"]
+    )
 
 
 def is_openai_error(response, status):
@@ -311,14 +411,15 @@ class SlammingDoor:
 @dataclasses.dataclass
 class Direction:
     """One direction as its client sees it, and the upstream protocol behind it."""
+
     name: str
     path: str
     body: dict
-    sdk: object                   # the client's SDK module
-    upstream: str                 # fixture folder of the upstream's protocol
+    sdk: object  # the client's SDK module
+    upstream: str  # fixture folder of the upstream's protocol
     base_url_setting: str
-    overloaded: str               # the upstream's own fixture for "try again later"
-    overloaded_status: int        # what the client sees for it
+    overloaded: str  # the upstream's own fixture for "try again later"
+    overloaded_status: int  # what the client sees for it
 
     def client(self, url, sdk_retries=False):
         """The SDK's client; with `sdk_retries` its own default retries, else none."""
@@ -364,13 +465,25 @@ class Direction:
 
 
 MESSAGES_TO_CHAT = Direction(
-    "messages_to_chat", "/v1/messages",
+    "messages_to_chat",
+    "/v1/messages",
     {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-    anthropic, "openai", "BRIDGE_OPENAI_BASE_URL", "openai/error_503.json", 529)
+    anthropic,
+    "openai",
+    "BRIDGE_OPENAI_BASE_URL",
+    "openai/error_503.json",
+    529,
+)
 CHAT_TO_MESSAGES = Direction(
-    "chat_to_messages", "/v1/chat/completions",
+    "chat_to_messages",
+    "/v1/chat/completions",
     {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
-    openai, "anthropic", "BRIDGE_ANTHROPIC_BASE_URL", "anthropic/error_529.json", 503)
+    openai,
+    "anthropic",
+    "BRIDGE_ANTHROPIC_BASE_URL",
+    "anthropic/error_529.json",
+    503,
+)
 DIRECTIONS = [pytest.param(d, id=d.name) for d in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES)]
 EACH = pytest.mark.parametrize("direction", DIRECTIONS)
 STREAMED_OR_NOT = pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -394,9 +507,23 @@ def drain(stream):
 
 # -- what reaches an OpenAI-compatible upstream -------------------------------------------------------
 
-CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
-               "user", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
-               "stream", "stream_options"}
+CHAT_FIELDS = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "user",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning_effort",
+    "response_format",
+    "stream",
+    "stream_options",
+}
 OPENAI_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -440,7 +567,6 @@ def assert_valid_chat_request(chat):
     assert not waiting
 
 
-
 # -- Chat requests the bridge refuses: validate_chat's cases, also sent over HTTP ---------------------------
 
 USER = {"role": "user", "content": "hi"}
@@ -463,91 +589,203 @@ BAD_CHAT_REQUESTS = {
     "several choices": (chat(n=2), "n", "one choice"),
     "logprobs": (chat(logprobs=True), "logprobs", "log probabilities"),
     "top_logprobs": (chat(top_logprobs=3), "top_logprobs", "log probabilities"),
-    "audio input": (chat({"role": "user", "content": [
-        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}),
-        "messages.0.content.0.type", "audio input"),
+    "audio input": (
+        chat({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}),
+        "messages.0.content.0.type",
+        "audio input",
+    ),
     "audio output modality": (chat(modalities=["text", "audio"]), "modalities", "audio output"),
     "audio output parameters": (chat(audio={"voice": "alloy", "format": "mp3"}), "audio", "audio output"),
-    "custom tool": (chat(tools=[{"type": "custom", "custom": {"name": "grammar"}}]), "tools.0.type",
-                    "custom tools"),
-    "custom tool choice": (chat(tools=[TOOL], tool_choice={"type": "custom", "custom": {"name": "x"}}),
-                           "tool_choice.type", "custom tool choices"),
-    "allowed_tools tool choice": (chat(tools=[TOOL], tool_choice={"type": "allowed_tools", "allowed_tools": {}}),
-                                  "tool_choice.type", "allowed_tools"),
-    "custom tool call in history": (chat(USER, {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "custom", "custom": {"name": "x", "input": "free text"}}]}),
-        "messages.1.tool_calls.0.type", "custom tool calls"),
-    "role function": (chat({"role": "function", "name": "lookup", "content": "42"}), "messages.0.role",
-                      "legacy function calling"),
+    "custom tool": (chat(tools=[{"type": "custom", "custom": {"name": "grammar"}}]), "tools.0.type", "custom tools"),
+    "custom tool choice": (
+        chat(tools=[TOOL], tool_choice={"type": "custom", "custom": {"name": "x"}}),
+        "tool_choice.type",
+        "custom tool choices",
+    ),
+    "allowed_tools tool choice": (
+        chat(tools=[TOOL], tool_choice={"type": "allowed_tools", "allowed_tools": {}}),
+        "tool_choice.type",
+        "allowed_tools",
+    ),
+    "custom tool call in history": (
+        chat(
+            USER,
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "x", "input": "free text"}}],
+            },
+        ),
+        "messages.1.tool_calls.0.type",
+        "custom tool calls",
+    ),
+    "role function": (
+        chat({"role": "function", "name": "lookup", "content": "42"}),
+        "messages.0.role",
+        "legacy function calling",
+    ),
     "legacy functions": (chat(functions=[{"name": "lookup"}]), "functions", "legacy function calling"),
     "legacy function_call": (chat(function_call="auto"), "function_call", "legacy function calling"),
-    "legacy function_call in history": (chat(USER, {"role": "assistant", "content": None,
-                                                    "function_call": {"name": "f", "arguments": "{}"}}),
-                                        "messages.1.function_call", "legacy function calling"),
-    "uploaded file": (chat({"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}),
-                      "messages.0.content.0.file.file_id", "file_data"),
-    "non-PDF file": (chat({"role": "user", "content": [{"type": "file", "file": {
-        "file_data": "data:application/zip;base64,UEsDBA==", "filename": "a.zip"}}]}),
-        "messages.0.content.0.file.file_data", "application/pdf"),
-    "file part without data": (chat({"role": "user", "content": [{"type": "file", "file": {"filename": "a.pdf"}}]}),
-                               "messages.0.content.0.file.file_data", "required"),
-    "unsupported image type": (chat({"role": "user", "content": [{"type": "image_url", "image_url": {
-        "url": "data:image/bmp;base64,Qk0="}}]}), "messages.0.content.0.image_url.url", "image/bmp"),
-    "image URL scheme": (chat({"role": "user", "content": [{"type": "image_url", "image_url": {
-        "url": "ftp://example.com/a.png"}}]}), "messages.0.content.0.image_url.url", "http(s) URL"),
-    "unknown user part": (chat({"role": "user", "content": [{"type": "video_url", "video_url": {}}]}),
-                          "messages.0.content.0.type", "expected one of: file, image_url, text"),
-    "refusal part from a user": (chat({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}),
-                                 "messages.0.content.0.type", "expected one of: file, image_url, text"),
-    "image in a system message": (chat({"role": "system", "content": [{"type": "image_url", "image_url": {
-        "url": "https://example.com/a.png"}}]}, USER), "messages.0.content.0.type",
-                                  "expected one of: text"),
+    "legacy function_call in history": (
+        chat(USER, {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}),
+        "messages.1.function_call",
+        "legacy function calling",
+    ),
+    "uploaded file": (
+        chat({"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}),
+        "messages.0.content.0.file.file_id",
+        "file_data",
+    ),
+    "non-PDF file": (
+        chat(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"file_data": "data:application/zip;base64,UEsDBA==", "filename": "a.zip"}}
+                ],
+            }
+        ),
+        "messages.0.content.0.file.file_data",
+        "application/pdf",
+    ),
+    "file part without data": (
+        chat({"role": "user", "content": [{"type": "file", "file": {"filename": "a.pdf"}}]}),
+        "messages.0.content.0.file.file_data",
+        "required",
+    ),
+    "unsupported image type": (
+        chat({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/bmp;base64,Qk0="}}]}),
+        "messages.0.content.0.image_url.url",
+        "image/bmp",
+    ),
+    "image URL scheme": (
+        chat({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}]}),
+        "messages.0.content.0.image_url.url",
+        "http(s) URL",
+    ),
+    "unknown user part": (
+        chat({"role": "user", "content": [{"type": "video_url", "video_url": {}}]}),
+        "messages.0.content.0.type",
+        "expected one of: file, image_url, text",
+    ),
+    "refusal part from a user": (
+        chat({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}),
+        "messages.0.content.0.type",
+        "expected one of: file, image_url, text",
+    ),
+    "image in a system message": (
+        chat(
+            {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+            USER,
+        ),
+        "messages.0.content.0.type",
+        "expected one of: text",
+    ),
     "no messages": ({"model": "gpt-4o", "messages": []}, "messages", "at least one user or assistant"),
-    "only system messages": (chat({"role": "system", "content": "be brief"},
-                                  {"role": "developer", "content": "be exact"}),
-                             "messages", "at least one user or assistant"),
-    "unknown role": (chat({"role": "critic", "content": "x"}), "messages.0.role",
-                     "'critic' is not a supported message role; expected one of: assistant, developer, system, tool, user"),
+    "only system messages": (
+        chat({"role": "system", "content": "be brief"}, {"role": "developer", "content": "be exact"}),
+        "messages",
+        "at least one user or assistant",
+    ),
+    "unknown role": (
+        chat({"role": "critic", "content": "x"}),
+        "messages.0.role",
+        "'critic' is not a supported message role; expected one of: assistant, developer, system, tool, user",
+    ),
     "role that is an object": (chat({"role": {"name": "user"}, "content": "x"}), "messages.0.role", "'user'"),
-    "part type that is an array": (chat({"role": "user", "content": [{"type": ["text"], "text": "x"}]}),
-                                   "messages.0.content.0.type", "'text'"),
-    "tool type that is an object": (chat(tools=[{"type": {}, "function": {"name": "lookup"}}]), "tools.0.type",
-                                    "expected one of: function"),
-    "arguments not JSON": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="{city: Paris}")]},
-                                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
-                           "messages.1.tool_calls.0.function.arguments", "not valid JSON"),
-    "arguments not an object": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="[1, 2]")]},
-                                     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
-                                "messages.1.tool_calls.0.function.arguments", "got array"),
-    "empty arguments": (chat(USER, {"role": "assistant", "tool_calls": [call(arguments="")]},
-                             {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}),
-                        "messages.1.tool_calls.0.function.arguments", "not valid JSON"),
-    "tool result without a call": (chat(USER, {"role": "tool", "tool_call_id": "call_1", "content": "x"}),
-                                    "messages.1.tool_call_id", "must follow an assistant message"),
-    "tool result for another call": (chat(USER, {"role": "assistant", "tool_calls": [call()]},
-                                          {"role": "tool", "tool_call_id": "call_9", "content": "x"}),
-                                     "messages.2.tool_call_id", "'call_9'"),
-    "unanswered tool call": (chat(USER, {"role": "assistant", "tool_calls": [call(), call(call_id="call_2")]},
-                                  {"role": "tool", "tool_call_id": "call_1", "content": "x"}, USER),
-                             "messages.1.tool_calls.1.id", "'call_2'"),
-    "tool call without an id": (chat(USER, {"role": "assistant", "tool_calls": [call(call_id="")]}),
-                                "messages.1.tool_calls.0.id", "Shorter than minimum"),
-    "named tool choice not among tools": (chat(tools=[TOOL], tool_choice={
-        "type": "function", "function": {"name": "elsewhere"}}), "tool_choice.function.name", "'elsewhere'"),
+    "part type that is an array": (
+        chat({"role": "user", "content": [{"type": ["text"], "text": "x"}]}),
+        "messages.0.content.0.type",
+        "'text'",
+    ),
+    "tool type that is an object": (
+        chat(tools=[{"type": {}, "function": {"name": "lookup"}}]),
+        "tools.0.type",
+        "expected one of: function",
+    ),
+    "arguments not JSON": (
+        chat(
+            USER,
+            {"role": "assistant", "tool_calls": [call(arguments="{city: Paris}")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ),
+        "messages.1.tool_calls.0.function.arguments",
+        "not valid JSON",
+    ),
+    "arguments not an object": (
+        chat(
+            USER,
+            {"role": "assistant", "tool_calls": [call(arguments="[1, 2]")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ),
+        "messages.1.tool_calls.0.function.arguments",
+        "got array",
+    ),
+    "empty arguments": (
+        chat(
+            USER,
+            {"role": "assistant", "tool_calls": [call(arguments="")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ),
+        "messages.1.tool_calls.0.function.arguments",
+        "not valid JSON",
+    ),
+    "tool result without a call": (
+        chat(USER, {"role": "tool", "tool_call_id": "call_1", "content": "x"}),
+        "messages.1.tool_call_id",
+        "must follow an assistant message",
+    ),
+    "tool result for another call": (
+        chat(
+            USER,
+            {"role": "assistant", "tool_calls": [call()]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "x"},
+        ),
+        "messages.2.tool_call_id",
+        "'call_9'",
+    ),
+    "unanswered tool call": (
+        chat(
+            USER,
+            {"role": "assistant", "tool_calls": [call(), call(call_id="call_2")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "x"},
+            USER,
+        ),
+        "messages.1.tool_calls.1.id",
+        "'call_2'",
+    ),
+    "tool call without an id": (
+        chat(USER, {"role": "assistant", "tool_calls": [call(call_id="")]}),
+        "messages.1.tool_calls.0.id",
+        "Shorter than minimum",
+    ),
+    "named tool choice not among tools": (
+        chat(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "elsewhere"}}),
+        "tool_choice.function.name",
+        "'elsewhere'",
+    ),
     "tool choice word": (chat(tools=[TOOL], tool_choice="any"), "tool_choice", "'required'"),
-    "tool name": (chat(tools=[{"type": "function", "function": {"name": "get weather!"}}]),
-                  "tools.0.function.name", "a-z"),
+    "tool name": (
+        chat(tools=[{"type": "function", "function": {"name": "get weather!"}}]),
+        "tools.0.function.name",
+        "a-z",
+    ),
     "temperature range": (chat(temperature=2.5), "temperature", "2"),
     "max_tokens zero": (chat(max_tokens=0), "max_tokens", "1"),
     "max_completion_tokens as text": (chat(max_completion_tokens="100"), "max_completion_tokens", "integer"),
     "reasoning effort": (chat(reasoning_effort="extreme"), "reasoning_effort", "Must be one of"),
-    "json schema root": (chat(response_format={"type": "json_schema", "json_schema": {
-        "name": "answer", "schema": {"type": "array"}}}), "response_format.json_schema.schema", "object"),
+    "json schema root": (
+        chat(response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "array"}}}),
+        "response_format.json_schema.schema",
+        "object",
+    ),
     "temperature as a string": (chat(temperature="0.5"), "temperature", "Not a valid number"),
     "top_p as a boolean": (chat(top_p=True), "top_p", "Not a valid number"),
     "stream as a number": (chat(stream=1), "stream", "Not a valid boolean"),
-    "response format type": (chat(response_format={"type": "yaml"}), "response_format.type",
-                             "expected one of: json_object, json_schema, text"),
+    "response format type": (
+        chat(response_format={"type": "yaml"}),
+        "response_format.type",
+        "expected one of: json_object, json_schema, text",
+    ),
     "thinking budget": (chat(thinking={"type": "enabled", "budget_tokens": 10}), "thinking", "1024"),
     "model missing": ({"messages": [USER]}, "model", "required"),
     "stream flag type": (chat(stream="yes"), "stream", "boolean"),
@@ -557,23 +795,33 @@ BAD_CHAT_REQUESTS = {
 
 # -- the real client CLIs (tests/clients/package.json) ----------------------------------------------
 
+
 def pinned_cli(name, executable, version, home):
     """`executable` when it is the pinned `version`; else the test skips, or fails under CI=true,
     where a missing CLI must not pass unnoticed."""
     problem = None
     if not executable.exists():
-        problem = (f"{name} {version} is not installed in .clients/: `make test` (or `make clients`) "
-                   f"installs it with npm")
+        problem = (
+            f"{name} {version} is not installed in .clients/: `make test` (or `make clients`) installs it with npm"
+        )
     else:
         try:
-            shown = subprocess.run([str(executable), "--version"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
-                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            shown = subprocess.run(
+                [str(executable), "--version"],
+                env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             problem = f"{executable} --version failed: {error}"
         else:
             if version not in shown.stdout.partition("\n")[0].split():
-                problem = (f".clients/ holds {name} {shown.stdout.strip() or shown.stderr.strip()!r}, "
-                           f"not the pinned {version}: `make clients` installs it")
+                problem = (
+                    f".clients/ holds {name} {shown.stdout.strip() or shown.stderr.strip()!r}, "
+                    f"not the pinned {version}: `make clients` installs it"
+                )
     if problem and os.environ.get("CI") == "true":
         pytest.fail(problem)
     if problem:
@@ -588,8 +836,12 @@ NGINX_SITE = ROOT / "deploy" / "nginx" / "bridge.conf"
 
 def bridge_env(fake, **extra):
     """Settings for a bridge in front of the fake upstream: no retries, quiet logs, then `extra`."""
-    return {**upstream_env(fake.url), "BRIDGE_RETRIES": "0", "BRIDGE_LOG_LEVEL": "WARNING",
-            **{k: str(v) for k, v in extra.items()}}
+    return {
+        **upstream_env(fake.url),
+        "BRIDGE_RETRIES": "0",
+        "BRIDGE_LOG_LEVEL": "WARNING",
+        **{k: str(v) for k, v in extra.items()},
+    }
 
 
 class LiveBridge:
@@ -612,12 +864,29 @@ def install(directory):
     which is returned. Built from a copy as a fresh clone has it (a build/ left in the checkout
     would go into the wheel), offline, without the dependencies: the venv has them."""
     source, site = directory / "source", directory / "site"
-    unversioned = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
-                   if line.strip() and not line.startswith("#")]
+    unversioned = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".gitignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", *unversioned))
-    run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                          "--no-build-isolation", "--target", str(site), str(source)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return site
 
@@ -648,7 +917,7 @@ class Gate:
         self.events = list(events)
         self._released = threading.Semaphore(0)
         self.released = 0  # events the test let go
-        self.sent = 0      # events handed to the fake upstream's writer
+        self.sent = 0  # events handed to the fake upstream's writer
 
     def __iter__(self):
         for event in self.events:
@@ -665,10 +934,28 @@ class Gate:
 def self_signed_certificate(directory):
     """A throwaway certificate for 127.0.0.1, made with the openssl command."""
     cert, key = directory / "bridge.crt", directory / "bridge.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -697,8 +984,9 @@ class Nginx:
         self.https_port, self.http_port = free_port(), free_port()
         self.cert, key = self_signed_certificate(self.dir)
         site = self.dir / "bridge.conf"
-        site.write_text(adapted_site(NGINX_SITE.read_text(), self.https_port, self.http_port,
-                                     bridge_port, self.cert, key, self.dir))
+        site.write_text(
+            adapted_site(NGINX_SITE.read_text(), self.https_port, self.http_port, bridge_port, self.cert, key, self.dir)
+        )
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
         conf = self.dir / "nginx.conf"
         conf.write_text(f"""
@@ -718,11 +1006,13 @@ http {{
     include {site};
 }}
 """)
-        check = subprocess.run([nginx_binary(), "-t", "-c", str(conf), "-p", str(self.dir)],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            [nginx_binary(), "-t", "-c", str(conf), "-p", str(self.dir)], capture_output=True, text=True
+        )
         assert check.returncode == 0, check.stderr
-        self.process = subprocess.Popen([nginx_binary(), "-c", str(conf), "-p", str(self.dir)],
-                                        stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [nginx_binary(), "-c", str(conf), "-p", str(self.dir)], stderr=subprocess.DEVNULL
+        )
         self.url = f"https://127.0.0.1:{self.https_port}"
         self.http_url = f"http://127.0.0.1:{self.http_port}"
         wait_for(self._listening, "nginx to listen")
@@ -752,8 +1042,13 @@ def nginx_binary():
 def openai_client(url, cafile=None, api_key="sk-client"):
     """The official SDK pointed at `url`; a 10 s read timeout turns a held-back event into a failure."""
     verify = ssl.create_default_context(cafile=str(cafile)) if cafile else True
-    return openai.OpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=10,
-                         http_client=httpx2.Client(verify=verify, timeout=10))
+    return openai.OpenAI(
+        base_url=f"{url}/v1",
+        api_key=api_key,
+        max_retries=0,
+        timeout=10,
+        http_client=httpx2.Client(verify=verify, timeout=10),
+    )
 
 
 class TextStream:
@@ -763,9 +1058,11 @@ class TextStream:
 
     def __init__(self, fake):
         self.gate = Gate(fixture(self.FIXTURE).events)
-        self.texts = [(index, json.loads(event.split(b"data: ", 1)[1])["delta"]["text"])
-                      for index, event in enumerate(self.gate.events)
-                      if b"event: content_block_delta" in event]
+        self.texts = [
+            (index, json.loads(event.split(b"data: ", 1)[1])["delta"]["text"])
+            for index, event in enumerate(self.gate.events)
+            if b"event: content_block_delta" in event
+        ]
         fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=self.gate))
 
     def release_until_text(self, number):

@@ -5,6 +5,7 @@ The unit tests of settings parsing are in test_settings.py and the first service
 in test_service.py; these go through /v1/messages, /v1/messages/count_tokens,
 /v1/chat/completions and /v1/models with the official SDKs where a client would.
 """
+
 import hashlib
 import json
 import logging
@@ -19,10 +20,18 @@ import pytest
 import requests
 
 from bench.processes import GUNICORN_CONF, ROOT, free_port, wait_for
-from bridge import auth, settings as settings_module
+from bridge import auth
+from bridge import settings as settings_module
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import (CHAT_TO_MESSAGES, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, SlammingDoor, drain,
-                           recorded_stream)
+from tests.helpers import (
+    CHAT_TO_MESSAGES,
+    EACH,
+    MESSAGES_TO_CHAT,
+    STREAMED_OR_NOT,
+    SlammingDoor,
+    drain,
+    recorded_stream,
+)
 
 CLIENT_KEY = "sk-bridge-client-0123456789"
 UPSTREAM_KEY = "sk-upstream-held-9876543210"
@@ -51,16 +60,27 @@ def call(direction, url, key, stream=False, **headers):
 
 # --- client keys -------------------------------------------------------------------------------
 
+
 @EACH
-@pytest.mark.parametrize("presented", [None, "", "sk-wrong", CLIENT_KEY[:-1], CLIENT_KEY + "x",
-                                       CLIENT_KEY.upper(), hashlib.sha256(CLIENT_KEY.encode()).hexdigest()],
-                         ids=["none", "empty", "wrong", "prefix", "longer", "other-case", "its-digest"])
-def test_anything_but_a_configured_key_is_a_401_in_the_clients_protocol(start_bridge, fake, direction,
-                                                                         presented):
+@pytest.mark.parametrize(
+    "presented",
+    [
+        None,
+        "",
+        "sk-wrong",
+        CLIENT_KEY[:-1],
+        CLIENT_KEY + "x",
+        CLIENT_KEY.upper(),
+        hashlib.sha256(CLIENT_KEY.encode()).hexdigest(),
+    ],
+    ids=["none", "empty", "wrong", "prefix", "longer", "other-case", "its-digest"],
+)
+def test_anything_but_a_configured_key_is_a_401_in_the_clients_protocol(start_bridge, fake, direction, presented):
     live = start_bridge(BRIDGE_CLIENT_KEYS=f"ci:{CLIENT_KEY}")
     headers = {} if presented is None else {"x-api-key": presented, "authorization": f"Bearer {presented}"}
-    response = requests.post(live.url + direction.path, json=direction.body,
-                             headers={"anthropic-version": "2023-06-01", **headers})
+    response = requests.post(
+        live.url + direction.path, json=direction.body, headers={"anthropic-version": "2023-06-01", **headers}
+    )
     assert direction.is_error(response, 401, "authentication_error")
     assert not fake.requests
 
@@ -91,18 +111,21 @@ def test_count_tokens_and_models_need_the_key_too(start_bridge, fake):
 def test_either_header_style_is_accepted_on_either_front(start_bridge, fake):
     live = start_bridge(BRIDGE_CLIENT_KEYS=f"ci:{CLIENT_KEY}")
     for direction in (MESSAGES_TO_CHAT, CHAT_TO_MESSAGES):
-        for headers in ({"x-api-key": CLIENT_KEY}, {"authorization": f"Bearer {CLIENT_KEY}"},
-                        {"authorization": f"bearer  {CLIENT_KEY} "}):
+        for headers in (
+            {"x-api-key": CLIENT_KEY},
+            {"authorization": f"Bearer {CLIENT_KEY}"},
+            {"authorization": f"bearer  {CLIENT_KEY} "},
+        ):
             fake.reply(answer(direction, stream=False))
-            response = requests.post(live.url + direction.path, json=direction.body,
-                                     headers={"anthropic-version": "2023-06-01", **headers})
+            response = requests.post(
+                live.url + direction.path, json=direction.body, headers={"anthropic-version": "2023-06-01", **headers}
+            )
             assert response.status_code == 200, (direction.name, headers, response.text)
 
 
 def test_keys_may_be_stored_hashed_and_read_from_a_file(start_bridge, fake, tmp_path):
     keys = tmp_path / "client-keys"
-    keys.write_text(f"# team keys\nalice:{CLIENT_KEY}\n"
-                    f"bob:sha256:{hashlib.sha256(b'sk-bob-secret').hexdigest()}\n")
+    keys.write_text(f"# team keys\nalice:{CLIENT_KEY}\nbob:sha256:{hashlib.sha256(b'sk-bob-secret').hexdigest()}\n")
     live = start_bridge(BRIDGE_CLIENT_KEYS=str(keys))
     for key in (CLIENT_KEY, "sk-bob-secret"):
         fake.reply(answer(CHAT_TO_MESSAGES, stream=False))
@@ -133,10 +156,11 @@ def access_lines():
 
 def test_the_key_name_is_logged_and_no_key_ever_is(start_bridge, fake, caplog, access_lines):
     caplog.set_level(logging.DEBUG)
-    live = start_bridge(BRIDGE_CLIENT_KEYS=f"alice:{CLIENT_KEY}", BRIDGE_LOG_LEVEL="DEBUG",
-                        BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY)
+    live = start_bridge(
+        BRIDGE_CLIENT_KEYS=f"alice:{CLIENT_KEY}", BRIDGE_LOG_LEVEL="DEBUG", BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY
+    )
     fake.reply(answer(CHAT_TO_MESSAGES, stream=False))  # werkzeug may skip closing a stream the client
-    call(CHAT_TO_MESSAGES, live.url, CLIENT_KEY)        # reset, and the access line is written on close
+    call(CHAT_TO_MESSAGES, live.url, CLIENT_KEY)  # reset, and the access line is written on close
     with pytest.raises(openai.AuthenticationError):
         call(CHAT_TO_MESSAGES, live.url, "sk-a-wrong-guess")
     wait_for(lambda: len(access_lines) == 2, "both access lines (written when a response closes)")
@@ -158,8 +182,7 @@ class CountingDigest:
 
 
 @pytest.mark.parametrize("presented", ["sk-first", "sk-last", "sk-nobody", "x", "y" * 5000])
-def test_every_configured_key_is_compared_as_a_fixed_size_digest_whatever_is_presented(
-        monkeypatch, presented):
+def test_every_configured_key_is_compared_as_a_fixed_size_digest_whatever_is_presented(monkeypatch, presented):
     """No early exit on a match, no comparison of the raw guess: the work done does not
     depend on which key matched, how long the guess is or how close it came."""
     configured = settings_module.load({"BRIDGE_CLIENT_KEYS": "a:sk-first, b:sk-middle, c:sk-last"})
@@ -174,10 +197,10 @@ def test_every_configured_key_is_compared_as_a_fixed_size_digest_whatever_is_pre
 
 # --- credentials never forwarded ----------------------------------------------------------------
 
+
 @EACH
 @STREAMED_OR_NOT
-def test_with_a_held_upstream_key_the_clients_credentials_never_go_upstream(start_bridge, fake, direction,
-                                                                             stream):
+def test_with_a_held_upstream_key_the_clients_credentials_never_go_upstream(start_bridge, fake, direction, stream):
     held = {"BRIDGE_OPENAI_API_KEY" if direction.upstream == "openai" else "BRIDGE_ANTHROPIC_API_KEY": UPSTREAM_KEY}
     live = start_bridge(BRIDGE_CLIENT_KEYS=f"ci:{CLIENT_KEY}", **held)
     fake.reply(answer(direction, stream))
@@ -206,7 +229,12 @@ def run_gunicorn_until_it_exits(env, timeout=60):
     environ.update(env, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), "--bind", f"127.0.0.1:{free_port()}"],
-        cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -233,19 +261,42 @@ def test_an_open_relay_starts_when_the_operator_says_so(start_bridge, fake):
 # --- only an allow-list of headers goes upstream ----------------------------------------------------
 
 HOSTILE_HEADERS = {
-    "cookie": "session=marker-cookie", "connection": "keep-alive, x-marker-hop", "x-marker-hop": "marker-hop",
-    "keep-alive": "timeout=marker-5", "te": "trailers, marker-te", "trailer": "x-marker-trailer",
-    "proxy-authorization": "Basic marker-proxy-auth", "proxy-connection": "marker-proxy-conn",
-    "x-forwarded-for": "10.0.0.1, marker-xff", "x-forwarded-host": "marker-xfh.example",
-    "x-forwarded-proto": "marker-xfp", "forwarded": "for=marker-fwd;host=evil.example", "via": "1.1 marker-via",
-    "x-real-ip": "marker-real-ip", "origin": "https://marker-origin.example", "referer": "https://marker-ref.example",
-    "user-agent": "marker-user-agent/1.0", "openai-organization": "org-marker", "openai-project": "proj-marker",
-    "x-stainless-os": "marker-os", "x-claude-code-session-id": "marker-session",
-    "anthropic-dangerous-direct-browser-access": "marker-browser", "x-request-id": "marker-request-id",
+    "cookie": "session=marker-cookie",
+    "connection": "keep-alive, x-marker-hop",
+    "x-marker-hop": "marker-hop",
+    "keep-alive": "timeout=marker-5",
+    "te": "trailers, marker-te",
+    "trailer": "x-marker-trailer",
+    "proxy-authorization": "Basic marker-proxy-auth",
+    "proxy-connection": "marker-proxy-conn",
+    "x-forwarded-for": "10.0.0.1, marker-xff",
+    "x-forwarded-host": "marker-xfh.example",
+    "x-forwarded-proto": "marker-xfp",
+    "forwarded": "for=marker-fwd;host=evil.example",
+    "via": "1.1 marker-via",
+    "x-real-ip": "marker-real-ip",
+    "origin": "https://marker-origin.example",
+    "referer": "https://marker-ref.example",
+    "user-agent": "marker-user-agent/1.0",
+    "openai-organization": "org-marker",
+    "openai-project": "proj-marker",
+    "x-stainless-os": "marker-os",
+    "x-claude-code-session-id": "marker-session",
+    "anthropic-dangerous-direct-browser-access": "marker-browser",
+    "x-request-id": "marker-request-id",
     "x-custom-secret": "marker-custom",
 }
-ALLOWED_UPSTREAM = {"host", "content-type", "content-length", "accept", "accept-encoding", "connection",
-                    "user-agent", "anthropic-version", "anthropic-beta"}
+ALLOWED_UPSTREAM = {
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "accept-encoding",
+    "connection",
+    "user-agent",
+    "anthropic-version",
+    "anthropic-beta",
+}
 
 
 @EACH
@@ -269,10 +320,12 @@ def test_models_forwards_only_allow_listed_headers_in_both_shapes(start_bridge, 
 
 # --- the upstream address comes only from settings ------------------------------------------------
 
+
 def raw_request(url, request_line, headers, body):
     """Send one request exactly as written (an absolute URI, an odd Host) and read the answer."""
     import socket
     from urllib.parse import urlsplit
+
     address = urlsplit(url)
     head = request_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     payload = json.dumps(body).encode()
@@ -289,14 +342,24 @@ def test_host_headers_and_absolute_uris_pointing_elsewhere_change_nothing(bridge
     evil = SlammingDoor()
     try:
         elsewhere = f"127.0.0.1:{evil.port}"
-        for request_line, host in ((f"POST {direction.path}?base_url=http://{elsewhere}/ HTTP/1.1", elsewhere),
-                                   (f"POST http://{elsewhere}{direction.path} HTTP/1.1", elsewhere)):
+        for request_line, host in (
+            (f"POST {direction.path}?base_url=http://{elsewhere}/ HTTP/1.1", elsewhere),
+            (f"POST http://{elsewhere}{direction.path} HTTP/1.1", elsewhere),
+        ):
             fake.reply(answer(direction, stream=False))
-            received = raw_request(bridge.url, request_line, {
-                "host": host, "x-forwarded-host": elsewhere, "forwarded": f"host={elsewhere}",
-                "x-original-url": f"http://{elsewhere}/", "content-type": "application/json",
-                "anthropic-version": "2023-06-01"},
-                {**direction.body, "model": f"http://{elsewhere}/../../v1/steal?x="})
+            received = raw_request(
+                bridge.url,
+                request_line,
+                {
+                    "host": host,
+                    "x-forwarded-host": elsewhere,
+                    "forwarded": f"host={elsewhere}",
+                    "x-original-url": f"http://{elsewhere}/",
+                    "content-type": "application/json",
+                    "anthropic-version": "2023-06-01",
+                },
+                {**direction.body, "model": f"http://{elsewhere}/../../v1/steal?x="},
+            )
             assert received.startswith(b"HTTP/1.1 200"), received[:300]
             upstream_path = "/v1/chat/completions" if direction.upstream == "openai" else "/v1/messages"
             assert fake.last.path == upstream_path
@@ -336,8 +399,9 @@ def test_proxy_variables_in_the_environment_are_ignored(start_bridge, fake, monk
         fake.reply(answer(MESSAGES_TO_CHAT, stream=False))
         with requests.Session() as client:
             client.trust_env = False  # the test's own client must not use the proxy either
-            response = client.post(live.url + MESSAGES_TO_CHAT.path, json=MESSAGES_TO_CHAT.body,
-                                   headers={"x-api-key": "sk-client"})
+            response = client.post(
+                live.url + MESSAGES_TO_CHAT.path, json=MESSAGES_TO_CHAT.body, headers={"x-api-key": "sk-client"}
+            )
         assert response.status_code == 200 and fake.requests and proxy.accepted == 0
     finally:
         proxy.close()

@@ -3,6 +3,7 @@
 The fake replays the recorded Anthropic bodies and streams in
 tests/fixtures/anthropic; every expectation is read from those recordings.
 """
+
 import json
 import socket
 
@@ -14,23 +15,38 @@ import requests
 from bridge import sse
 from bridge.chat_to_messages.stream import StreamTranslator
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (ANTHROPIC_STREAMS, BAD_CHAT_REQUESTS, anthropic_stream_message, chat_to_messages_context,
-                           openai_fold, recorded, recorded_events, translated)
+from tests.helpers import (
+    ANTHROPIC_STREAMS,
+    BAD_CHAT_REQUESTS,
+    anthropic_stream_message,
+    chat_to_messages_context,
+    openai_fold,
+    recorded,
+    recorded_events,
+    translated,
+)
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a place",
-                                            "parameters": {"type": "object",
-                                                           "properties": {"location": {"type": "string"}}}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a place",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+    },
+}
 PELICAN = {"type": "function", "function": {"name": "pelican_name_generator", "parameters": {"type": "object"}}}
 
 
 # -- plain calls --------------------------------------------------------------------------
 
+
 def test_plain_create(openai_client, fake):
     message = recorded("anthropic/text.json")
     fake.reply(fixture("anthropic/text.json"))
     completion = openai_client.chat.completions.create(
-        model="gpt-4o", messages=[{"role": "system", "content": "Be kind."}, USER])
+        model="gpt-4o", messages=[{"role": "system", "content": "Be kind."}, USER]
+    )
     choice = completion.choices[0]
     assert choice.message.content == message["content"][0]["text"]
     assert choice.finish_reason == "stop" and choice.message.tool_calls is None
@@ -40,21 +56,27 @@ def test_plain_create(openai_client, fake):
     sent = fake.last
     assert sent.path == "/v1/messages" and sent.headers["anthropic-version"]
     assert sent.headers["x-api-key"] == "sk-client", "no upstream key held: the client's key is forwarded"
-    assert sent.body == {"model": "gpt-4o", "system": "Be kind.", "max_tokens": 8192,
-                         "messages": [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}]}
+    assert sent.body == {
+        "model": "gpt-4o",
+        "system": "Be kind.",
+        "max_tokens": 8192,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}],
+    }
 
 
 def test_create_with_tools(openai_client, fake):
     message = recorded("anthropic/tool_use.json")
     [use] = [b for b in message["content"] if b["type"] == "tool_use"]
     fake.reply(fixture("anthropic/tool_use.json"))
-    completion = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=[WEATHER],
-                                                       tool_choice="auto")
+    completion = openai_client.chat.completions.create(
+        model="gpt-4o", messages=[USER], tools=[WEATHER], tool_choice="auto"
+    )
     [call] = completion.choices[0].message.tool_calls
     assert (call.id, call.function.name, json.loads(call.function.arguments)) == (use["id"], use["name"], use["input"])
     assert completion.choices[0].finish_reason == "tool_calls"
-    assert fake.last.body["tools"] == [{"name": "get_weather", "description": "Weather for a place",
-                                        "input_schema": WEATHER["function"]["parameters"]}]
+    assert fake.last.body["tools"] == [
+        {"name": "get_weather", "description": "Weather for a place", "input_schema": WEATHER["function"]["parameters"]}
+    ]
     assert fake.last.body["tool_choice"] == {"type": "auto"}
 
 
@@ -72,7 +94,8 @@ def test_reasoning_content_and_refusal_reach_the_sdk(openai_client, fake):
 def test_dropped_parameters_are_named_in_a_response_header(openai_client, fake):
     fake.reply(fixture("anthropic/text.json"))
     raw = openai_client.chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=[USER], seed=7, frequency_penalty=0.5, temperature=0.3, top_p=0.5)
+        model="gpt-4o", messages=[USER], seed=7, frequency_penalty=0.5, temperature=0.3, top_p=0.5
+    )
     assert set(raw.headers["x-bridge-dropped-params"].split(", ")) == {"seed", "frequency_penalty", "top_p"}
     assert raw.parse().choices[0].message.content
 
@@ -83,8 +106,14 @@ def test_response_format_with_the_sdk_parse_helper(openai_client, fake):
         temperature_c: float
 
     answer = {"location": "Paris", "temperature_c": 21.5}
-    fake.reply(json_reply({**recorded("anthropic/tool_use.json"), "content": [
-        {"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}]}))
+    fake.reply(
+        json_reply(
+            {
+                **recorded("anthropic/tool_use.json"),
+                "content": [{"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}],
+            }
+        )
+    )
     completion = openai_client.chat.completions.parse(model="gpt-4o", messages=[USER], response_format=Weather)
     assert completion.choices[0].message.parsed == Weather(**answer)
     assert completion.choices[0].finish_reason == "stop"
@@ -95,6 +124,7 @@ def test_response_format_with_the_sdk_parse_helper(openai_client, fake):
 
 # -- streams ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ANTHROPIC_STREAMS)
 def test_stream_with_include_usage_for_every_recorded_stream(openai_client, fake, name):
     """The SDK over HTTP folds what the stream translator makes of the recording (test_chat_to_messages_stream
@@ -102,8 +132,9 @@ def test_stream_with_include_usage_for_every_recorded_stream(openai_client, fake
     context = chat_to_messages_context(stream=True, include_usage=True)
     expected = openai_fold(translated(StreamTranslator(context), recorded_events(name)))
     fake.reply(fixture(name))
-    stream = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True,
-                                                   stream_options={"include_usage": True})
+    stream = openai_client.chat.completions.create(
+        model="gpt-4o", messages=[USER], stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage
@@ -119,8 +150,9 @@ def test_stream_without_include_usage_has_no_usage_chunk(openai_client, fake):
 
 def test_midstream_error_reaches_the_sdk_after_the_text_so_far(openai_client, fake):
     fake.reply(fixture("anthropic/error_midstream_overloaded.sse"))
-    stream = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True,
-                                                   stream_options={"include_usage": True})
+    stream = openai_client.chat.completions.create(
+        model="gpt-4o", messages=[USER], stream=True, stream_options={"include_usage": True}
+    )
     received = []
     with pytest.raises(openai.APIError) as caught:
         for chunk in stream:
@@ -144,7 +176,8 @@ def test_stream_helper_accumulates_tool_arguments_into_valid_json(openai_client,
         final = stream.get_final_completion()
     got = final.choices[0].message.tool_calls
     assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in got] == [
-        (call["id"], call["name"], call["input"]) for call in calls]
+        (call["id"], call["name"], call["input"]) for call in calls
+    ]
     assert [e.index for e in done] == list(range(len(calls)))
     assert final.choices[0].finish_reason == "tool_calls"
 
@@ -153,12 +186,18 @@ def test_the_response_ends_at_done_even_when_the_upstream_holds_its_connection_o
     """After message_stop nothing may follow [DONE]: no keep-alive, no timeout error, no wait for the upstream."""
     live = start_bridge(BRIDGE_READ_TIMEOUT=1, BRIDGE_PING_INTERVAL=0.05)
     recorded = fixture("anthropic/text.sse").events
-    fake.reply(Reply(headers={"content-type": "text/event-stream"}, stall_after=len(recorded),
-                     events=[*recorded, sse.encode('{"type": "ping"}', event="ping")]))
-    response = requests.post(f"{live.url}/v1/chat/completions", stream=True, json={
-        "model": "gpt-4o", "messages": [USER], "stream": True})
+    fake.reply(
+        Reply(
+            headers={"content-type": "text/event-stream"},
+            stall_after=len(recorded),
+            events=[*recorded, sse.encode('{"type": "ping"}', event="ping")],
+        )
+    )
+    response = requests.post(
+        f"{live.url}/v1/chat/completions", stream=True, json={"model": "gpt-4o", "messages": [USER], "stream": True}
+    )
     body = response.content.decode()
-    assert body.rstrip("\n").endswith("data: [DONE]"), body[body.find("[DONE]"):]
+    assert body.rstrip("\n").endswith("data: [DONE]"), body[body.find("[DONE]") :]
 
 
 def test_a_client_gets_sse_comment_keepalives_while_the_upstream_only_pings(start_bridge, fake):
@@ -166,10 +205,10 @@ def test_a_client_gets_sse_comment_keepalives_while_the_upstream_only_pings(star
     live = start_bridge(BRIDGE_PING_INTERVAL="0.25")
     events = fixture("anthropic/text.sse").events
     pings = [b'event: ping\ndata: {"type": "ping"}\n\n'] * 6
-    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=events[:1] + pings + events[1:],
-                     pace=0.1))
-    response = requests.post(f"{live.url}/v1/chat/completions", stream=True, json={
-        "model": "gpt-4o", "messages": [USER], "stream": True})
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=events[:1] + pings + events[1:], pace=0.1))
+    response = requests.post(
+        f"{live.url}/v1/chat/completions", stream=True, json={"model": "gpt-4o", "messages": [USER], "stream": True}
+    )
     lines = response.content.decode().split("\n")
     assert response.headers["content-type"].startswith("text/event-stream")
     assert lines.count(": keep-alive") >= 1
@@ -178,9 +217,14 @@ def test_a_client_gets_sse_comment_keepalives_while_the_upstream_only_pings(star
 
 # -- errors -------------------------------------------------------------------------------
 
-ERRORS = [("error_400.json", openai.BadRequestError, 400), ("error_401.json", openai.AuthenticationError, 401),
-          ("error_404.json", openai.NotFoundError, 404), ("error_429.json", openai.RateLimitError, 429),
-          ("error_500.json", openai.InternalServerError, 500), ("error_529.json", openai.InternalServerError, 503)]
+ERRORS = [
+    ("error_400.json", openai.BadRequestError, 400),
+    ("error_401.json", openai.AuthenticationError, 401),
+    ("error_404.json", openai.NotFoundError, 404),
+    ("error_429.json", openai.RateLimitError, 429),
+    ("error_500.json", openai.InternalServerError, 500),
+    ("error_529.json", openai.InternalServerError, 503),
+]
 
 
 @pytest.mark.parametrize("name, error_class, status", ERRORS)
@@ -194,37 +238,63 @@ def test_upstream_errors_raise_the_sdk_error_class(openai_client, fake, name, er
 
 
 def test_permission_error_raises_permission_denied(openai_client, fake):
-    fake.reply(json_reply({"type": "error", "error": {
-        "type": "permission_error", "message": "Your API key does not have permission to use the specified resource."}},
-        403))
+    fake.reply(
+        json_reply(
+            {
+                "type": "error",
+                "error": {
+                    "type": "permission_error",
+                    "message": "Your API key does not have permission to use the specified resource.",
+                },
+            },
+            403,
+        )
+    )
     with pytest.raises(openai.PermissionDeniedError) as caught:
         openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
     assert "permission" in caught.value.message and caught.value.status_code == 403
 
 
 def test_request_too_large_is_a_413(openai_client, fake):
-    fake.reply(json_reply({"type": "error", "error": {"type": "request_too_large",
-                                                       "message": "Request exceeds the maximum allowed size."}}, 413))
+    fake.reply(
+        json_reply(
+            {
+                "type": "error",
+                "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed size."},
+            },
+            413,
+        )
+    )
     with pytest.raises(openai.APIStatusError) as caught:
         openai_client.chat.completions.create(model="gpt-4o", messages=[USER])
     assert caught.value.status_code == 413
 
 
-ANTHROPIC_OVERFLOWS = ["prompt is too long: 210000 tokens > 200000 maximum",
-                       "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input "
-                       "length or `max_tokens` and try again"]
+ANTHROPIC_OVERFLOWS = [
+    "prompt is too long: 210000 tokens > 200000 maximum",
+    "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input "
+    "length or `max_tokens` and try again",
+]
 
 
 @pytest.mark.parametrize("message", ANTHROPIC_OVERFLOWS, ids=["prompt", "prompt-and-max_tokens"])
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
 def test_an_anthropic_overflow_is_context_length_exceeded_for_the_sdk(openai_client, fake, message, stream):
     """The code LangChain, the Agents SDK and others trim the conversation on; Anthropic's text stays."""
-    fake.reply(json_reply({"type": "error", "error": {"type": "invalid_request_error", "message": message},
-                           "request_id": "req_011"}, 400, {"x-should-retry": "false"}))
+    fake.reply(
+        json_reply(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_011"},
+            400,
+            {"x-should-retry": "false"},
+        )
+    )
     with pytest.raises(openai.BadRequestError) as caught:
         openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=stream)
-    assert (caught.value.code, caught.value.param, caught.value.body["message"]) == \
-        ("context_length_exceeded", "messages", message)
+    assert (caught.value.code, caught.value.param, caught.value.body["message"]) == (
+        "context_length_exceeded",
+        "messages",
+        message,
+    )
 
 
 def test_an_anthropic_overflow_mid_stream_is_context_length_exceeded_in_the_error_chunk(openai_client, fake):
@@ -233,8 +303,11 @@ def test_an_anthropic_overflow_mid_stream_is_context_length_exceeded_in_the_erro
     fake.reply(fixture("anthropic/text.sse", events=[*head, sse.encode(json.dumps(error), event="error")]))
     with pytest.raises(openai.APIError) as caught:
         list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
-    assert (caught.value.code, caught.value.param, caught.value.message) == \
-        ("context_length_exceeded", "messages", ANTHROPIC_OVERFLOWS[0])
+    assert (caught.value.code, caught.value.param, caught.value.message) == (
+        "context_length_exceeded",
+        "messages",
+        ANTHROPIC_OVERFLOWS[0],
+    )
 
 
 def test_stream_errors_before_the_first_byte_are_http_errors(openai_client, fake):
@@ -265,6 +338,7 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504(start_bridge, fake):
 
 # -- conversations ------------------------------------------------------------------------
 
+
 def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
     """The model calls two tools at once; both answers reach Anthropic as one user turn."""
     fake.reply(json_reply(anthropic_stream_message("anthropic/tool_use_parallel.sse")), fixture("anthropic/text.json"))
@@ -277,15 +351,16 @@ def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
         if completion.choices[0].finish_reason != "tool_calls":
             break
         assert len(message.tool_calls) == 2
-        messages += [{"role": "tool", "tool_call_id": call.id, "content": next(names)}
-                     for call in message.tool_calls]
+        messages += [{"role": "tool", "tool_call_id": call.id, "content": next(names)} for call in message.tool_calls]
     assert completion.choices[0].finish_reason == "stop" and len(fake.requests) == 2
     ids = [b["id"] for b in anthropic_stream_message("anthropic/tool_use_parallel.sse")["content"]]
     second = fake.requests[1].body["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert [(b["type"], b["id"]) for b in second[1]["content"]] == [("tool_use", i) for i in ids]
-    assert second[2]["content"] == [{"type": "tool_result", "tool_use_id": ids[0], "content": "Pelly"},
-                                    {"type": "tool_result", "tool_use_id": ids[1], "content": "Beaky"}]
+    assert second[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": ids[0], "content": "Pelly"},
+        {"type": "tool_result", "tool_use_id": ids[1], "content": "Beaky"},
+    ]
 
 
 def test_streamed_agent_loop_with_the_stream_helper(openai_client, fake):
@@ -308,18 +383,25 @@ def test_thinking_with_tools_round_trips_through_the_echoed_message(openai_clien
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(json_reply(answer), fixture("anthropic/text.json"))
     messages = [USER]
-    first = openai_client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools,
-                                                  reasoning_effort="low")
-    messages += [first.choices[0].message, {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id,
-                                            "content": "1.2.3"}]
-    raw = openai_client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=tools,
-                                                                  reasoning_effort="low")
+    first = openai_client.chat.completions.create(
+        model="gpt-4o", messages=messages, tools=tools, reasoning_effort="low"
+    )
+    messages += [
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id, "content": "1.2.3"},
+    ]
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=messages, tools=tools, reasoning_effort="low"
+    )
     assert raw.parse().choices[0].finish_reason == "stop"
     assert "x-bridge-dropped-params" not in raw.headers
     sent = fake.requests[1].body
     assert sent["thinking"]["type"] == "enabled"
-    assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": thinking["thinking"],
-                                                 "signature": thinking["signature"]}
+    assert sent["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": thinking["thinking"],
+        "signature": thinking["signature"],
+    }
 
 
 def test_streamed_thinking_with_tools_round_trips_through_the_stream_helper(openai_client, fake):
@@ -328,17 +410,22 @@ def test_streamed_thinking_with_tools_round_trips_through_the_stream_helper(open
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(fixture("anthropic/thinking_tool_use.sse"), fixture("anthropic/text.sse"))
     messages = [USER]
-    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=tools,
-                                               reasoning_effort="low") as stream:
+    with openai_client.chat.completions.stream(
+        model="gpt-4o", messages=messages, tools=tools, reasoning_effort="low"
+    ) as stream:
         first = stream.get_final_completion().choices[0].message
     messages += [first, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "1.2.3"}]
-    with openai_client.chat.completions.stream(model="gpt-4o", messages=messages, tools=tools,
-                                               reasoning_effort="low") as stream:
+    with openai_client.chat.completions.stream(
+        model="gpt-4o", messages=messages, tools=tools, reasoning_effort="low"
+    ) as stream:
         assert stream.get_final_completion().choices[0].finish_reason == "stop"
     sent = fake.requests[1].body
     assert sent["thinking"]["type"] == "enabled"
-    assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": thinking["thinking"],
-                                                 "signature": thinking["signature"]}
+    assert sent["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": thinking["thinking"],
+        "signature": thinking["signature"],
+    }
 
 
 def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(openai_client, fake):
@@ -346,13 +433,22 @@ def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(ope
     answer = anthropic_stream_message("anthropic/thinking_tool_use.sse")
     tools = [{"type": "function", "function": {"name": "fixed_version"}}]
     fake.reply(json_reply(answer), fixture("anthropic/text.json"))
-    first = openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=tools,
-                                                  reasoning_effort="low").choices[0].message
-    plain = {"role": "assistant", "content": first.content,
-             "tool_calls": [call.model_dump() for call in first.tool_calls]}
+    first = (
+        openai_client.chat.completions.create(model="gpt-4o", messages=[USER], tools=tools, reasoning_effort="low")
+        .choices[0]
+        .message
+    )
+    plain = {
+        "role": "assistant",
+        "content": first.content,
+        "tool_calls": [call.model_dump() for call in first.tool_calls],
+    }
     raw = openai_client.chat.completions.with_raw_response.create(
-        model="gpt-4o", tools=tools, reasoning_effort="low",
-        messages=[USER, plain, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "1.2.3"}])
+        model="gpt-4o",
+        tools=tools,
+        reasoning_effort="low",
+        messages=[USER, plain, {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "1.2.3"}],
+    )
     assert raw.parse().choices[0].finish_reason == "stop"
     assert raw.headers["x-bridge-dropped-params"] == "reasoning_effort"
     sent = fake.requests[1].body
@@ -362,14 +458,24 @@ def test_thinking_with_tools_still_works_when_the_client_drops_the_extension(ope
 
 # -- bad input ----------------------------------------------------------------------------
 
+
 def _bad_requests():
     translated = {
-        "every message empty": ({"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]},
-                                "messages", "empty"),
+        "every message empty": (
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]},
+            "messages",
+            "empty",
+        ),
         "response_format tool named like a function": (
-            {"model": "gpt-4o", "messages": [USER], "tools": [WEATHER],
-             "response_format": {"type": "json_schema", "json_schema": {"name": "get_weather"}}},
-            "response_format", "get_weather"),
+            {
+                "model": "gpt-4o",
+                "messages": [USER],
+                "tools": [WEATHER],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "get_weather"}},
+            },
+            "response_format",
+            "get_weather",
+        ),
     }
     return {**BAD_CHAT_REQUESTS, **translated}
 
@@ -388,8 +494,9 @@ def test_bad_input_is_a_400_in_openai_shape_naming_the_field(openai_client, fake
 
 
 def test_a_body_that_is_not_json_is_a_400_in_openai_shape(bridge, fake):
-    response = requests.post(f"{bridge.url}/v1/chat/completions", data=b"{not json",
-                             headers={"content-type": "application/json"})
+    response = requests.post(
+        f"{bridge.url}/v1/chat/completions", data=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and "error" in response.json()
 
 
@@ -399,4 +506,3 @@ def test_a_paced_stream_arrives_whole(openai_client, fake):
     chunks = list(openai_client.chat.completions.create(model="gpt-4o", messages=[USER], stream=True))
     [text] = anthropic_stream_message("anthropic/text.sse")["content"]
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == text["text"]
-

@@ -1,21 +1,32 @@
 """Chat request -> Messages request, one test per rule (bridge/chat_to_messages/request.py)."""
+
 import base64
 import json
 import re
 
 import pytest
 
-from bridge.chat_to_messages.request import (JSON_OBJECT_TOOL, MIN_THINKING_BUDGET, THINKING_BUDGETS,
-                                             anthropic_tool_id, to_messages_request)
+from bridge.chat_to_messages.request import (
+    JSON_OBJECT_TOOL,
+    MIN_THINKING_BUDGET,
+    THINKING_BUDGETS,
+    anthropic_tool_id,
+    to_messages_request,
+)
 from bridge.errors import BridgeError
 from bridge.schemas.openai import validate_chat
 from bridge.settings import Settings
 
-SETTINGS = Settings(model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")),
-                    default_max_tokens=4000)
+SETTINGS = Settings(model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")), default_max_tokens=4000)
 USER = {"role": "user", "content": "What is the weather in Paris?"}
-TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
@@ -39,6 +50,7 @@ def signed(text="Let me check.", signature="EqQBCkYIBxgCKkB/sig=="):
 
 # -- placement ----------------------------------------------------------------------------
 
+
 def test_one_system_message_becomes_the_system_string():
     out, _ = translate({"role": "system", "content": "Be brief."}, USER)
     assert out["system"] == "Be brief."
@@ -46,28 +58,47 @@ def test_one_system_message_becomes_the_system_string():
 
 
 def test_system_and_developer_parts_anywhere_become_system_blocks_never_user_turns():
-    out, _ = translate({"role": "system", "content": "Be brief."}, USER,
-                       {"role": "developer", "content": [{"type": "text", "text": "Use metric units."},
-                                                         {"type": "text", "text": "Cite sources."}]},
-                       {"role": "assistant", "content": "Sunny."},
-                       {"role": "system", "content": "Stay polite."}, {"role": "user", "content": "Thanks"})
-    assert out["system"] == [{"type": "text", "text": t} for t in
-                             ("Be brief.", "Use metric units.", "Cite sources.", "Stay polite.")]
+    out, _ = translate(
+        {"role": "system", "content": "Be brief."},
+        USER,
+        {
+            "role": "developer",
+            "content": [{"type": "text", "text": "Use metric units."}, {"type": "text", "text": "Cite sources."}],
+        },
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "system", "content": "Stay polite."},
+        {"role": "user", "content": "Thanks"},
+    )
+    assert out["system"] == [
+        {"type": "text", "text": t} for t in ("Be brief.", "Use metric units.", "Cite sources.", "Stay polite.")
+    ]
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
     assert "Be brief." not in json.dumps(out["messages"])
 
 
 def test_user_data_url_image_becomes_a_base64_image_block():
-    out, _ = translate({"role": "user", "content": [
-        {"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": PNG, "detail": "low"}}]})
+    out, _ = translate(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": PNG, "detail": "low"}},
+            ],
+        }
+    )
     assert out["messages"][0]["content"] == [
         {"type": "text", "text": "What is this?"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]}}]
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]}},
+    ]
 
 
 # The first bytes of each image format Anthropic takes (file signatures), padded to a few dozen bytes.
-SIGNATURES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
-              "image/gif": b"GIF89a", "image/webp": b"RIFF\x24\x00\x00\x00WEBPVP8 "}
+SIGNATURES = {
+    "image/png": b"\x89PNG\r\n\x1a\n",
+    "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+    "image/gif": b"GIF89a",
+    "image/webp": b"RIFF\x24\x00\x00\x00WEBPVP8 ",
+}
 
 
 @pytest.mark.parametrize("label", ["image/jpg", "image/png", "application/octet-stream"])
@@ -76,8 +107,9 @@ def test_a_data_url_image_is_sent_with_the_type_its_bytes_show(label, actual):
     """OpenAI reads the image and ignores the label (image/jpg is common); Anthropic refuses a label that
     is not one of its four types or does not match the bytes."""
     data = base64.b64encode(SIGNATURES[actual] + bytes(32)).decode()
-    out, _ = translate({"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": f"data:{label};base64,{data}"}}]})
+    out, _ = translate(
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:{label};base64,{data}"}}]}
+    )
     assert out["messages"][0]["content"][0]["source"] == {"type": "base64", "media_type": actual, "data": data}
 
 
@@ -88,20 +120,34 @@ def test_user_https_image_becomes_a_url_image_block():
 
 
 def test_pdf_file_part_becomes_a_document_block_titled_by_its_filename():
-    out, _ = translate({"role": "user", "content": [
-        {"type": "file", "file": {"file_data": PDF, "filename": "report.pdf"}}, {"type": "text", "text": "Sum up"}]})
+    out, _ = translate(
+        {
+            "role": "user",
+            "content": [
+                {"type": "file", "file": {"file_data": PDF, "filename": "report.pdf"}},
+                {"type": "text", "text": "Sum up"},
+            ],
+        }
+    )
     assert out["messages"][0]["content"][0] == {
-        "type": "document", "title": "report.pdf",
-        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF.split(",", 1)[1]}}
+        "type": "document",
+        "title": "report.pdf",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF.split(",", 1)[1]},
+    }
 
 
 def test_assistant_text_and_tool_calls_become_text_and_tool_use_with_parsed_input():
     arguments = '{"city": "Paris", "units": {"temp": "C"}, "days": [1, 2]}'
-    out, _ = translate(USER, {"role": "assistant", "content": "Checking.", "tool_calls": [call(arguments=arguments)]},
-                       tool_reply())
-    assert out["messages"][1] == {"role": "assistant", "content": [
-        {"type": "text", "text": "Checking."},
-        {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": json.loads(arguments)}]}
+    out, _ = translate(
+        USER, {"role": "assistant", "content": "Checking.", "tool_calls": [call(arguments=arguments)]}, tool_reply()
+    )
+    assert out["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": json.loads(arguments)},
+        ],
+    }
 
 
 def test_a_models_integers_in_arguments_stay_exact_however_long():
@@ -116,30 +162,46 @@ def test_assistant_with_null_content_and_tool_calls_is_tool_use_only():
 
 
 def test_consecutive_tool_messages_become_one_user_turn_results_first_then_user_content():
-    out, _ = translate(USER, {"role": "assistant", "tool_calls": [call("call_a"), call("call_b")]},
-                       tool_reply("call_a", "sunny"), tool_reply("call_b", [{"type": "text", "text": "windy"}]),
-                       {"role": "user", "content": "And tomorrow?"})
-    assert out["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "call_a", "content": "sunny"},
-        {"type": "tool_result", "tool_use_id": "call_b", "content": [{"type": "text", "text": "windy"}]},
-        {"type": "text", "text": "And tomorrow?"}]}
+    out, _ = translate(
+        USER,
+        {"role": "assistant", "tool_calls": [call("call_a"), call("call_b")]},
+        tool_reply("call_a", "sunny"),
+        tool_reply("call_b", [{"type": "text", "text": "windy"}]),
+        {"role": "user", "content": "And tomorrow?"},
+    )
+    assert out["messages"][2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "call_a", "content": "sunny"},
+            {"type": "tool_result", "tool_use_id": "call_b", "content": [{"type": "text", "text": "windy"}]},
+            {"type": "text", "text": "And tomorrow?"},
+        ],
+    }
     assert len(out["messages"]) == 3
 
 
 def test_consecutive_same_role_messages_merge_into_one_turn():
-    out, _ = translate(USER, {"role": "user", "content": "Quickly."},
-                       {"role": "assistant", "content": "Sunny"}, {"role": "assistant", "content": "and warm."},
-                       {"role": "user", "content": "Thanks"})
+    out, _ = translate(
+        USER,
+        {"role": "user", "content": "Quickly."},
+        {"role": "assistant", "content": "Sunny"},
+        {"role": "assistant", "content": "and warm."},
+        {"role": "user", "content": "Thanks"},
+    )
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
     assert [b["text"] for b in out["messages"][0]["content"]] == [USER["content"], "Quickly."]
     assert [b["text"] for b in out["messages"][1]["content"]] == ["Sunny", "and warm."]
 
 
 def test_empty_text_parts_and_empty_messages_are_dropped():
-    out, _ = translate({"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Hi"}]},
-                       {"role": "assistant", "content": ""}, {"role": "user", "content": "Still there?"})
-    assert out["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hi"},
-                                                            {"type": "text", "text": "Still there?"}]}]
+    out, _ = translate(
+        {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "Still there?"},
+    )
+    assert out["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "Still there?"}]}
+    ]
 
 
 def test_a_conversation_of_empty_messages_is_a_400():
@@ -159,19 +221,24 @@ def test_a_final_assistant_prefill_loses_trailing_whitespace():
 
 
 def test_assistant_refusal_is_kept_as_text():
-    out, _ = translate(USER, {"role": "assistant", "content": None, "refusal": "I can't help with that."},
-                       {"role": "user", "content": "Why?"})
+    out, _ = translate(
+        USER,
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "user", "content": "Why?"},
+    )
     assert out["messages"][1]["content"] == [{"type": "text", "text": "I can't help with that."}]
 
 
 def test_cache_control_on_a_part_is_kept():
     marker = {"type": "ephemeral"}
-    out, _ = translate({"role": "system", "content": [{"type": "text", "text": "Long rules", "cache_control": marker}]},
-                       USER)
+    out, _ = translate(
+        {"role": "system", "content": [{"type": "text", "text": "Long rules", "cache_control": marker}]}, USER
+    )
     assert out["system"] == [{"type": "text", "text": "Long rules", "cache_control": marker}]
 
 
 # -- tool ids -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("chat_id", ["call_abc-123", "functions.get_weather:0", "call/1 2", "tool.ü"])
 def test_tool_ids_are_valid_for_anthropic_and_the_call_stays_linked_to_its_result(chat_id):
@@ -190,27 +257,38 @@ def test_tool_id_cleaning_is_deterministic_and_keeps_distinct_ids_distinct():
 
 # -- tools --------------------------------------------------------------------------------
 
+
 def test_function_tools_become_anthropic_tools():
     out, _ = translate(tools=[TOOL, {"type": "function", "function": {"name": "now"}}])
     assert out["tools"] == [
-        {"name": "get_weather", "description": "Weather for a city",
-         "input_schema": TOOL["function"]["parameters"]},
-        {"name": "now", "input_schema": {"type": "object"}}]
+        {"name": "get_weather", "description": "Weather for a city", "input_schema": TOOL["function"]["parameters"]},
+        {"name": "now", "input_schema": {"type": "object"}},
+    ]
     assert "tool_choice" not in out
 
 
-@pytest.mark.parametrize("chat_choice, anthropic_choice", [
-    ("auto", {"type": "auto"}), ("none", {"type": "none"}), ("required", {"type": "any"}),
-    ({"type": "function", "function": {"name": "get_weather"}}, {"type": "tool", "name": "get_weather"})])
+@pytest.mark.parametrize(
+    "chat_choice, anthropic_choice",
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        ({"type": "function", "function": {"name": "get_weather"}}, {"type": "tool", "name": "get_weather"}),
+    ],
+)
 def test_tool_choice_maps(chat_choice, anthropic_choice):
     out, _ = translate(tools=[TOOL], tool_choice=chat_choice)
     assert out["tool_choice"] == anthropic_choice
 
 
-@pytest.mark.parametrize("chat_choice, anthropic_choice", [
-    (None, {"type": "auto", "disable_parallel_tool_use": True}),
-    ("required", {"type": "any", "disable_parallel_tool_use": True}),
-    ("none", {"type": "none"})])
+@pytest.mark.parametrize(
+    "chat_choice, anthropic_choice",
+    [
+        (None, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("required", {"type": "any", "disable_parallel_tool_use": True}),
+        ("none", {"type": "none"}),
+    ],
+)
 def test_parallel_tool_calls_false_disables_parallel_tool_use(chat_choice, anthropic_choice):
     out, _ = translate(tools=[TOOL], tool_choice=chat_choice, parallel_tool_calls=False)
     assert out["tool_choice"] == anthropic_choice
@@ -229,18 +307,24 @@ def test_strict_tools_are_reported_as_dropped():
 
 # -- response_format ----------------------------------------------------------------------
 
+
 def test_json_object_is_a_forced_tool_whose_input_is_the_answer():
     out, context = translate(response_format={"type": "json_object"})
-    assert out["tools"] == [{"name": JSON_OBJECT_TOOL, "description": out["tools"][0]["description"],
-                             "input_schema": {"type": "object"}}]
+    assert out["tools"] == [
+        {"name": JSON_OBJECT_TOOL, "description": out["tools"][0]["description"], "input_schema": {"type": "object"}}
+    ]
     assert out["tool_choice"] == {"type": "tool", "name": JSON_OBJECT_TOOL}
     assert context.json_tool == JSON_OBJECT_TOOL
 
 
 def test_json_schema_is_a_forced_tool_named_and_shaped_by_the_schema():
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    out, context = translate(response_format={"type": "json_schema", "json_schema": {
-        "name": "place", "description": "Where", "schema": schema, "strict": True}})
+    out, context = translate(
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "place", "description": "Where", "schema": schema, "strict": True},
+        }
+    )
     assert out["tools"] == [{"name": "place", "description": "Where", "input_schema": schema}]
     assert out["tool_choice"] == {"type": "tool", "name": "place"} and context.json_tool == "place"
     assert context.dropped == ["strict"], "adherence to the schema is not guaranteed upstream: said so"
@@ -265,6 +349,7 @@ def test_json_schema_named_like_a_function_is_a_400():
 
 # -- sampling and limits ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stop, sequences", [("END", ["END"]), (["END", "###"], ["END", "###"])])
 def test_stop_becomes_stop_sequences(stop, sequences):
     out, _ = translate(stop=stop)
@@ -276,9 +361,14 @@ def test_whitespace_only_stop_sequences_are_dropped_and_reported():
     assert out["stop_sequences"] == ["END"] and "stop" in context.dropped
 
 
-@pytest.mark.parametrize("params, expected", [
-    ({"max_completion_tokens": 300, "max_tokens": 200}, 300), ({"max_tokens": 200}, 200),
-    ({}, SETTINGS.default_max_tokens)])
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"max_completion_tokens": 300, "max_tokens": 200}, 300),
+        ({"max_tokens": 200}, 200),
+        ({}, SETTINGS.default_max_tokens),
+    ],
+)
 def test_max_tokens_from_max_completion_tokens_then_max_tokens_then_the_default(params, expected):
     out, _ = translate(**params)
     assert out["max_tokens"] == expected
@@ -305,10 +395,16 @@ def test_top_k_from_extra_body_is_honoured():
     assert out["top_k"] == 40
 
 
-@pytest.mark.parametrize("params, user", [
-    ({"user": "u-1"}, "u-1"), ({"safety_identifier": "s-1"}, "s-1"),
-    ({"user": "u-1", "safety_identifier": "s-1"}, "s-1"),
-    ({"user": "alice@example.com"}, "alice@example.com"), ({"user": "u" * 300}, "u" * 300)])
+@pytest.mark.parametrize(
+    "params, user",
+    [
+        ({"user": "u-1"}, "u-1"),
+        ({"safety_identifier": "s-1"}, "s-1"),
+        ({"user": "u-1", "safety_identifier": "s-1"}, "s-1"),
+        ({"user": "alice@example.com"}, "alice@example.com"),
+        ({"user": "u" * 300}, "u" * 300),
+    ],
+)
 def test_user_and_safety_identifier_become_an_opaque_metadata_user_id(params, user):
     """Anthropic wants an opaque id and refuses an e-mail address or more than 256 characters;
     OpenAI clients often send an e-mail address as `user`."""
@@ -319,9 +415,19 @@ def test_user_and_safety_identifier_become_an_opaque_metadata_user_id(params, us
 
 
 def test_hint_only_and_unknown_parameters_are_dropped_and_named():
-    hints = {"frequency_penalty": 0.5, "presence_penalty": 0.1, "seed": 7, "logit_bias": {"50256": -100},
-             "service_tier": "auto", "store": True, "prediction": {"type": "content", "content": "x"},
-             "metadata": {"k": "v"}, "verbosity": "low", "prompt_cache_key": "k", "brand_new_param": 1}
+    hints = {
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.1,
+        "seed": 7,
+        "logit_bias": {"50256": -100},
+        "service_tier": "auto",
+        "store": True,
+        "prediction": {"type": "content", "content": "x"},
+        "metadata": {"k": "v"},
+        "verbosity": "low",
+        "prompt_cache_key": "k",
+        "brand_new_param": 1,
+    }
     out, context = translate(**hints)
     assert sorted(context.dropped) == sorted(hints)
     assert not set(hints) & set(out)
@@ -345,6 +451,7 @@ def test_stream_and_include_usage_reach_the_context():
 
 # -- reasoning ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("effort", THINKING_BUDGETS)
 @pytest.mark.parametrize("cap", [None, 500, 1500, 3000, 20000, 100000])
 def test_reasoning_effort_becomes_a_thinking_budget_that_fits_max_tokens(effort, cap):
@@ -353,9 +460,9 @@ def test_reasoning_effort_becomes_a_thinking_budget_that_fits_max_tokens(effort,
     assert out["thinking"]["type"] == "enabled"
     assert MIN_THINKING_BUDGET <= budget <= THINKING_BUDGETS[effort]
     assert budget < out["max_tokens"]
-    if cap is None:   # the default bounds the answer, the budget comes on top
+    if cap is None:  # the default bounds the answer, the budget comes on top
         assert out["max_tokens"] == SETTINGS.default_max_tokens + budget
-    elif cap >= 2 * MIN_THINKING_BUDGET:   # the client's cap is kept; thinking takes at most half
+    elif cap >= 2 * MIN_THINKING_BUDGET:  # the client's cap is kept; thinking takes at most half
         assert out["max_tokens"] == cap and budget <= cap // 2
 
 
@@ -379,33 +486,53 @@ def test_anthropic_thinking_from_extra_body_is_honoured_and_max_tokens_raised_ab
 
 
 def test_thinking_is_left_off_when_the_last_tool_use_turn_carries_no_signed_thinking():
-    out, context = translate(USER, {"role": "assistant", "tool_calls": [call()]}, tool_reply(),
-                             reasoning_effort="medium", temperature=0.3)
+    out, context = translate(
+        USER, {"role": "assistant", "tool_calls": [call()]}, tool_reply(), reasoning_effort="medium", temperature=0.3
+    )
     assert "thinking" not in out and "reasoning_effort" in context.dropped
     assert out["temperature"] == 0.3 and out["max_tokens"] == SETTINGS.default_max_tokens
 
 
 def test_echoed_thinking_blocks_go_first_byte_exact_and_keep_thinking_on():
     blocks = [signed(), {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}]
-    out, context = translate(USER, {"role": "assistant", "content": "Checking.", "tool_calls": [call()],
-                                    "reasoning_content": "Let me check.", "thinking_blocks": blocks},
-                             tool_reply(), reasoning_effort="medium")
+    out, context = translate(
+        USER,
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [call()],
+            "reasoning_content": "Let me check.",
+            "thinking_blocks": blocks,
+        },
+        tool_reply(),
+        reasoning_effort="medium",
+    )
     assert out["messages"][1]["content"][:2] == blocks
     assert [b["type"] for b in out["messages"][1]["content"][2:]] == ["text", "tool_use"]
     assert out["thinking"]["type"] == "enabled" and context.dropped == []
 
 
 def test_unsigned_thinking_is_never_sent_and_never_given_a_signature():
-    out, context = translate(USER, {"role": "assistant", "tool_calls": [call()],
-                                    "thinking_blocks": [{"type": "thinking", "thinking": "hmm", "signature": ""}]},
-                             tool_reply(), reasoning_effort="low")
+    out, context = translate(
+        USER,
+        {
+            "role": "assistant",
+            "tool_calls": [call()],
+            "thinking_blocks": [{"type": "thinking", "thinking": "hmm", "signature": ""}],
+        },
+        tool_reply(),
+        reasoning_effort="low",
+    )
     assert [b["type"] for b in out["messages"][1]["content"]] == ["tool_use"]
     assert "thinking" not in out and "reasoning_effort" in context.dropped
 
 
 def test_reasoning_only_assistant_message_is_dropped():
-    out, _ = translate(USER, {"role": "assistant", "content": None, "thinking_blocks": [signed()]},
-                       {"role": "user", "content": "Go on"})
+    out, _ = translate(
+        USER,
+        {"role": "assistant", "content": None, "thinking_blocks": [signed()]},
+        {"role": "user", "content": "Go on"},
+    )
     assert [m["role"] for m in out["messages"]] == ["user"]
 
 
@@ -434,14 +561,20 @@ def test_a_prefill_of_only_thinking_and_whitespace_is_no_prefill(params, text):
 
 
 def test_a_prefill_loses_trailing_whitespace_across_its_last_text_blocks():
-    out, _ = translate(USER, {"role": "assistant", "content": [{"type": "text", "text": "The answer is "},
-                                                               {"type": "text", "text": " \n"}]})
+    out, _ = translate(
+        USER,
+        {"role": "assistant", "content": [{"type": "text", "text": "The answer is "}, {"type": "text", "text": " \n"}]},
+    )
     assert out["messages"][-1]["content"] == [{"type": "text", "text": "The answer is"}]
 
 
 def test_a_system_message_between_a_call_and_its_results_is_hoisted_without_breaking_the_link():
-    out, _ = translate(USER, {"role": "assistant", "tool_calls": [call()]},
-                       {"role": "system", "content": "Results follow."}, tool_reply())
+    out, _ = translate(
+        USER,
+        {"role": "assistant", "tool_calls": [call()]},
+        {"role": "system", "content": "Results follow."},
+        tool_reply(),
+    )
     assert out["system"] == "Results follow."
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
     assert out["messages"][2]["content"][0]["tool_use_id"] == "call_1"

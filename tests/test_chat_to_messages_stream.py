@@ -5,14 +5,22 @@ code a real client runs; what it must end up with is the same answer not streame
 from the recording by the anthropic SDK's own accumulator and translated by response.py.
 (A recorded .json next to a .sse is another answer, with another id: not its twin.)
 """
+
 import pytest
 from jiter import from_json
 
 from bridge.chat_to_messages.response import to_chat_completion
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import OPENAI, BridgeError
-from tests.helpers import (ANTHROPIC_STREAMS, anthropic_stream_message, chat_to_messages_context, openai_fold,
-                           recorded_events, translated, without_nulls)
+from tests.helpers import (
+    ANTHROPIC_STREAMS,
+    anthropic_stream_message,
+    chat_to_messages_context,
+    openai_fold,
+    recorded_events,
+    translated,
+    without_nulls,
+)
 
 
 def run(name, **context):
@@ -28,8 +36,11 @@ def accumulate(chunks):
 
 def streamed_input(name):
     """The input_json_delta fragments of a recorded stream, joined: its tool input as the model wrote it."""
-    return "".join(data["delta"]["partial_json"] for _, data in recorded_events(name)
-                   if data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta")
+    return "".join(
+        data["delta"]["partial_json"]
+        for _, data in recorded_events(name)
+        if data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta"
+    )
 
 
 def comparable(completion):
@@ -121,15 +132,17 @@ def test_max_tokens_inside_a_tool_keeps_the_partial_arguments_and_says_length():
 def test_signed_thinking_is_sent_whole_once_its_block_closes():
     [thinking] = [b for b in anthropic_stream_message("anthropic/thinking.sse")["content"] if b["type"] == "thinking"]
     message, _ = accumulate(run("anthropic/thinking.sse"))
-    assert message["thinking_blocks"] == [{"index": 0, "type": "thinking", "thinking": thinking["thinking"],
-                                           "signature": thinking["signature"]}]
+    assert message["thinking_blocks"] == [
+        {"index": 0, "type": "thinking", "thinking": thinking["thinking"], "signature": thinking["signature"]}
+    ]
 
 
 def test_redacted_thinking_goes_only_to_the_extension_field():
     blocks = anthropic_stream_message("anthropic/redacted_thinking.sse")["content"]
     message, _ = accumulate(run("anthropic/redacted_thinking.sse"))
     assert [(e["type"], e["data"]) for e in message["thinking_blocks"]] == [
-        ("redacted_thinking", b["data"]) for b in blocks if b["type"] == "redacted_thinking"]
+        ("redacted_thinking", b["data"]) for b in blocks if b["type"] == "redacted_thinking"
+    ]
     assert "reasoning_content" not in message
 
 
@@ -169,18 +182,26 @@ def test_error_event_raises_the_upstream_error_after_the_text_so_far():
     assert accumulate(out)[0]["content"] == "Hello"
 
 
-@pytest.mark.parametrize("message", [
-    "prompt is too long: 210000 tokens > 200000 maximum",
-    "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or "
-    "`max_tokens` and try again"])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 210000 tokens > 200000 maximum",
+        "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or "
+        "`max_tokens` and try again",
+    ],
+)
 def test_an_overflow_error_event_carries_openais_code_and_anthropics_message(message):
     translator = StreamTranslator(chat_to_messages_context(stream=True))
     translator.feed("message_start", recorded_events("anthropic/text.sse")[0][1])
     with pytest.raises(BridgeError) as caught:
         translator.feed("error", {"type": "error", "error": {"type": "invalid_request_error", "message": message}})
     body = caught.value.body_for(OPENAI)["error"]
-    assert body == {"message": message, "type": "invalid_request_error", "param": "messages",
-                    "code": "context_length_exceeded"}
+    assert body == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
 
 
 def test_a_stream_that_ends_before_message_stop_is_an_error_not_a_made_up_stop():
@@ -197,12 +218,15 @@ def test_a_delta_for_a_block_never_opened_is_an_error():
     translator = StreamTranslator(chat_to_messages_context(stream=True))
     translator.feed("message_start", recorded_events("anthropic/text.sse")[0][1])
     with pytest.raises(BridgeError):
-        translator.feed("content_block_delta", {"type": "content_block_delta", "index": 3,
-                                                "delta": {"type": "text_delta", "text": "x"}})
+        translator.feed(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "x"}},
+        )
 
 
 def test_unknown_event_types_are_skipped_wherever_they_come():
     """Anthropic may add event types; one before message_start is no more an error than one after it."""
+
     def translate(stream):
         translator = StreamTranslator(chat_to_messages_context(stream=True))
         return [item for event, data in stream for item in translator.feed(event, data)]
@@ -216,8 +240,15 @@ def test_unknown_event_types_are_skipped_wherever_they_come():
 def test_a_signature_already_in_content_block_start_is_kept():
     translator = StreamTranslator(chat_to_messages_context(stream=True))
     translator.feed("message_start", recorded_events("anthropic/text.sse")[0][1])
-    translator.feed("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-        "type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"}})
+    translator.feed(
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"},
+        },
+    )
     [chunk] = translator.feed("content_block_stop", {"type": "content_block_stop", "index": 0})
     assert chunk["choices"][0]["delta"]["thinking_blocks"] == [
-        {"index": 0, "type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"}]
+        {"index": 0, "type": "thinking", "thinking": "Done thinking.", "signature": "EqQBsig"}
+    ]

@@ -8,6 +8,7 @@ on loopback as ANTHROPIC_BASE_URL, and the switches that keep Claude Code from c
 else (telemetry, error reports, auto-update, non-essential traffic). Its debug log is kept, since
 Claude Code hides a refused request from the user: it retries, then works around it.
 """
+
 import dataclasses
 import json
 import os
@@ -61,12 +62,25 @@ class ClaudeCode:
 
     def run(self, prompt, *options):
         debug = self.home / "debug.log"
-        env = {"PATH": os.environ["PATH"], "HOME": str(self.home), "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-               "ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": "sk-ant-dummy-key-for-tests", **QUIET}
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-key-for-tests",
+            **QUIET,
+        }
         command = [str(self.executable), "-p", prompt, "--debug-file", str(debug), *options]
         try:
-            done = subprocess.run(command, cwd=self.project, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, timeout=TIMEOUT)
+            done = subprocess.run(
+                command,
+                cwd=self.project,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
         except subprocess.TimeoutExpired as expired:
             unfinished = Run(expired.stdout or "", expired.stderr or "", [])
             pytest.fail(f"claude -p did not finish in {TIMEOUT} s\n{unfinished.transcript}")
@@ -85,6 +99,7 @@ def model_server(*turns):
     """The fake's answer to anything: the conversation's turn n (a request carrying tools and n tool
     results) gets `turns[n]`, the last one after that; a side request without tools a short text,
     and a non-streamed request (Claude Code's fallback after a failed stream) a recorded body."""
+
     def answer(request):
         body = request.body if isinstance(request.body, dict) else {}
         if body.get("stream") is not True:
@@ -93,6 +108,7 @@ def model_server(*turns):
             return chat_stream("ok")
         results = sum(message.get("role") == "tool" for message in body["messages"])
         return turns[min(results, len(turns) - 1)]
+
     return answer
 
 
@@ -104,9 +120,14 @@ def text_of(content):
 
 def conversation(fake, prompt):
     """The upstream requests of the main conversation: with tools, and the user's prompt."""
-    return [r.body for r in fake.requests
-            if r.path.endswith("/chat/completions") and isinstance(r.body, dict) and r.body.get("tools")
-            and any(m["role"] == "user" and prompt in text_of(m.get("content")) for m in r.body["messages"])]
+    return [
+        r.body
+        for r in fake.requests
+        if r.path.endswith("/chat/completions")
+        and isinstance(r.body, dict)
+        and r.body.get("tools")
+        and any(m["role"] == "user" and prompt in text_of(m.get("content")) for m in r.body["messages"])
+    ]
 
 
 def tool_names(body):
@@ -138,8 +159,10 @@ def test_a_read_tool_call_runs_in_claude_code_and_its_result_goes_back_as_a_tool
     notes = claude.project / "notes.txt"
     notes.write_text(f"the secret word is {secret}\n")
     prompt = "Read notes.txt and tell me the secret word"
-    fake.default = model_server(chat_stream(tool_calls=[("call_read_1", "Read", {"file_path": str(notes)})]),
-                                chat_stream("The file has a secret word in it."))
+    fake.default = model_server(
+        chat_stream(tool_calls=[("call_read_1", "Read", {"file_path": str(notes)})]),
+        chat_stream("The file has a secret word in it."),
+    )
     run = claude.run(prompt, "--allowedTools", "Read")
     assert run.stdout.strip() == "The file has a secret word in it.", run.transcript
     assert run.api_errors == [], run.transcript
@@ -158,8 +181,9 @@ def test_a_tool_search_result_reaches_the_model_on_the_first_try(claude, fake):
     loaded tool, and offer it."""
     prompt = "Fetch https://example.com"
     search = {"query": "select:WebFetch", "max_results": 1}
-    fake.default = model_server(chat_stream(tool_calls=[("call_search_1", "ToolSearch", search)]),
-                                chat_stream("WebFetch is ready."))
+    fake.default = model_server(
+        chat_stream(tool_calls=[("call_search_1", "ToolSearch", search)]), chat_stream("WebFetch is ready.")
+    )
     run = claude.run(prompt)
     assert run.api_errors == [], run.transcript
     assert run.stdout.strip() == "WebFetch is ready.", run.transcript

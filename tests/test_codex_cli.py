@@ -9,6 +9,7 @@ config.toml points a `wire_api = "responses"` provider at bridge, a dummy key in
 env_key, the switches that stop every other outbound call, and proxies that lead nowhere for
 anything that would still try.
 """
+
 import dataclasses
 import json
 import os
@@ -67,7 +68,7 @@ class Codex:
         (self.codex_home / "config.toml").write_text(f'''
 model = "{MODEL}"
 model_provider = "bridge"
-model_catalog_json = "{self.codex_home / 'model_catalog.json'}"
+model_catalog_json = "{self.codex_home / "model_catalog.json"}"
 check_for_update_on_startup = false
 [analytics]
 enabled = false
@@ -84,14 +85,27 @@ stream_max_retries = 0
 ''')
 
     def exec(self, prompt):
-        env = {"PATH": os.environ["PATH"], "HOME": str(self.home), "CODEX_HOME": str(self.codex_home),
-               "TERM": "dumb", "LANG": "C.UTF-8", "BRIDGE_API_KEY": KEY, "NO_PROXY": "127.0.0.1,localhost",
-               **{name: NOWHERE for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}}
-        command = [str(self.executable), "exec", "--skip-git-repo-check", "--json", "-s", "danger-full-access",
-                   prompt]
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.codex_home),
+            "TERM": "dumb",
+            "LANG": "C.UTF-8",
+            "BRIDGE_API_KEY": KEY,
+            "NO_PROXY": "127.0.0.1,localhost",
+            **{name: NOWHERE for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
+        }
+        command = [str(self.executable), "exec", "--skip-git-repo-check", "--json", "-s", "danger-full-access", prompt]
         try:
-            done = subprocess.run(command, cwd=self.work, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, timeout=TIMEOUT)
+            done = subprocess.run(
+                command,
+                cwd=self.work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
         except subprocess.TimeoutExpired as expired:
             unfinished = Run(expired.stdout or "", expired.stderr or "")
             pytest.fail(f"codex exec did not finish in {TIMEOUT} s\n{unfinished.transcript}")
@@ -106,8 +120,13 @@ def codex(codex_cli, bridge, tmp_path):
 
 
 def tool_results(body):
-    return [block for message in body["messages"] if message["role"] == "user" and isinstance(message["content"], list)
-            for block in message["content"] if block.get("type") == "tool_result"]
+    return [
+        block
+        for message in body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
 
 
 def text_of(content):
@@ -119,16 +138,19 @@ def text_of(content):
 def model_server(*turns):
     """The fake's answer to any request: turn n (a request carrying n tool results) gets `turns[n]`,
     the last one after that."""
+
     def answer(request):
         return turns[min(len(tool_results(request.body)), len(turns) - 1)]
+
     return answer
 
 
 def test_a_prompt_prints_the_models_text(codex, fake):
     fake.default = model_server(messages_stream("Hi there, from Claude behind bridge."))
     run = codex.exec("say hi")
-    assert [item["text"] for item in run.items("agent_message")] == ["Hi there, from Claude behind bridge."], \
+    assert [item["text"] for item in run.items("agent_message")] == ["Hi there, from Claude behind bridge."], (
         run.transcript
+    )
     assert run.events[-1]["type"] == "turn.completed", run.transcript
     [sent] = fake.requests
     assert sent.path == "/v1/messages" and sent.headers["x-api-key"] == KEY
@@ -142,16 +164,17 @@ def test_a_shell_tool_call_runs_in_codex_and_its_output_goes_back_as_a_tool_resu
     upstream as the tool_result of that tool_use."""
     fake.default = model_server(
         messages_stream(tool_uses=[("toolu_codex_1", "exec_command", {"cmd": "echo hello-from-codex"})]),
-        messages_stream("The command printed hello-from-codex."))
+        messages_stream("The command printed hello-from-codex."),
+    )
     run = codex.exec("run echo hello-from-codex")
-    assert [item["text"] for item in run.items("agent_message")] == ["The command printed hello-from-codex."], \
+    assert [item["text"] for item in run.items("agent_message")] == ["The command printed hello-from-codex."], (
         run.transcript
+    )
     [command] = run.items("command_execution")
     assert "hello-from-codex" in command["aggregated_output"], run.transcript
     first, second = [request.body for request in fake.requests]
     assert tool_results(first) == []
     [use] = [block for block in second["messages"][-2]["content"] if block["type"] == "tool_use"]
-    assert (use["id"], use["name"], use["input"]) == ("toolu_codex_1", "exec_command",
-                                                      {"cmd": "echo hello-from-codex"})
+    assert (use["id"], use["name"], use["input"]) == ("toolu_codex_1", "exec_command", {"cmd": "echo hello-from-codex"})
     [result] = tool_results(second)
     assert result["tool_use_id"] == "toolu_codex_1" and "hello-from-codex" in text_of(result.get("content"))

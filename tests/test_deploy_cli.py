@@ -1,4 +1,5 @@
 """`bridge check`: the settings as the service will see them, no secret printed, each upstream tried."""
+
 import os
 import subprocess
 
@@ -19,9 +20,13 @@ def check(installed_bridge):
     """`bridge check` as installed (the console script setup.cfg declares), with only `env` set."""
 
     def run(**env):
-        result = subprocess.run([str(installed_bridge / "bin" / "bridge"), "check"],
-                                env={"PATH": os.environ["PATH"], "PYTHONPATH": str(installed_bridge), **env},
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [str(installed_bridge / "bin" / "bridge"), "check"],
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(installed_bridge), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return result.returncode, result.stdout, result.stderr
 
     return run
@@ -34,8 +39,9 @@ def test_a_bad_setting_exits_2_naming_it(check):
 
 def test_settings_are_printed_with_keys_only_as_set_or_unset(check, fake):
     fake.reply(json_reply({"object": "list", "data": []}), json_reply({"data": [], "has_more": False}))
-    status, out, _ = check(**bridge_env(fake, BRIDGE_OPENAI_API_KEY=UPSTREAM_KEY,
-                                        BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}"))
+    status, out, _ = check(
+        **bridge_env(fake, BRIDGE_OPENAI_API_KEY=UPSTREAM_KEY, BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}")
+    )
     assert status == 0
     assert "openai_api_key = set" in out and "anthropic_api_key = unset" in out
     assert "client_keys = team-a" in out
@@ -44,8 +50,9 @@ def test_settings_are_printed_with_keys_only_as_set_or_unset(check, fake):
 
 def test_each_upstream_is_asked_for_its_models_with_the_key_the_bridge_holds(check, fake):
     fake.reply(json_reply({"object": "list", "data": []}), json_reply({"data": [], "has_more": False}))
-    status, out, _ = check(**bridge_env(fake, BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY,
-                                        BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}"))
+    status, out, _ = check(
+        **bridge_env(fake, BRIDGE_ANTHROPIC_API_KEY=UPSTREAM_KEY, BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}")
+    )
     assert [r.path for r in fake.requests] == ["/v1/models", "/v1/models"]
     assert fake.requests[1].headers["x-api-key"] == UPSTREAM_KEY
     assert status == 0 and out.count("reachable, HTTP 200") == 2

@@ -1,4 +1,5 @@
 """deploy/gunicorn.conf.py run for real: workers, reload with open streams, timeouts, shared metrics."""
+
 import contextlib
 import gc
 import os
@@ -49,8 +50,7 @@ def samples(server, name):
     """Every sample of metric `name` in one scrape of /metrics."""
     response = requests.get(f"{server.url}/metrics", timeout=5)
     assert response.status_code == 200, response.text
-    return [s for family in text_string_to_metric_families(response.text) for s in family.samples
-            if s.name == name]
+    return [s for family in text_string_to_metric_families(response.text) for s in family.samples if s.name == name]
 
 
 def open_streams(server):
@@ -59,7 +59,8 @@ def open_streams(server):
 
 def chat(server, **extra):
     return openai_client(server.url, api_key=CLIENT_KEY).chat.completions.create(
-        model="gpt-4o", messages=[{"role": "user", "content": PROMPT}], **extra)
+        model="gpt-4o", messages=[{"role": "user", "content": PROMPT}], **extra
+    )
 
 
 @contextlib.contextmanager
@@ -88,8 +89,11 @@ def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fa
         fake.reply(fixture("anthropic/text.json"))
         chat(server)
     for _ in range(4):  # each scrape may land on either worker
-        counted = [s for s in samples(server, "bridge_requests_total")
-                   if s.labels == {"direction": "chat_to_messages", "status": "200"}]
+        counted = [
+            s
+            for s in samples(server, "bridge_requests_total")
+            if s.labels == {"direction": "chat_to_messages", "status": "200"}
+        ]
         assert [s.value for s in counted] == [6.0]
 
 
@@ -101,8 +105,11 @@ def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(
     chat(server)
     (server.metrics_dir / "histogram_999999.db").touch()
     for _ in range(4):  # each scrape may land on either worker
-        counted = [s for s in samples(server, "bridge_requests_total")
-                   if s.labels == {"direction": "chat_to_messages", "status": "200"}]
+        counted = [
+            s
+            for s in samples(server, "bridge_requests_total")
+            if s.labels == {"direction": "chat_to_messages", "status": "200"}
+        ]
         assert [s.value for s in counted] == [1.0]
 
 
@@ -116,10 +123,14 @@ def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
 
 
 def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
-    result = subprocess.run([sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
-                             "--check-config"],
-                            cwd=ROOT, env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), "--check-config"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode != 0 and "BRIDGE_THREADS" in result.stderr + result.stdout
 
 
@@ -137,8 +148,9 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
 
         upstream.release_rest()
         rest = list(chunks)
-    received = [upstream.texts[0][1]] + [c.choices[0].delta.content for c in rest
-                                         if c.choices and c.choices[0].delta.content]
+    received = [upstream.texts[0][1]] + [
+        c.choices[0].delta.content for c in rest if c.choices and c.choices[0].delta.content
+    ]
     assert received == [text for _, text in upstream.texts]
     assert [c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason] == ["stop"]
     server.wait_for(lambda: server.log().count("Worker exiting") >= 2, "the old workers to exit")

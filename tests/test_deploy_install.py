@@ -1,4 +1,5 @@
 """`pip install /opt/bridge` installs the service and nothing else: not bench, loadtest or tests."""
+
 import pytest
 
 from bench.processes import ROOT

@@ -1,4 +1,6 @@
-"""deploy/systemd: the unit passes `systemd-analyze verify`, agrees with gunicorn's settings, and the env example is valid."""
+"""deploy/systemd: the unit passes `systemd-analyze verify`, agrees with gunicorn's settings, and the env
+example is valid."""
+
 import re
 import shutil
 import subprocess
@@ -21,9 +23,11 @@ needs_analyze = pytest.mark.skipif(not ANALYZE, reason="systemd-analyze is not i
 def unit_on_this_machine(tmp_path):
     """The unit with its install paths pointed at this checkout, so verify checks real files."""
     unit = UNIT.read_text()
-    for shipped, local in [("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
-                           ("/opt/bridge", str(ROOT)),
-                           ("/etc/bridge/bridge.env", str(ENV_EXAMPLE))]:
+    for shipped, local in [
+        ("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
+        ("/opt/bridge", str(ROOT)),
+        ("/etc/bridge/bridge.env", str(ENV_EXAMPLE)),
+    ]:
         assert shipped in unit, f"bridge.service no longer mentions {shipped}"
         unit = unit.replace(shipped, local)
     path = tmp_path / "bridge.service"
@@ -37,15 +41,17 @@ def directive(name):
 
 @needs_analyze
 def test_systemd_analyze_verify_passes_without_a_warning(tmp_path):
-    result = subprocess.run([ANALYZE, "verify", str(unit_on_this_machine(tmp_path))],
-                            capture_output=True, text=True)
+    result = subprocess.run([ANALYZE, "verify", str(unit_on_this_machine(tmp_path))], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout + result.stderr == ""
 
 
 @needs_analyze
 def test_the_sandbox_rates_ok_in_systemd_analyze_security(tmp_path):
-    result = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager",
-                             str(unit_on_this_machine(tmp_path))], capture_output=True, text=True)
+    result = subprocess.run(
+        [ANALYZE, "security", "--offline=true", "--no-pager", str(unit_on_this_machine(tmp_path))],
+        capture_output=True,
+        text=True,
+    )
     exposure = re.search(r"Overall exposure level for bridge.service: ([\d.]+) (\w+)", result.stdout)
     assert exposure and float(exposure.group(1)) < 2.0 and exposure.group(2) == "OK", result.stdout[-300:]
 

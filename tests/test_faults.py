@@ -6,7 +6,7 @@ end. The bridge retries only what cannot have reached the upstream: a refused co
 connect timeout, a connection closed before any byte of an answer. Anything the upstream
 answered goes back at once: the client's SDK owns the one retry budget of a user call.
 """
-import contextlib
+
 import json
 import logging
 import socket
@@ -24,10 +24,24 @@ from bridge import sse, streaming, translator
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import relay
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (ANTHROPIC_HEADERS, CHAT_TO_MESSAGES, EACH, FRAMING, MESSAGES_TO_CHAT, STREAMED_OR_NOT,
-                           Echo, SlammingDoor, anthropic_stream_message, decoded, drain, full_backlog, gunicorn,
-                           is_anthropic_error, is_openai_error, openai_stream_completion, recorded_stream,
-                           recorded_text)
+from tests.helpers import (
+    ANTHROPIC_HEADERS,
+    CHAT_TO_MESSAGES,
+    EACH,
+    FRAMING,
+    MESSAGES_TO_CHAT,
+    STREAMED_OR_NOT,
+    Echo,
+    SlammingDoor,
+    decoded,
+    drain,
+    full_backlog,
+    gunicorn,
+    is_anthropic_error,
+    is_openai_error,
+    recorded_stream,
+    recorded_text,
+)
 
 
 @pytest.fixture
@@ -39,10 +53,13 @@ def slamming_door():
 
 # --- before the first byte: retries ---------------------------------------------------------
 
+
 def test_connections_closed_before_any_answer_are_retried_with_doubling_backoff_up_to_BRIDGE_RETRIES(
-        start_bridge, slamming_door, caplog):
-    live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1",
-                        BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.01)
+    start_bridge, slamming_door, caplog
+):
+    live = start_bridge(
+        BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1", BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.01
+    )
     caplog.set_level(logging.INFO, logger="bridge.upstream")
     reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert is_anthropic_error(reply, 502, "api_error")
@@ -52,8 +69,12 @@ def test_connections_closed_before_any_answer_are_retried_with_doubling_backoff_
 
 
 def test_backoff_longer_than_BRIDGE_RETRY_MAX_WAIT_is_capped_not_abandoned(start_bridge, slamming_door, caplog):
-    live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1",
-                        BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.02, BRIDGE_RETRY_MAX_WAIT=0.03)
+    live = start_bridge(
+        BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1",
+        BRIDGE_RETRIES=3,
+        BRIDGE_RETRY_BACKOFF=0.02,
+        BRIDGE_RETRY_MAX_WAIT=0.03,
+    )
     caplog.set_level(logging.INFO, logger="bridge.upstream")
     requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert slamming_door.accepted == 4
@@ -65,16 +86,18 @@ def test_a_read_timeout_is_not_retried(start_bridge, fake):
     cost and the wait. Only a request that never got through is worth repeating."""
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01, BRIDGE_READ_TIMEOUT=1)
     fake.reply(Reply(body=b"{}", delay_headers=1.5), json_reply({"data": []}))
-    assert is_anthropic_error(requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS),
-                              504, "api_error")
+    assert is_anthropic_error(requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS), 504, "api_error")
     assert len(fake.requests) == 1
 
 
 def test_a_connect_timeout_is_a_504_in_each_protocol(start_bridge):
     with full_backlog() as port:
-        live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
-                            BRIDGE_ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
-                            BRIDGE_CONNECT_TIMEOUT=0.2, BRIDGE_READ_TIMEOUT=1)
+        live = start_bridge(
+            BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
+            BRIDGE_ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
+            BRIDGE_CONNECT_TIMEOUT=0.2,
+            BRIDGE_READ_TIMEOUT=1,
+        )
         anthropic_reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
         openai_reply = requests.get(f"{live.url}/v1/models")
     assert is_anthropic_error(anthropic_reply, 504, "api_error")
@@ -91,11 +114,14 @@ def test_a_200_whose_body_is_not_json_is_a_502_not_a_crash(bridge, fake):
 
 # --- client disconnects -----------------------------------------------------------------------
 
+
 def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_noticed(fake):
     """Only a failed write tells a server that its client left; while the upstream is silent
     the relay writes a bare SSE comment every PROBE_INTERVAL, not only a ping per ping_interval."""
     fake.reply(Reply(events=[sse.encode('{"type": "late"}', event="late")], stall_after=0))
-    stream = relay(requests.get(f"{fake.url}/stream", stream=True), Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=30)
+    stream = relay(
+        requests.get(f"{fake.url}/stream", stream=True), Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=30
+    )
     first, second = next(stream), next(stream)
     assert first == second and first.startswith(b":")
     assert not sse.Decoder().feed(first + second)  # invisible to any SSE client
@@ -105,10 +131,12 @@ def test_a_silent_upstream_gets_a_probe_between_keepalives_so_a_gone_client_is_n
 
 # --- end to end, through both directions with the official SDKs --------------------------------
 
+
 def raw_events(url, direction):
     """The client's stream as decoded SSE events (comments are not events), read to the end."""
-    response = requests.post(url + direction.path, json={**direction.body, "stream": True},
-                             headers=ANTHROPIC_HEADERS, stream=True)
+    response = requests.post(
+        url + direction.path, json={**direction.body, "stream": True}, headers=ANTHROPIC_HEADERS, stream=True
+    )
     return decoded(response.iter_content(None))
 
 
@@ -117,6 +145,7 @@ def status_error(direction):
 
 
 # before the first byte: an HTTP error in the client's protocol
+
 
 @EACH
 @STREAMED_OR_NOT
@@ -134,8 +163,11 @@ def test_connection_refused_is_a_502(start_bridge, direction, stream):
 @EACH
 def test_a_connect_timeout_is_a_504(start_bridge, direction):
     with full_backlog() as port:
-        live = start_bridge(BRIDGE_CONNECT_TIMEOUT=0.2, BRIDGE_READ_TIMEOUT=1,
-                            **{direction.base_url_setting: direction.upstream_base(port)})
+        live = start_bridge(
+            BRIDGE_CONNECT_TIMEOUT=0.2,
+            BRIDGE_READ_TIMEOUT=1,
+            **{direction.base_url_setting: direction.upstream_base(port)},
+        )
         with pytest.raises(direction.sdk.InternalServerError) as caught:
             direction.ask(live.url, stream=True)
     assert direction.is_error(caught.value.response, 504, "api_error")
@@ -155,8 +187,7 @@ def test_no_response_headers_within_the_read_timeout_is_a_504(start_bridge, fake
 @EACH
 @STREAMED_OR_NOT
 def test_an_html_502_from_a_load_balancer_is_a_json_502(bridge, fake, direction, stream):
-    fake.reply(Reply(status=502, body=fixture("common/html_502.html").body,
-                     headers={"content-type": "text/html"}))
+    fake.reply(Reply(status=502, body=fixture("common/html_502.html").body, headers={"content-type": "text/html"}))
     with pytest.raises(direction.sdk.InternalServerError) as caught:
         direction.ask(bridge.url, stream)
     assert direction.is_error(caught.value.response, 502, "api_error")
@@ -177,8 +208,7 @@ def test_a_429_keeps_its_status_message_and_retry_after(bridge, fake, direction,
 
 @EACH
 def test_an_overloaded_upstream_keeps_its_retry_after(bridge, fake, direction):
-    fake.reply(fixture(direction.overloaded, headers={"content-type": "application/json",
-                                                      "retry-after": "7"}))
+    fake.reply(fixture(direction.overloaded, headers={"content-type": "application/json", "retry-after": "7"}))
     with pytest.raises(direction.sdk.InternalServerError) as caught:
         direction.ask(bridge.url, stream=True)
     assert direction.is_error(caught.value.response, direction.overloaded_status, "overloaded_error")
@@ -196,14 +226,18 @@ def test_an_overload_goes_back_at_once_and_the_sdk_retrying_it_gets_the_answer(s
         direction.ask(live.url, stream=True)  # max_retries=0: the answer as the upstream gave it
     assert len(fake.requests) == 1
     fake.reset()
-    fake.reply(fixture(direction.overloaded, headers=quick),
-               fixture(f"{direction.upstream}/error_500.json", headers=quick), recorded_stream(direction))
+    fake.reply(
+        fixture(direction.overloaded, headers=quick),
+        fixture(f"{direction.upstream}/error_500.json", headers=quick),
+        recorded_stream(direction),
+    )
     items, error = drain(direction.create(direction.client(live.url, sdk_retries=True), stream=True))
     assert error is None and direction.text_of(items) == recorded_text(direction)
     assert len(fake.requests) == 3
 
 
 # after the first byte: the protocol's error event, then a clean end
+
 
 def assert_ends_with_one_error_event(events, direction):
     """The error is the last event, nothing follows it, and it is the client protocol's own."""
@@ -232,8 +266,7 @@ def test_a_stall_mid_stream_ends_with_a_timeout_error_event(start_bridge, fake, 
 
 
 @EACH
-def test_a_connection_dropped_mid_stream_ends_with_an_error_event_and_is_not_retried(
-        start_bridge, fake, direction):
+def test_a_connection_dropped_mid_stream_ends_with_an_error_event_and_is_not_retried(start_bridge, fake, direction):
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
     fake.reply(recorded_stream(direction, drop_after=3))
     items, error = drain(direction.ask(live.url, stream=True))
@@ -249,8 +282,8 @@ MALFORMED_LINES = [
     b"id: 7\nretry: 1000\n\n",
     b"a line that is no field at all\n\n",
     b"unknown-field: value\n\n",
-    b"event: ping\n\n",          # a name but no data: not an event (WHATWG: empty data buffer)
-    b"data:\n\n",                # empty data: not an event either
+    b"event: ping\n\n",  # a name but no data: not an event (WHATWG: empty data buffer)
+    b"data:\n\n",  # empty data: not an event either
     b"\r\n\r\n\n",
 ]
 
@@ -267,7 +300,7 @@ def test_malformed_sse_lines_between_events_are_skipped(bridge, fake, direction)
 @EACH
 def test_data_that_is_not_json_ends_the_stream_with_an_error_event(bridge, fake, direction):
     events = recorded_stream(direction).events
-    broken = [*events[:2], b"data: {\"truncated\n\n", *events[2:]]
+    broken = [*events[:2], b'data: {"truncated\n\n', *events[2:]]
     fake.reply(recorded_stream(direction, events=broken))
     items, error = drain(direction.ask(bridge.url, stream=True))
     assert isinstance(error, direction.sdk.APIError) and "not JSON" in error.message
@@ -277,15 +310,18 @@ def test_data_that_is_not_json_ends_the_stream_with_an_error_event(bridge, fake,
 
 # --- client disconnects, through werkzeug and through gunicorn ---------------------------------
 
+
 def start_and_hang_up(url, direction):
     """Start a stream as a client would, read until its first event arrives, then leave.
 
     Returns the moment the client left."""
     address = urlsplit(url)
     body = json.dumps({**direction.body, "stream": True}).encode()
-    head = (f"POST {direction.path} HTTP/1.1\r\nHost: {address.netloc}\r\n"
-            f"Content-Type: application/json\r\nanthropic-version: 2023-06-01\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST {direction.path} HTTP/1.1\r\nHost: {address.netloc}\r\n"
+        f"Content-Type: application/json\r\nanthropic-version: 2023-06-01\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     with socket.create_connection((address.hostname, address.port)) as client:
         client.sendall(head + body)
         received = b""
@@ -300,13 +336,16 @@ def lengthened(direction, **reply):
     """The recorded stream with its first text delta repeated: a long answer, still well formed."""
     events = recorded_stream(direction).events
     at = next(i for i, event in enumerate(events) if direction.upstream_text(event))
-    return recorded_stream(direction, events=events[:at] + events[at:at + 1] * 30 + events[at:], **reply)
+    return recorded_stream(direction, events=events[:at] + events[at : at + 1] * 30 + events[at:], **reply)
 
 
-UPSTREAM_BEHAVIOUR = pytest.mark.parametrize("behaviour", [
-    pytest.param({"stall_after": 3}, id="silent-upstream"),  # a reasoning model thinking
-    pytest.param({"pace": 0.1}, id="talking-upstream"),
-])
+UPSTREAM_BEHAVIOUR = pytest.mark.parametrize(
+    "behaviour",
+    [
+        pytest.param({"stall_after": 3}, id="silent-upstream"),  # a reasoning model thinking
+        pytest.param({"pace": 0.1}, id="talking-upstream"),
+    ],
+)
 
 
 def assert_upstream_closed_within_a_second(fake, left_at):
@@ -318,8 +357,9 @@ def assert_upstream_closed_within_a_second(fake, left_at):
 def one_thread_gunicorn(fake, tmp_path_factory):
     """gunicorn from deploy/gunicorn.conf.py with one worker of one thread: a thread still
     held by a departed client would leave every later request waiting."""
-    server = gunicorn(tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1",
-                      BRIDGE_THREADS="1", BRIDGE_LOG_LEVEL="WARNING")
+    server = gunicorn(
+        tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_LOG_LEVEL="WARNING"
+    )
     yield server
     server.stop()
 
@@ -327,7 +367,8 @@ def one_thread_gunicorn(fake, tmp_path_factory):
 @EACH
 @UPSTREAM_BEHAVIOUR
 def test_gunicorn_closes_the_upstream_within_a_second_of_a_client_leaving_and_frees_the_thread(
-        one_thread_gunicorn, fake, direction, behaviour):
+    one_thread_gunicorn, fake, direction, behaviour
+):
     fake.reply(lengthened(direction, **behaviour), recorded_stream(direction))
     left_at = start_and_hang_up(one_thread_gunicorn.url, direction)
     assert_upstream_closed_within_a_second(fake, left_at)
@@ -338,49 +379,56 @@ def test_gunicorn_closes_the_upstream_within_a_second_of_a_client_leaving_and_fr
 @EACH
 @UPSTREAM_BEHAVIOUR
 def test_werkzeug_closes_the_upstream_within_a_second_of_a_client_leaving_and_ends_its_threads(
-        bridge, fake, direction, behaviour):
+    bridge, fake, direction, behaviour
+):
     before = set(threading.enumerate())
     fake.reply(lengthened(direction, **behaviour))
     left_at = start_and_hang_up(bridge.url, direction)
     assert_upstream_closed_within_a_second(fake, left_at)
-    wait_for(lambda: streaming.READERS.busy() == 0 and not {
-        thread for thread in set(threading.enumerate()) - before if thread.name != "upstream-reader"},
-        "the request and fake upstream threads to end, the upstream reader to go back to its pool")
+    wait_for(
+        lambda: (
+            streaming.READERS.busy() == 0
+            and not {thread for thread in set(threading.enumerate()) - before if thread.name != "upstream-reader"}
+        ),
+        "the request and fake upstream threads to end, the upstream reader to go back to its pool",
+    )
 
 
 @EACH
 @pytest.mark.parametrize("answer", ["json", "empty", "only-done"])
 def test_a_stream_request_answered_with_no_stream_ends_with_an_error_event(bridge, fake, direction, answer):
     """An upstream that ignores stream:true (a JSON body), or sends nothing: never a made-up end."""
-    reply = {"json": fixture(f"{direction.upstream}/text.json"), "empty": Reply(events=[]),
-             "only-done": Reply(events=[b"data: [DONE]\n\n"])}[answer]
+    reply = {
+        "json": fixture(f"{direction.upstream}/text.json"),
+        "empty": Reply(events=[]),
+        "only-done": Reply(events=[b"data: [DONE]\n\n"]),
+    }[answer]
     fake.reply(reply)
     assert_ends_with_one_error_event(raw_events(bridge.url, direction), direction)
 
 
-@pytest.mark.parametrize("direction", [
-    pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat"),
-    pytest.param(CHAT_TO_MESSAGES, id="chat_to_messages")])
+@pytest.mark.parametrize(
+    "direction",
+    [pytest.param(MESSAGES_TO_CHAT, id="messages_to_chat"), pytest.param(CHAT_TO_MESSAGES, id="chat_to_messages")],
+)
 def test_a_lone_surrogate_from_the_upstream_passes_through_as_the_escape_it_came_as(bridge, fake, direction):
     """Half an emoji in an upstream event ("\\ud83d") is what the upstream said: it reaches the
     client the same way instead of failing to encode (a 500 page before the first byte)."""
     events = recorded_stream(direction).events
     at = next(i for i, event in enumerate(events) if direction.upstream_text(event))
     cut = events[at].replace(direction.upstream_text(events[at]).encode(), b"cut \\ud83d")
-    fake.reply(recorded_stream(direction, events=[*events[:at], cut, *events[at + 1:]]))
+    fake.reply(recorded_stream(direction, events=[*events[:at], cut, *events[at + 1 :]]))
     items, error = drain(direction.ask(bridge.url, stream=True))
     assert error is None and "cut \ud83d" in direction.text_of(items)
 
 
 @EACH
-def test_invalid_utf8_in_an_upstream_answer_becomes_a_replacement_character_as_in_its_stream(
-        bridge, fake, direction):
+def test_invalid_utf8_in_an_upstream_answer_becomes_a_replacement_character_as_in_its_stream(bridge, fake, direction):
     """A local server cutting a character at a token boundary (b"\\xe2\\x82"): the answer is
     still the upstream's, with U+FFFD for the broken bytes, as the streamed one is; not a 502."""
     raw = fixture(f"{direction.upstream}/text.json").body
     body = json.loads(raw)
-    text = (body["choices"][0]["message"]["content"] if direction.upstream == "openai"
-            else body["content"][0]["text"])
+    text = body["choices"][0]["message"]["content"] if direction.upstream == "openai" else body["content"][0]["text"]
     key = raw.index(b'"content":' if direction.upstream == "openai" else b'"text":')
     start = raw.index(b'"', raw.index(b":", key)) + 1
     cut = raw[:start] + b"\xe2\x82 " + raw[start:]

@@ -15,6 +15,7 @@ stays healthy.
 CI runs a fixed, derandomized set (a few thousand examples). FUZZ_PROFILE=long runs
 twenty-five times as many, randomized; a failure prints a blob that reproduces it.
 """
+
 import copy
 import json
 import os
@@ -22,21 +23,30 @@ import urllib.parse
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.fake_upstream import FIXTURES, fixture, json_reply
-from tests.helpers import LiveBridge, bridge_env, decoded
 from bridge import settings as settings_module
 from bridge.app import create_app
+from tests.fake_upstream import FIXTURES, fixture, json_reply
+from tests.helpers import LiveBridge, bridge_env, decoded
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 settings.register_profile(
-    "bridge-fuzz-ci", derandomize=True, database=None, deadline=None, print_blob=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large, HealthCheck.large_base_example])
-settings.register_profile("bridge-fuzz-long", parent=settings.get_profile("bridge-fuzz-ci"),
-                          derandomize=False)
+    "bridge-fuzz-ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+settings.register_profile("bridge-fuzz-long", parent=settings.get_profile("bridge-fuzz-ci"), derandomize=False)
 PROFILE = os.environ.get("FUZZ_PROFILE", "ci")
 SCALE = {"ci": 1, "long": 25}[PROFILE]
 
@@ -50,6 +60,7 @@ MAX_BODY = 256 * 1024
 
 # --- valid requests to start from --------------------------------------------------------------
 
+
 def recorded_client_requests():
     for path in sorted((FIXTURES / "clients").glob("claude_code_*.json")):
         yield json.loads(path.read_text())
@@ -61,35 +72,72 @@ WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, 
 
 MESSAGES_SEEDS = [
     {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-    {"model": "claude-sonnet-4-5", "max_tokens": 1024, "temperature": 0.5, "top_p": 0.9, "top_k": 5,
-     "stop_sequences": ["\n\nHuman:"], "metadata": {"user_id": "u-1"},
-     "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
-     "tools": [{"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER_SCHEMA}],
-     "tool_choice": {"type": "tool", "name": "get_weather"},
-     "messages": [
-         {"role": "user", "content": [
-             {"type": "text", "text": "Compare these."},
-             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
-             {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
-             {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}}]},
-         {"role": "assistant", "content": [
-             {"type": "thinking", "thinking": "Paris first.", "signature": "c2lnbmF0dXJl"},
-             {"type": "text", "text": "Checking."},
-             {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}]},
-         {"role": "user", "content": [
-             {"type": "tool_result", "tool_use_id": "toolu_01", "is_error": False,
-              "content": [{"type": "text", "text": "18C"},
-                          {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]},
-             {"type": "text", "text": "And now?"}]}]},
-    {"model": "claude-haiku-4-5", "max_tokens": 2048, "stream": True,
-     "thinking": {"type": "enabled", "budget_tokens": 1024}, "system": "You are terse.",
-     "tools": [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}],
-     "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
-     "messages": [{"role": "user", "content": "Weather in Paris?"},
-                  {"role": "assistant", "content": [
-                      {"type": "tool_use", "id": "toolu_02", "name": "get_weather", "input": {"city": "Paris"}}]},
-                  {"role": "user", "content": [
-                      {"type": "tool_result", "tool_use_id": "toolu_02", "content": "18C", "is_error": True}]}]},
+    {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "top_k": 5,
+        "stop_sequences": ["\n\nHuman:"],
+        "metadata": {"user_id": "u-1"},
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER_SCHEMA}],
+        "tool_choice": {"type": "tool", "name": "get_weather"},
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Compare these."},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Paris first.", "signature": "c2lnbmF0dXJl"},
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "is_error": False,
+                        "content": [
+                            {"type": "text", "text": "18C"},
+                            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+                        ],
+                    },
+                    {"type": "text", "text": "And now?"},
+                ],
+            },
+        ],
+    },
+    {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 2048,
+        "stream": True,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "system": "You are terse.",
+        "tools": [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_02", "name": "get_weather", "input": {"city": "Paris"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_02", "content": "18C", "is_error": True}],
+            },
+        ],
+    },
 ]
 COUNT_TOKENS_SEEDS = [
     {"model": "claude-x", "messages": [{"role": "user", "content": "hi"}]},
@@ -97,40 +145,86 @@ COUNT_TOKENS_SEEDS = [
 ]
 CHAT_SEEDS = [
     {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
-    {"model": "gpt-4o", "temperature": 1.5, "max_completion_tokens": 300, "stop": ["END"], "seed": 7,
-     "user": "u-1", "metadata": {"team": "a"}, "frequency_penalty": 0.5, "parallel_tool_calls": False,
-     "reasoning_effort": "low", "stream": True, "stream_options": {"include_usage": True},
-     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
-                                                 "parameters": WEATHER_SCHEMA, "strict": True}}],
-     "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-     "messages": [
-         {"role": "system", "content": "Be brief."},
-         {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
-         {"role": "user", "content": [
-             {"type": "text", "text": "Compare these."},
-             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}", "detail": "low"}},
-             {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-             {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{PDF}", "filename": "a.pdf"}}]},
-         {"role": "assistant", "content": None, "tool_calls": [
-             {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-         {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
-         {"role": "user", "content": "And now?", "name": "ann"}]},
-    {"model": "gpt-4o-mini", "max_tokens": 100, "n": 1, "top_p": 0.5, "tool_choice": "required",
-     "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER_SCHEMA}},
-     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}],
-     "messages": [{"role": "user", "content": "Weather?"}]},
+    {
+        "model": "gpt-4o",
+        "temperature": 1.5,
+        "max_completion_tokens": 300,
+        "stop": ["END"],
+        "seed": 7,
+        "user": "u-1",
+        "metadata": {"team": "a"},
+        "frequency_penalty": 0.5,
+        "parallel_tool_calls": False,
+        "reasoning_effort": "low",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Weather",
+                    "parameters": WEATHER_SCHEMA,
+                    "strict": True,
+                },
+            }
+        ],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Compare these."},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}", "detail": "low"}},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                    {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{PDF}", "filename": "a.pdf"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+            {"role": "user", "content": "And now?", "name": "ann"},
+        ],
+    },
+    {
+        "model": "gpt-4o-mini",
+        "max_tokens": 100,
+        "n": 1,
+        "top_p": 0.5,
+        "tool_choice": "required",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER_SCHEMA}},
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}],
+        "messages": [{"role": "user", "content": "Weather?"}],
+    },
 ]
 
 
 def messages_seeds():
-    recorded = [(r["path"], r["body"], r["headers"]) for r in recorded_client_requests()
-                if not r["path"].startswith("/v1/messages/count_tokens")]
+    recorded = [
+        (r["path"], r["body"], r["headers"])
+        for r in recorded_client_requests()
+        if not r["path"].startswith("/v1/messages/count_tokens")
+    ]
     return recorded + [("/v1/messages", body, ANTHROPIC_HEADERS) for body in MESSAGES_SEEDS]
 
 
 def count_tokens_seeds():
-    recorded = [(r["path"], r["body"], r["headers"]) for r in recorded_client_requests()
-                if r["path"].startswith("/v1/messages/count_tokens")]
+    recorded = [
+        (r["path"], r["body"], r["headers"])
+        for r in recorded_client_requests()
+        if r["path"].startswith("/v1/messages/count_tokens")
+    ]
     return recorded + [("/v1/messages/count_tokens", body, ANTHROPIC_HEADERS) for body in COUNT_TOKENS_SEEDS]
 
 
@@ -148,6 +242,7 @@ def client_headers(recorded):
 
 # --- mutations ---------------------------------------------------------------------------------
 
+
 class Raw(str):
     """A JSON token json.dumps cannot write (NaN, 1e400, a 5000-digit number, 900 nested
     arrays): a placeholder while serialising, put in place as raw text afterwards."""
@@ -160,25 +255,91 @@ def nested(depth, kind):
     return Raw(("[" * depth + "]" * depth) if kind == "list" else ('{"a":' * depth + "0" + "}" * depth))
 
 
-SPECIAL_VALUES = [None, True, False, 0, -1, 1, 2, 0.5, -0.5, 3.7, 2 ** 31, 2 ** 63, -(2 ** 63), 10 ** 30,
-                  1e308, -1e308, 5e-324, "", " ", "\x00", "\ud800", "\udfff", "\ud83d", "\u202e", "null",
-                  "true", "0", "1.5", "[]", "{}", [], {}, [None], [[]], [{}], {"type": None}]
-TAGS = ["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
-        "server_tool_use", "search_result", "image_url", "input_audio", "file", "refusal", "function",
-        "tool", "any", "auto", "none", "base64", "url", "json_schema", "json_object", "enabled",
-        "disabled", "adaptive", "ephemeral", "user", "assistant", "system", "developer", "", "TEXT"]
+SPECIAL_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2,
+    0.5,
+    -0.5,
+    3.7,
+    2**31,
+    2**63,
+    -(2**63),
+    10**30,
+    1e308,
+    -1e308,
+    5e-324,
+    "",
+    " ",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    "\ud83d",
+    "\u202e",
+    "null",
+    "true",
+    "0",
+    "1.5",
+    "[]",
+    "{}",
+    [],
+    {},
+    [None],
+    [[]],
+    [{}],
+    {"type": None},
+]
+TAGS = [
+    "text",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "search_result",
+    "image_url",
+    "input_audio",
+    "file",
+    "refusal",
+    "function",
+    "tool",
+    "any",
+    "auto",
+    "none",
+    "base64",
+    "url",
+    "json_schema",
+    "json_object",
+    "enabled",
+    "disabled",
+    "adaptive",
+    "ephemeral",
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "",
+    "TEXT",
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 hostile_values = st.one_of(
     st.sampled_from(SPECIAL_VALUES),
     st.sampled_from(RAW_TOKENS).map(Raw),
     json_values,
     st.text(),
     st.integers(min_value=1000, max_value=100_000).map(lambda n: "\u00e9\U0001f600 " * (n // 7)),
-    st.integers(min_value=-(10 ** 400), max_value=10 ** 400),
+    st.integers(min_value=-(10**400), max_value=10**400),
     st.builds(nested, st.integers(min_value=2, max_value=990), st.sampled_from(["list", "dict"])),
 )
 
@@ -210,8 +371,12 @@ def mutation(draw, doc):
     if kind == "remove" and path:
         del node(doc, path[:-1])[path[-1]]
     elif kind == "add" and isinstance(target, dict):
-        target[draw(st.sampled_from(["type", "role", "content", "text", "id", "extra", "cache_control"])
-                    | st.text(max_size=10))] = draw(hostile_values)
+        target[
+            draw(
+                st.sampled_from(["type", "role", "content", "text", "id", "extra", "cache_control"])
+                | st.text(max_size=10)
+            )
+        ] = draw(hostile_values)
     elif kind == "add" and isinstance(target, list):
         target.insert(draw(st.integers(0, len(target))), draw(hostile_values | st.sampled_from(target or [None])))
     elif kind == "retag" and isinstance(target, dict) and ({"type", "role"} & set(target)):
@@ -263,6 +428,7 @@ def dumps(body):
 
 # --- the wire ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def fuzz_bridge(fake):
     live = LiveBridge(create_app(settings_module.load(bridge_env(fake, BRIDGE_MAX_BODY_BYTES=MAX_BODY))))
@@ -273,8 +439,14 @@ def fuzz_bridge(fake):
 def valid_answer(request):
     """What a healthy upstream answers to any request that passed validation."""
     stream = isinstance(request.body, dict) and request.body.get("stream") is True
-    model = {"id": "some-model", "object": "model", "created": 0, "owned_by": "x", "type": "model",
-             "created_at": "2026-01-01T00:00:00Z"}
+    model = {
+        "id": "some-model",
+        "object": "model",
+        "created": 0,
+        "owned_by": "x",
+        "type": "model",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
     if request.path.endswith("/models") or "/models?" in request.path:
         return json_reply({"object": "list", "data": [model]})
     if "/models/" in request.path:
@@ -290,9 +462,16 @@ def http(fuzz_bridge, fake):
         yield Client(session, fuzz_bridge.url, fake)
 
 
-ANTHROPIC_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error",
-                         "not_found_error", "request_too_large", "rate_limit_error", "api_error",
-                         "overloaded_error"}
+ANTHROPIC_ERROR_TYPES = {
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "request_too_large",
+    "rate_limit_error",
+    "api_error",
+    "overloaded_error",
+}
 
 
 class Client:
@@ -302,8 +481,9 @@ class Client:
     def send(self, method, path, body, headers, chunked=False):
         """Send, read the whole answer, and check it; returns the response for more checks."""
         self.fake.requests.clear()
-        response = self.session.request(method, self.url + path, headers=headers, timeout=60,
-                                        data=iter([body]) if chunked else body)
+        response = self.session.request(
+            method, self.url + path, headers=headers, timeout=60, data=iter([body]) if chunked else body
+        )
         check_answer(response, anthropic_client(path, headers), len(body))
         for upstream in self.fake.requests:  # Python's parser reads NaN; the upstream's may not
             json.dumps(upstream.body, allow_nan=False)
@@ -354,15 +534,44 @@ def check_complete_stream(raw, anthropic):
 
 # --- wire forms and headers ----------------------------------------------------------------
 
-CONTENT_TYPES = [None, "application/json", "application/json; charset=utf-8", "APPLICATION/JSON",
-                 "application/vnd.bridge+json", "text/plain", "application/x-www-form-urlencoded",
-                 "multipart/form-data; boundary=x", "application/jsonx", "", "json", "*/*",
-                 "application/json; charset=latin-1", "text/event-stream"]
-HEADER_NAMES = ["anthropic-version", "anthropic-beta", "x-api-key", "authorization", "x-request-id",
-                "accept", "accept-encoding", "content-encoding", "user-agent", "cookie", "x-stainless-timeout",
-                "openai-organization", "x-forwarded-for", "forwarded", "via", "te", "x-claude-code-session-id"]
-header_values = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"),
-                        max_size=300).map(lambda text: text.strip().encode("latin-1"))
+CONTENT_TYPES = [
+    None,
+    "application/json",
+    "application/json; charset=utf-8",
+    "APPLICATION/JSON",
+    "application/vnd.bridge+json",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/jsonx",
+    "",
+    "json",
+    "*/*",
+    "application/json; charset=latin-1",
+    "text/event-stream",
+]
+HEADER_NAMES = [
+    "anthropic-version",
+    "anthropic-beta",
+    "x-api-key",
+    "authorization",
+    "x-request-id",
+    "accept",
+    "accept-encoding",
+    "content-encoding",
+    "user-agent",
+    "cookie",
+    "x-stainless-timeout",
+    "openai-organization",
+    "x-forwarded-for",
+    "forwarded",
+    "via",
+    "te",
+    "x-claude-code-session-id",
+]
+header_values = st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=300
+).map(lambda text: text.strip().encode("latin-1"))
 endpoints = st.sampled_from([seed[:2] for seed in messages_seeds()[-3:] + count_tokens_seeds()[-2:] + chat_seeds()])
 
 
@@ -371,7 +580,7 @@ def _oversized(body):
 
 
 def _cut(body, data):
-    return body[:data.draw(st.integers(0, len(body) - 1))]
+    return body[: data.draw(st.integers(0, len(body) - 1))]
 
 
 def _corrupt(body, data):
@@ -396,11 +605,14 @@ WIRE_FORMS = {
 }
 
 
-
 # --- the tests ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, body, headers", messages_seeds() + count_tokens_seeds() + chat_seeds(),
-                         ids=lambda v: v if isinstance(v, str) else "")
+
+@pytest.mark.parametrize(
+    "path, body, headers",
+    messages_seeds() + count_tokens_seeds() + chat_seeds(),
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_every_seed_is_a_valid_request(http, path, body, headers):
     """The fuzz starts from requests the bridge accepts, so its mutations land deep inside them."""
     response = http.send("POST", path, dumps(body), client_headers(headers))
@@ -446,18 +658,44 @@ def test_malformed_bodies_and_headers_on_every_post_endpoint(http, data):
 @examples(200)
 def test_models_with_generated_headers_and_queries(http, data):
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=5))
-    query = data.draw(st.sampled_from(["", "?limit=1000", "?beta=true", "?after_id=x&limit=-1", "?%ff=%00",
-                                       "?after_id=some-model&limit=1", "?before_id=some-model",
-                                       "?after_id=a&before_id=b", "?limit=%00"]))
-    path = data.draw(st.sampled_from(["/v1/models", "/v1/models/", "/v1/models/claude-x", "/v1/model",
-                                      "/models", "/models/claude-x", "/v1/models/org%2Fmodel"]))
+    query = data.draw(
+        st.sampled_from(
+            [
+                "",
+                "?limit=1000",
+                "?beta=true",
+                "?after_id=x&limit=-1",
+                "?%ff=%00",
+                "?after_id=some-model&limit=1",
+                "?before_id=some-model",
+                "?after_id=a&before_id=b",
+                "?limit=%00",
+            ]
+        )
+    )
+    path = data.draw(
+        st.sampled_from(
+            [
+                "/v1/models",
+                "/v1/models/",
+                "/v1/models/claude-x",
+                "/v1/model",
+                "/models",
+                "/models/claude-x",
+                "/v1/models/org%2Fmodel",
+            ]
+        )
+    )
     http.send("GET", path + query, b"", headers)
 
 
 # --- what the fuzz found, pinned ---------------------------------------------------------------
 
-ENDPOINTS = [("/v1/messages", MESSAGES_SEEDS[0]), ("/v1/messages/count_tokens", COUNT_TOKENS_SEEDS[0]),
-             ("/v1/chat/completions", CHAT_SEEDS[0])]
+ENDPOINTS = [
+    ("/v1/messages", MESSAGES_SEEDS[0]),
+    ("/v1/messages/count_tokens", COUNT_TOKENS_SEEDS[0]),
+    ("/v1/chat/completions", CHAT_SEEDS[0]),
+]
 
 
 @pytest.mark.parametrize("path, seed", ENDPOINTS, ids=[p for p, _ in ENDPOINTS])

@@ -3,6 +3,7 @@
 The walk over a parsed body is skipped when the raw bytes show no way in for a
 surrogate; each case below is a way in that the shortcut must still catch.
 """
+
 import json
 
 import pytest
@@ -11,13 +12,16 @@ from bridge.errors import BridgeError
 from bridge.http import parse_json
 
 
-@pytest.mark.parametrize("raw, where", [
-    (b'{"messages": [{"content": "cut emoji \\ud83d"}]}', "messages.0.content"),
-    (b'{"a": "\\uDE00 low half, upper-case escape"}', "a"),
-    (b'{"a": "\xed\xa0\xbd UTF-8 form of a surrogate"}', "a"),
-    ('{"a": "\\ud83d in a UTF-16 body"}'.encode("utf-16"), "a"),
-    (b'{"\\ud83d": "in a key"}', "\ud83d"),
-])
+@pytest.mark.parametrize(
+    "raw, where",
+    [
+        (b'{"messages": [{"content": "cut emoji \\ud83d"}]}', "messages.0.content"),
+        (b'{"a": "\\uDE00 low half, upper-case escape"}', "a"),
+        (b'{"a": "\xed\xa0\xbd UTF-8 form of a surrogate"}', "a"),
+        ('{"a": "\\ud83d in a UTF-16 body"}'.encode("utf-16"), "a"),
+        (b'{"\\ud83d": "in a key"}', "\ud83d"),
+    ],
+)
 def test_a_lone_surrogate_is_a_400_naming_the_field(raw, where):
     with pytest.raises(BridgeError) as caught:
         parse_json(raw)

@@ -1,9 +1,11 @@
 """bridge.json_codec: orjson's speed, and the json module's answers for what orjson refuses."""
+
 import json
 
 import jiter
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge import json_codec
 
@@ -23,7 +25,7 @@ def test_a_lone_surrogate_is_read_and_written_back_as_the_escape_it_came_as():
 
 
 def test_integers_beyond_64_bits_are_written_exactly():
-    assert json_codec.dumps({"n": 2 ** 70}) == b'{"n": 1180591620717411303424}'
+    assert json_codec.dumps({"n": 2**70}) == b'{"n": 1180591620717411303424}'
 
 
 def test_what_neither_parser_takes_raises_the_json_modules_value_error():
@@ -38,17 +40,29 @@ def test_the_fallback_sees_what_orjson_refused():
 
 
 # JSON as a model writes tool input: objects of strings (with escapes, emoji), numbers, literals, arrays.
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 20, 10 ** 20),
-                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
-_DOCUMENTS = st.recursive(_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=12)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+_DOCUMENTS = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
-@given(document=st.dictionaries(st.text(max_size=6), _DOCUMENTS, max_size=4),
-       separators=st.sampled_from([(", ", ": "), (",", ":"), (",\n", " : ")]), ensure_ascii=st.booleans())
+@given(
+    document=st.dictionaries(st.text(max_size=6), _DOCUMENTS, max_size=4),
+    separators=st.sampled_from([(", ", ": "), (",", ":"), (",\n", " : ")]),
+    ensure_ascii=st.booleans(),
+)
 @settings(max_examples=60, deadline=None)
 def test_a_cut_off_document_reads_as_jiters_partial_mode_the_anthropic_sdks_fold_reads_it(
-        document, separators, ensure_ascii):
+    document, separators, ensure_ascii
+):
     text = json.dumps(document, separators=separators, ensure_ascii=ensure_ascii)
     for end in range(1, len(text) + 1):
         expected = jiter.from_json(text[:end].encode(), partial_mode=True)

@@ -4,6 +4,7 @@ The full run (200 concurrent paced streams, 1,000 requests) is `python -m loadte
 numbers are in the README under "Capacity and sizing". Here the same script runs at a tenth of
 that, and its own checks are shown to catch a stream that lost or reordered an event.
 """
+
 import json
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import pytest
 import urllib3
 
 from bench.processes import ROOT
-from bridge import settings as settings_module, sse, translator
+from bridge import settings as settings_module
+from bridge import sse, translator
 from bridge.errors import ANTHROPIC
 from bridge.streaming import ANTHROPIC_SSE, relay
 from bridge.upstream import Upstream
@@ -25,9 +27,25 @@ pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
-    run = subprocess.run([sys.executable, "-m", "loadtest.run", "--streams", "20", "--requests", "100",
-                          "--events", "20", "--rounds", "1"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadtest.run",
+            "--streams",
+            "20",
+            "--requests",
+            "100",
+            "--events",
+            "20",
+            "--rounds",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(run.stdout)
     assert report["streams"] == {**report["streams"], "count": 20, "failed": 0}
     assert report["requests"] == {**report["requests"], "count": 100, "failed": 0}
@@ -60,6 +78,7 @@ def test_the_load_checks_catch_a_lost_or_reordered_event():
 class DoneAtMessageStop(translator.StreamTranslator):
     """A translator that is done at message_stop, before the upstream body's last bytes, and
     whose finish() runs a step of the test: the moment between "done" and the relay's close."""
+
     protocol = ANTHROPIC
 
     protocol = ANTHROPIC
@@ -103,8 +122,14 @@ def test_a_stream_ended_early_never_closes_a_connection_the_pool_gave_to_another
         second.append(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True))
 
     fake.reply(fixture("anthropic/text.sse"), fixture("anthropic/text.sse", pace=0.05))
-    list(relay(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True),
-               DoneAtMessageStop(start_the_next_stream), ANTHROPIC_SSE, ping_interval=5))
+    list(
+        relay(
+            upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True),
+            DoneAtMessageStop(start_the_next_stream),
+            ANTHROPIC_SSE,
+            ping_interval=5,
+        )
+    )
     first_closed.set()
     events = decoded(relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC_SSE, 5))
     sent = [name for name, _ in recorded_events("anthropic/text.sse")]

@@ -1,4 +1,5 @@
 """Anthropic Messages request -> Chat Completions request: one test per rule."""
+
 import base64
 import json
 import pathlib
@@ -14,8 +15,9 @@ from tests.helpers import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_reque
 
 CLIENTS = pathlib.Path(__file__).parent / "fixtures" / "clients"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake").decode()
-PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n2 0 obj <</Type /Page>> endobj\n"
-                       b"3 0 obj <</Type /Pages>> endobj").decode()
+PDF = base64.b64encode(
+    b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n2 0 obj <</Type /Page>> endobj\n3 0 obj <</Type /Pages>> endobj"
+).decode()
 
 
 def settings(**env):
@@ -59,6 +61,7 @@ def rejected(body, **env):
 
 # -- the recorded Claude Code requests ---------------------------------------------
 
+
 @pytest.mark.parametrize("path", sorted(CLIENTS.glob("claude_code_*.json")), ids=lambda p: p.stem)
 def test_every_recorded_claude_code_request_becomes_a_valid_chat_request(path):
     body = json.loads(path.read_text())["body"]
@@ -70,8 +73,13 @@ def test_every_recorded_claude_code_request_becomes_a_valid_chat_request(path):
     tool_names = [t["function"]["name"] for t in chat.get("tools", [])]
     assert [context.tool_names[n] for n in tool_names] == [t["name"] for t in body.get("tools", [])]
     sent_calls = [c["id"] for m in chat["messages"] for c in m.get("tool_calls", [])]
-    recorded_calls = [b["id"] for m in body["messages"] if isinstance(m["content"], list)
-                      for b in m["content"] if b["type"] == "tool_use"]
+    recorded_calls = [
+        b["id"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
     assert sent_calls == recorded_calls
 
 
@@ -88,6 +96,7 @@ def test_claude_code_turn_with_thinking_history_keeps_text_and_call_order():
 
 # -- system -----------------------------------------------------------------------------
 
+
 def test_system_string_becomes_the_leading_system_message():
     chat, _ = translate(request(user("hi"), system="Be brief."))
     assert chat["messages"][0] == {"role": "system", "content": "Be brief."}
@@ -99,8 +108,7 @@ def test_system_blocks_are_joined_and_lose_cache_control():
 
 
 def test_role_system_messages_are_hoisted_after_the_top_level_system():
-    chat, _ = translate(request(user("a"), {"role": "system", "content": [text("mid")]}, user("b"),
-                                system="top"))
+    chat, _ = translate(request(user("a"), {"role": "system", "content": [text("mid")]}, user("b"), system="top"))
     assert chat["messages"][0] == {"role": "system", "content": "top\n\nmid"}
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "user"]
 
@@ -118,8 +126,9 @@ def test_claude_codes_billing_header_is_not_sent_upstream():
 
 
 def test_billing_header_line_inside_a_system_string_is_removed():
-    chat, _ = translate(request(user("hi"), system="x-anthropic-billing-header: cc_version=2.1.1.a3f; cch=0b1c2;\n"
-                                                   "Be brief."))
+    chat, _ = translate(
+        request(user("hi"), system="x-anthropic-billing-header: cc_version=2.1.1.a3f; cch=0b1c2;\nBe brief.")
+    )
     assert chat["messages"][0] == {"role": "system", "content": "Be brief."}
 
 
@@ -129,6 +138,7 @@ def test_no_system_message_without_system_text():
 
 
 # -- user content ------------------------------------------------------------------------
+
 
 def test_text_only_content_arrays_are_flattened_to_a_string():
     chat, _ = translate(request(user([text("one"), text("two", cache_control={"type": "ephemeral"})])))
@@ -141,63 +151,120 @@ def test_empty_text_blocks_are_dropped_and_empty_messages_with_them():
 
 
 def test_base64_image_becomes_a_data_url_and_url_image_stays_a_url():
-    chat, _ = translate(request(user([
-        text("look"),
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
-        {"type": "image", "source": {"type": "url", "url": "https://example.test/a.jpg"}}])))
+    chat, _ = translate(
+        request(
+            user(
+                [
+                    text("look"),
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.test/a.jpg"}},
+                ]
+            )
+        )
+    )
     assert chat["messages"][0]["content"] == [
         {"type": "text", "text": "look"},
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
-        {"type": "image_url", "image_url": {"url": "https://example.test/a.jpg"}}]
+        {"type": "image_url", "image_url": {"url": "https://example.test/a.jpg"}},
+    ]
 
 
 def test_pdf_document_becomes_a_file_part_with_a_data_url():
-    chat, _ = translate(request(user([{"type": "document", "title": "Report Q3",
-                                       "source": {"type": "base64", "media_type": "application/pdf",
-                                                  "data": PDF}}, text("summarise")])))
+    chat, _ = translate(
+        request(
+            user(
+                [
+                    {
+                        "type": "document",
+                        "title": "Report Q3",
+                        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+                    },
+                    text("summarise"),
+                ]
+            )
+        )
+    )
     file_part, question = chat["messages"][0]["content"]
-    assert file_part == {"type": "file", "file": {"filename": "Report Q3",
-                                                  "file_data": f"data:application/pdf;base64,{PDF}"}}
+    assert file_part == {
+        "type": "file",
+        "file": {"filename": "Report Q3", "file_data": f"data:application/pdf;base64,{PDF}"},
+    }
     assert question == {"type": "text", "text": "summarise"}
 
 
 def test_plain_text_document_becomes_text_under_its_title():
-    chat, _ = translate(request(user([{"type": "document", "title": "notes.txt",
-                                       "source": {"type": "text", "media_type": "text/plain", "data": "abc"}}])))
+    chat, _ = translate(
+        request(
+            user(
+                [
+                    {
+                        "type": "document",
+                        "title": "notes.txt",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "abc"},
+                    }
+                ]
+            )
+        )
+    )
     assert chat["messages"][0]["content"] == "notes.txt\n\nabc"
 
 
 def test_url_document_is_refused_naming_the_field():
-    message = rejected(request(user([text("read"), {"type": "document", "source": {
-        "type": "url", "url": "https://example.test/a.pdf"}}])))
+    message = rejected(
+        request(
+            user([text("read"), {"type": "document", "source": {"type": "url", "url": "https://example.test/a.pdf"}}])
+        )
+    )
     assert message.startswith("messages.0.content.1.source.url: ")
 
 
 # -- tools in history ---------------------------------------------------------------------
 
+
 def test_tool_use_becomes_tool_calls_with_json_string_arguments():
-    chat, _ = translate(request(user("weather?"), assistant([tool_use("toolu_1", city="Paris")]),
-                                user([tool_result("toolu_1", "sunny")])))
+    chat, _ = translate(
+        request(
+            user("weather?"), assistant([tool_use("toolu_1", city="Paris")]), user([tool_result("toolu_1", "sunny")])
+        )
+    )
     call = chat["messages"][1]
-    assert call == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "toolu_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+    assert call == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+        ],
+    }
     assert chat["messages"][2] == {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"}
 
 
 def test_tool_results_come_right_after_the_assistant_before_other_user_content():
-    chat, _ = translate(request(
-        user("go"), assistant([text("two calls"), tool_use("a"), tool_use("b")]),
-        user([text("and also this"), tool_result("b", "B"), tool_result("a", "A")])))
+    chat, _ = translate(
+        request(
+            user("go"),
+            assistant([text("two calls"), tool_use("a"), tool_use("b")]),
+            user([text("and also this"), tool_result("b", "B"), tool_result("a", "A")]),
+        )
+    )
     assert [(m["role"], m.get("tool_call_id")) for m in chat["messages"]] == [
-        ("user", None), ("assistant", None), ("tool", "b"), ("tool", "a"), ("user", None)]
+        ("user", None),
+        ("assistant", None),
+        ("tool", "b"),
+        ("tool", "a"),
+        ("user", None),
+    ]
     assert chat["messages"][-1]["content"] == "and also this"
 
 
 def test_tool_result_text_stays_in_the_tool_message_and_images_follow_in_a_user_message():
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
-    chat, _ = translate(request(user("shot"), assistant([tool_use("t1", "screenshot")]),
-                                user([tool_result("t1", [text("captured"), image]), text("what is it?")])))
+    chat, _ = translate(
+        request(
+            user("shot"),
+            assistant([tool_use("t1", "screenshot")]),
+            user([tool_result("t1", [text("captured"), image]), text("what is it?")]),
+        )
+    )
     tool_message, follow_up = chat["messages"][2:]
     assert tool_message == {"role": "tool", "tool_call_id": "t1", "content": "captured"}
     assert follow_up["role"] == "user"
@@ -208,36 +275,46 @@ def test_tool_result_text_stays_in_the_tool_message_and_images_follow_in_a_user_
 
 
 def test_tool_result_content_blocks_are_joined_and_may_be_empty():
-    chat, _ = translate(request(user("x"), assistant([tool_use("t1"), tool_use("t2")]),
-                                user([tool_result("t1", [text("a"), text("b")]),
-                                      {"type": "tool_result", "tool_use_id": "t2"}])))
+    chat, _ = translate(
+        request(
+            user("x"),
+            assistant([tool_use("t1"), tool_use("t2")]),
+            user([tool_result("t1", [text("a"), text("b")]), {"type": "tool_result", "tool_use_id": "t2"}]),
+        )
+    )
     assert [m["content"] for m in chat["messages"][2:]] == ["a\n\nb", ""]
 
 
 def test_error_tool_result_says_so_in_the_tool_message():
-    chat, _ = translate(request(user("x"), assistant([tool_use("t1")]),
-                                user([tool_result("t1", "permission denied", is_error=True)])))
+    chat, _ = translate(
+        request(user("x"), assistant([tool_use("t1")]), user([tool_result("t1", "permission denied", is_error=True)]))
+    )
     assert chat["messages"][2]["content"] == "Error: permission denied"
 
 
 def test_assistant_text_after_tool_use_goes_into_content():
-    chat, _ = translate(request(user("x"), assistant([text("before"), tool_use("t1"), text("after")]),
-                                user([tool_result("t1")])))
+    chat, _ = translate(
+        request(user("x"), assistant([text("before"), tool_use("t1"), text("after")]), user([tool_result("t1")]))
+    )
     assert chat["messages"][1]["content"] == "before\n\nafter"
     assert len(chat["messages"][1]["tool_calls"]) == 1
 
 
 def test_thinking_history_is_dropped_by_default():
-    thinking = [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
-                {"type": "redacted_thinking", "data": "xyz"}, text("answer")]
+    thinking = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "xyz"},
+        text("answer"),
+    ]
     chat, _ = translate(request(user("q"), assistant(thinking), user("more")))
     assert chat["messages"][1] == {"role": "assistant", "content": "answer"}
 
 
 def test_thinking_history_becomes_reasoning_content_when_the_upstream_needs_it():
     thinking = [{"type": "thinking", "thinking": "hmm", "signature": "sig"}, tool_use("t1")]
-    chat, _ = translate(request(user("q"), assistant(thinking), user([tool_result("t1")])),
-                        openai_reasoning_history="true")
+    chat, _ = translate(
+        request(user("q"), assistant(thinking), user([tool_result("t1")])), openai_reasoning_history="true"
+    )
     assert chat["messages"][1]["reasoning_content"] == "hmm"
 
 
@@ -247,8 +324,9 @@ def test_assistant_turn_with_only_thinking_is_dropped():
 
 
 def test_tool_use_without_a_result_in_the_next_user_turn_is_a_400_naming_the_block():
-    message = rejected(request(user("x"), assistant([text("t"), tool_use("t1"), tool_use("t2")]),
-                               user([tool_result("t1")])))
+    message = rejected(
+        request(user("x"), assistant([text("t"), tool_use("t1"), tool_use("t2")]), user([tool_result("t1")]))
+    )
     assert message.startswith("messages.1.content.2: ") and "'t2'" in message
 
 
@@ -276,27 +354,39 @@ def test_tool_call_ids_the_bridge_encoded_go_back_upstream_as_they_were():
     assert chat["messages"][2]["tool_call_id"] == upstream_id
 
 
-
 def test_tool_result_attachments_name_the_call_id_the_upstream_knows():
     client_id = client_tool_id("functions.screenshot:0")
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
-    chat, _ = translate(request(user("x"), assistant([tool_use(client_id, "screenshot")]),
-                                user([tool_result(client_id, [image])])))
+    chat, _ = translate(
+        request(user("x"), assistant([tool_use(client_id, "screenshot")]), user([tool_result(client_id, [image])]))
+    )
     tool_message, follow_up = chat["messages"][2:]
     assert tool_message["tool_call_id"] in follow_up["content"][0]["text"]
     assert client_id not in json.dumps(chat)
 
+
 # -- tool definitions -----------------------------------------------------------------------
 
-WEATHER = {"name": "get_weather", "description": "Weather for a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
-           "cache_control": {"type": "ephemeral"}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "cache_control": {"type": "ephemeral"},
+}
 
 
 def test_tools_become_function_tools():
     chat, _ = translate(request(user("x"), tools=[WEATHER]))
-    assert chat["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "parameters": WEATHER["input_schema"], "description": "Weather for a city"}}]
+    assert chat["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": WEATHER["input_schema"],
+                "description": "Weather for a city",
+            },
+        }
+    ]
 
 
 def test_a_tool_schema_without_properties_gets_empty_properties():
@@ -313,8 +403,13 @@ def test_long_or_odd_tool_names_are_shortened_deterministically_and_mapped_back(
     long_name = "mcp__a_very_long_server_name_for_testing__" + "do_something_remarkable_" * 3
     dotted = "server.tool"
     tools = [{**WEATHER, "name": long_name}, {**WEATHER, "name": dotted}]
-    body = request(user("x"), assistant([tool_use("t1", long_name)]), user([tool_result("t1")]),
-                   tools=tools, tool_choice={"type": "tool", "name": dotted})
+    body = request(
+        user("x"),
+        assistant([tool_use("t1", long_name)]),
+        user([tool_result("t1")]),
+        tools=tools,
+        tool_choice={"type": "tool", "name": dotted},
+    )
     chat, context = translate(body)
     again, _ = translate(body)
     short_long, short_dotted = (t["function"]["name"] for t in chat["tools"])
@@ -331,12 +426,15 @@ def test_names_that_differ_only_in_invalid_characters_stay_distinct():
     assert len({t["function"]["name"] for t in chat["tools"]}) == 2
 
 
-@pytest.mark.parametrize("choice, expected", [
-    ({"type": "auto"}, "auto"),
-    ({"type": "any"}, "required"),
-    ({"type": "none"}, "none"),
-    ({"type": "tool", "name": "get_weather"}, {"type": "function", "function": {"name": "get_weather"}}),
-])
+@pytest.mark.parametrize(
+    "choice, expected",
+    [
+        ({"type": "auto"}, "auto"),
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "get_weather"}, {"type": "function", "function": {"name": "get_weather"}}),
+    ],
+)
 def test_tool_choice_maps_any_to_required_and_tool_to_a_named_function(choice, expected):
     chat, _ = translate(request(user("x"), tools=[WEATHER], tool_choice=choice))
     assert chat["tool_choice"] == expected
@@ -344,8 +442,9 @@ def test_tool_choice_maps_any_to_required_and_tool_to_a_named_function(choice, e
 
 
 def test_disable_parallel_tool_use_becomes_parallel_tool_calls_false():
-    chat, _ = translate(request(user("x"), tools=[WEATHER],
-                                tool_choice={"type": "auto", "disable_parallel_tool_use": True}))
+    chat, _ = translate(
+        request(user("x"), tools=[WEATHER], tool_choice={"type": "auto", "disable_parallel_tool_use": True})
+    )
     assert chat["parallel_tool_calls"] is False
 
 
@@ -357,8 +456,13 @@ def test_tool_choice_without_tools_is_dropped_and_reported():
 def test_tool_choice_naming_an_unknown_tool_is_a_400():
     message = rejected(request(user("x"), tools=[WEATHER], tool_choice={"type": "tool", "name": "nope"}))
     assert message.startswith("tool_choice.name: ")
-    only_in_history = request(user("x"), assistant([tool_use("t1", "old_tool")]), user([tool_result("t1")]),
-                              tools=[WEATHER], tool_choice={"type": "tool", "name": "old_tool"})
+    only_in_history = request(
+        user("x"),
+        assistant([tool_use("t1", "old_tool")]),
+        user([tool_result("t1")]),
+        tools=[WEATHER],
+        tool_choice={"type": "tool", "name": "old_tool"},
+    )
     assert rejected(only_in_history).startswith("tool_choice.name: ")
 
 
@@ -373,6 +477,7 @@ def test_strict_tools_stay_strict():
 
 
 # -- sampling, limits and the rest ------------------------------------------------------------
+
 
 def test_max_tokens_goes_under_the_configured_parameter_name():
     chat, _ = translate(request(user("x")))
@@ -391,8 +496,9 @@ def test_max_tokens_is_capped_only_when_a_cap_is_configured():
 
 
 def test_model_is_mapped_and_the_context_keeps_the_clients_name():
-    chat, context = translate(request(user("x"), model="claude-haiku-4-5-20251001"),
-                              model_map=json.dumps({"claude-*haiku*": "gpt-4.1-mini"}))
+    chat, context = translate(
+        request(user("x"), model="claude-haiku-4-5-20251001"), model_map=json.dumps({"claude-*haiku*": "gpt-4.1-mini"})
+    )
     assert chat["model"] == "gpt-4.1-mini" and context.model == "claude-haiku-4-5-20251001"
 
 
@@ -421,21 +527,32 @@ def test_metadata_user_id_becomes_user_and_long_ids_a_stable_short_hash():
 
 
 def test_anthropic_only_fields_are_consumed_and_reported():
-    chat, context = translate(request(user("x"), context_management={"edits": []}, service_tier="auto",
-                                      container="c", mcp_servers=[], cache_control={"type": "ephemeral"}))
+    chat, context = translate(
+        request(
+            user("x"),
+            context_management={"edits": []},
+            service_tier="auto",
+            container="c",
+            mcp_servers=[],
+            cache_control={"type": "ephemeral"},
+        )
+    )
     assert set(chat) <= CHAT_FIELDS
     assert {"context_management", "service_tier", "container", "mcp_servers"} <= set(context.dropped)
 
 
-@pytest.mark.parametrize("extra, effort", [
-    ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "low"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 8000}}, "medium"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 31999}}, "high"),
-    ({"thinking": {"type": "disabled"}}, "low"),
-    ({"thinking": {"type": "adaptive"}}, None),
-    ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}}, "medium"),
-    ({"output_config": {"effort": "max"}}, "high"),
-])
+@pytest.mark.parametrize(
+    "extra, effort",
+    [
+        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "low"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 8000}}, "medium"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 31999}}, "high"),
+        ({"thinking": {"type": "disabled"}}, "low"),
+        ({"thinking": {"type": "adaptive"}}, None),
+        ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}}, "medium"),
+        ({"output_config": {"effort": "max"}}, "high"),
+    ],
+)
 def test_thinking_and_effort_become_reasoning_effort_when_enabled(extra, effort):
     chat, context = translate(request(user("x"), **extra), openai_reasoning_effort="true")
     assert chat.get("reasoning_effort") == effort and not context.dropped
@@ -450,8 +567,10 @@ def test_thinking_and_effort_are_dropped_and_reported_when_the_upstream_takes_no
 def test_output_config_format_becomes_a_json_schema_response_format():
     schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
     chat, _ = translate(request(user("x"), output_config={"format": {"type": "json_schema", "schema": schema}}))
-    assert chat["response_format"] == {"type": "json_schema",
-                                       "json_schema": {"name": "structured_output", "schema": schema}}
+    assert chat["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "structured_output", "schema": schema},
+    }
 
 
 def test_stream_asks_for_usage_unless_switched_off():
@@ -478,9 +597,12 @@ CLAUDE_CODE_2_1_332 = CLIENTS / "claude-code-2.1.332"
 
 def test_a_tool_reference_becomes_tool_message_text_naming_the_loaded_tool():
     loaded = [{"type": "tool_reference", "tool_name": "WebFetch"}]
-    body = request(user("fetch it"), assistant([tool_use("t1", "ToolSearch", query="select:WebFetch")]),
-                   user([tool_result("t1", loaded), text("Tool loaded.")]),
-                   tools=[{"name": "WebFetch", "input_schema": {"type": "object"}, "defer_loading": True}])
+    body = request(
+        user("fetch it"),
+        assistant([tool_use("t1", "ToolSearch", query="select:WebFetch")]),
+        user([tool_result("t1", loaded), text("Tool loaded.")]),
+        tools=[{"name": "WebFetch", "input_schema": {"type": "object"}, "defer_loading": True}],
+    )
     chat, context = translate(body)
     assert chat["messages"][-2] == {"role": "tool", "tool_call_id": "t1", "content": "Tool loaded: WebFetch"}
     assert chat["messages"][-1] == {"role": "user", "content": "Tool loaded."}
@@ -491,16 +613,19 @@ def test_a_tool_reference_becomes_tool_message_text_naming_the_loaded_tool():
 def test_a_tool_reference_names_the_tool_as_the_upstream_knows_it():
     long_name = "mcp__a_very_long_server_name__" + "x" * 60
     loaded = [{"type": "tool_reference", "tool_name": long_name}]
-    body = request(user("q"), assistant([tool_use("t1", "ToolSearch")]), user([tool_result("t1", loaded)]),
-                   tools=[{"name": long_name, "input_schema": {"type": "object"}}])
+    body = request(
+        user("q"),
+        assistant([tool_use("t1", "ToolSearch")]),
+        user([tool_result("t1", loaded)]),
+        tools=[{"name": long_name, "input_schema": {"type": "object"}}],
+    )
     chat, _ = translate(body)
     [tool] = chat["tools"]
     assert chat["messages"][-1]["content"] == f"Tool loaded: {tool['function']['name']}"
 
 
 def test_a_tool_reference_without_a_tool_name_is_a_400_naming_it():
-    body = request(user("q"), assistant([tool_use("t1")]),
-                   user([tool_result("t1", [{"type": "tool_reference"}])]))
+    body = request(user("q"), assistant([tool_use("t1")]), user([tool_result("t1", [{"type": "tool_reference"}])]))
     assert rejected(body).startswith("messages.2.content.0.content.0.tool_name: ")
 
 
@@ -516,8 +641,9 @@ def test_the_deferred_tool_placeholder_is_not_sent_upstream_and_is_reported():
 def test_a_tool_choice_naming_the_placeholder_is_a_400():
     placeholder = {"name": "DeferredToolPlaceholder", "input_schema": {"type": "object"}, "defer_loading": True}
     other = {"name": "Read", "input_schema": {"type": "object"}}
-    body = request(user("q"), tools=[placeholder, other],
-                   tool_choice={"type": "tool", "name": "DeferredToolPlaceholder"})
+    body = request(
+        user("q"), tools=[placeholder, other], tool_choice={"type": "tool", "name": "DeferredToolPlaceholder"}
+    )
     assert rejected(body).startswith("tool_choice.name: ")
 
 
@@ -529,10 +655,26 @@ def test_every_field_claude_code_2_1_332_sends_that_does_not_go_upstream_is_name
         return  # a count_tokens request: answered locally
     for enabled in ("false", "true"):
         chat, context = translate(body, openai_reasoning_effort=enabled)
-        expected = {k for k in body if k not in {"model", "messages", "system", "max_tokens", "metadata",
-                                                 "tools", "thinking", "output_config", "stream"}}
-        blocks = [*(body["system"] if isinstance(body["system"], list) else []),
-                  *(b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"])]
+        expected = {
+            k
+            for k in body
+            if k
+            not in {
+                "model",
+                "messages",
+                "system",
+                "max_tokens",
+                "metadata",
+                "tools",
+                "thinking",
+                "output_config",
+                "stream",
+            }
+        }
+        blocks = [
+            *(body["system"] if isinstance(body["system"], list) else []),
+            *(b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]),
+        ]
         if any("cache_control" in b for b in blocks):
             expected.add("cache_control")
         if any("defer_loading" in t for t in body["tools"]):
@@ -544,16 +686,24 @@ def test_every_field_claude_code_2_1_332_sends_that_does_not_go_upstream_is_name
 
 
 def test_a_system_messages_own_effort_steers_over_the_top_level_one():
-    body = request(user("q"), {"role": "system", "content": [], "output_config": {"effort": "low"}},
-                   output_config={"effort": "high"}, thinking={"type": "adaptive", "display": "omitted"})
+    body = request(
+        user("q"),
+        {"role": "system", "content": [], "output_config": {"effort": "low"}},
+        output_config={"effort": "high"},
+        thinking={"type": "adaptive", "display": "omitted"},
+    )
     chat, context = translate(body, openai_reasoning_effort="true")
     assert chat["reasoning_effort"] == "low"
     assert context.dropped == ["thinking.display"]
 
 
 def test_a_system_message_with_a_list_or_empty_content_is_hoisted():
-    body = request(user("q"), {"role": "system", "content": [text("rules", cache_control={"type": "ephemeral"})]},
-                   {"role": "system", "content": []}, system="top")
+    body = request(
+        user("q"),
+        {"role": "system", "content": [text("rules", cache_control={"type": "ephemeral"})]},
+        {"role": "system", "content": []},
+        system="top",
+    )
     chat, context = translate(body)
     assert chat["messages"][0] == {"role": "system", "content": "top\n\nrules"}
     assert chat["messages"][1:] == [{"role": "user", "content": "q"}]

@@ -1,20 +1,32 @@
 """Chat Completions response -> Anthropic message: one test per rule, on the recorded bodies."""
+
 import json
 import re
 
 import pytest
 
 from bridge.errors import BridgeError
-from bridge.messages_to_chat.response import (INVALID_ARGUMENTS_KEY, anthropic_overflow, client_tool_id,
-                                              to_anthropic_message, error_in_body, upstream_tool_id, usage)
+from bridge.messages_to_chat.response import (
+    INVALID_ARGUMENTS_KEY,
+    anthropic_overflow,
+    client_tool_id,
+    error_in_body,
+    to_anthropic_message,
+    upstream_tool_id,
+    usage,
+)
 from tests.helpers import OVERFLOWS, recorded
 from tests.helpers import messages_to_chat_context as context
 
 
 def completion(message, finish_reason="stop", **choice):
-    return {"id": "chatcmpl-1", "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                             "finish_reason": finish_reason, **choice}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+    return {
+        "id": "chatcmpl-1",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason, **choice}
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+    }
 
 
 def test_text_answer_becomes_one_text_block_with_end_turn():
@@ -35,30 +47,47 @@ def test_tool_calls_become_tool_use_blocks_with_parsed_input():
     body = recorded("openai/tool_calls.json")
     message = to_anthropic_message(body, context())
     calls = body["choices"][0]["message"]["tool_calls"]
-    assert message["content"] == [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
-                                   "input": json.loads(c["function"]["arguments"])} for c in calls]
+    assert message["content"] == [
+        {
+            "type": "tool_use",
+            "id": c["id"],
+            "name": c["function"]["name"],
+            "input": json.loads(c["function"]["arguments"]),
+        }
+        for c in calls
+    ]
     assert message["stop_reason"] == "tool_use"
 
 
 def test_a_models_integers_in_arguments_stay_exact_however_long():
     arguments = '{"account": 123456789012345678901234567890, "min": -9223372036854775809}'
-    message = to_anthropic_message(completion({"tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": arguments}}]}), context())
-    assert message["content"][0]["input"] == {"account": 123456789012345678901234567890,
-                                              "min": -9223372036854775809}
+    message = to_anthropic_message(
+        completion(
+            {"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": arguments}}]}
+        ),
+        context(),
+    )
+    assert message["content"][0]["input"] == {"account": 123456789012345678901234567890, "min": -9223372036854775809}
 
 
 def test_shortened_tool_names_are_restored():
-    body = completion({"content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "mcp__x_1a2b3c4d", "arguments": "{}"}}]},
-        "tool_calls")
+    body = completion(
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "mcp__x_1a2b3c4d", "arguments": "{}"}}
+            ],
+        },
+        "tool_calls",
+    )
     message = to_anthropic_message(body, context(tool_names={"mcp__x_1a2b3c4d": "mcp__x.original"}))
     assert message["content"][0]["name"] == "mcp__x.original"
 
 
 def test_a_tool_call_makes_the_stop_reason_tool_use_whatever_the_finish_reason():
-    body = completion({"tool_calls": [{"id": "c", "type": "function",
-                                       "function": {"name": "f", "arguments": "{}"}}]}, "stop")
+    body = completion(
+        {"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, "stop"
+    )
     assert to_anthropic_message(body, context())["stop_reason"] == "tool_use"
 
 
@@ -70,22 +99,28 @@ def test_finish_reason_tool_calls_without_a_call_is_end_turn():
 
 @pytest.mark.parametrize("arguments", ['{"city": "Par', "not json", "[1, 2]", "null"])
 def test_arguments_that_are_not_a_json_object_are_kept_raw_never_replaced_by_empty(arguments):
-    body = completion({"tool_calls": [{"id": "c", "type": "function",
-                                       "function": {"name": "f", "arguments": arguments}}]}, "tool_calls")
+    body = completion(
+        {"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]},
+        "tool_calls",
+    )
     assert to_anthropic_message(body, context())["content"][0]["input"] == {INVALID_ARGUMENTS_KEY: arguments}
 
 
 def test_arguments_sent_as_an_object_are_the_input():
     arguments = {"city": "Paris", "days": [1, 2]}
-    body = completion({"tool_calls": [{"id": "c", "type": "function",
-                                       "function": {"name": "f", "arguments": arguments}}]}, "tool_calls")
+    body = completion(
+        {"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]},
+        "tool_calls",
+    )
     assert to_anthropic_message(body, context())["content"][0]["input"] == arguments
 
 
 @pytest.mark.parametrize("arguments", ["", None, "  "])
 def test_empty_arguments_are_a_call_without_arguments(arguments):
-    body = completion({"tool_calls": [{"id": "c", "type": "function",
-                                       "function": {"name": "f", "arguments": arguments}}]}, "tool_calls")
+    body = completion(
+        {"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]},
+        "tool_calls",
+    )
     assert to_anthropic_message(body, context())["content"][0]["input"] == {}
 
 
@@ -95,7 +130,8 @@ def test_reasoning_content_becomes_a_thinking_block_before_the_text_with_an_empt
     source = body["choices"][0]["message"]
     assert message["content"] == [
         {"type": "thinking", "thinking": source["reasoning_content"], "signature": ""},
-        {"type": "text", "text": source["content"]}]
+        {"type": "text", "text": source["content"]},
+    ]
 
 
 def test_reasoning_field_of_groq_and_openrouter_is_thinking_too():
@@ -104,8 +140,10 @@ def test_reasoning_field_of_groq_and_openrouter_is_thinking_too():
 
 
 def test_mistral_content_array_splits_into_thinking_and_text():
-    content = [{"type": "thinking", "thinking": [{"type": "text", "text": "let me see"}]},
-               {"type": "text", "text": "Answer."}]
+    content = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "let me see"}]},
+        {"type": "text", "text": "Answer."},
+    ]
     message = to_anthropic_message(completion({"content": content}), context())
     assert [b["type"] for b in message["content"]] == ["thinking", "text"]
     assert message["content"][1]["text"] == "Answer."
@@ -132,8 +170,9 @@ def test_length_is_max_tokens():
 
 
 def test_length_wins_over_a_truncated_tool_call():
-    body = completion({"tool_calls": [{"id": "c", "type": "function",
-                                       "function": {"name": "f", "arguments": '{"a": '}}]}, "length")
+    body = completion(
+        {"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": '}}]}, "length"
+    )
     assert to_anthropic_message(body, context())["stop_reason"] == "max_tokens"
 
 
@@ -154,22 +193,42 @@ def test_usage_input_excludes_cached_tokens_which_are_cache_reads():
     source = body["usage"]
     cached = source["prompt_tokens_details"]["cached_tokens"]
     assert to_anthropic_message(body, context())["usage"] == {
-        "input_tokens": source["prompt_tokens"] - cached, "output_tokens": source["completion_tokens"],
-        "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+        "input_tokens": source["prompt_tokens"] - cached,
+        "output_tokens": source["completion_tokens"],
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+    }
 
 
 def test_usage_counts_reported_cache_writes_as_cache_creation():
-    result = usage({"prompt_tokens": 100, "completion_tokens": 3,
-                    "prompt_tokens_details": {"cached_tokens": 20, "cache_write_tokens": 30}})
-    assert result == {"input_tokens": 50, "output_tokens": 3, "cache_creation_input_tokens": 30,
-                      "cache_read_input_tokens": 20}
+    result = usage(
+        {
+            "prompt_tokens": 100,
+            "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 20, "cache_write_tokens": 30},
+        }
+    )
+    assert result == {
+        "input_tokens": 50,
+        "output_tokens": 3,
+        "cache_creation_input_tokens": 30,
+        "cache_read_input_tokens": 20,
+    }
 
 
 def test_usage_reads_deepseek_cache_hits_and_survives_missing_details():
-    assert usage({"prompt_tokens": 10, "prompt_cache_hit_tokens": 4, "completion_tokens": 1,
-                  "prompt_tokens_details": None})["cache_read_input_tokens"] == 4
-    assert usage(None) == {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
-                           "cache_read_input_tokens": 0}
+    assert (
+        usage(
+            {"prompt_tokens": 10, "prompt_cache_hit_tokens": 4, "completion_tokens": 1, "prompt_tokens_details": None}
+        )["cache_read_input_tokens"]
+        == 4
+    )
+    assert usage(None) == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
 
 
 def test_reasoning_tokens_stay_in_output_tokens():
@@ -192,8 +251,9 @@ def test_several_choices_are_a_502_naming_the_count():
     assert caught.value.status == 502 and "2 choices" in caught.value.message
 
 
-@pytest.mark.parametrize("upstream_id", ["call_abc", "fc_bfb39741-3748-4def", "functions.get_weather:0",
-                                         "id with spaces/and:colons"])
+@pytest.mark.parametrize(
+    "upstream_id", ["call_abc", "fc_bfb39741-3748-4def", "functions.get_weather:0", "id with spaces/and:colons"]
+)
 def test_tool_ids_satisfy_anthropic_and_round_trip_to_the_upstream(upstream_id):
     client_id = client_tool_id(upstream_id)
     assert all(c.isalnum() or c in "_-" for c in client_id)
@@ -224,7 +284,6 @@ def test_a_message_or_function_that_is_not_an_object_is_no_content_not_a_crash()
         assert to_anthropic_message(body, context())["content"] == []
 
 
-
 @pytest.mark.parametrize("function", ["f", {"arguments": "{}"}, {"name": "", "arguments": "{}"}])
 def test_a_tool_call_without_a_name_is_a_502_as_in_a_stream(function):
     body = completion({"tool_calls": [{"id": "c", "type": "function", "function": function}]}, "tool_calls")
@@ -243,23 +302,39 @@ def test_a_body_that_is_not_an_object_is_a_502():
 
 # Claude Code's own patterns for the two messages it acts on (its CLI bundle, 2.1.332).
 PROMPT_TOO_LONG = re.compile(r"^prompt is too long: (\d+) tokens > (\d+) maximum$")
-EXCEED_CONTEXT_LIMIT = re.compile(r"^input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+), "
-                                  r"decrease input length or `max_tokens` and try again$")
+EXCEED_CONTEXT_LIMIT = re.compile(
+    r"^input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+), "
+    r"decrease input length or `max_tokens` and try again$"
+)
 
 
 def overflowed(detail, status=400):
-    return BridgeError("invalid_request", detail["message"], status=status, upstream_status=status, upstream_detail=detail,
-                       upstream_headers={"x-should-retry": "false"})
+    return BridgeError(
+        "invalid_request",
+        detail["message"],
+        status=status,
+        upstream_status=status,
+        upstream_detail=detail,
+        upstream_headers={"x-should-retry": "false"},
+    )
 
 
 def never_estimated():
     raise AssertionError("the upstream gave the prompt's size: no estimate needed")
 
 
-@pytest.mark.parametrize("case, numbers", [
-    ("openai", (130512, 128000)), ("vllm 0.10-0.17, input alone", (40000, 32768)), ("llama.cpp", (5000, 4096)),
-    ("vllm 0.18+", (10000, 8192)), ("mistral", (10000, 8192)), ("anthropic, prompt", (210000, 200000)),
-    ("deepseek", (70000, 65536))])
+@pytest.mark.parametrize(
+    "case, numbers",
+    [
+        ("openai", (130512, 128000)),
+        ("vllm 0.10-0.17, input alone", (40000, 32768)),
+        ("llama.cpp", (5000, 4096)),
+        ("vllm 0.18+", (10000, 8192)),
+        ("mistral", (10000, 8192)),
+        ("anthropic, prompt", (210000, 200000)),
+        ("deepseek", (70000, 65536)),
+    ],
+)
 def test_an_overflow_with_its_numbers_is_anthropics_prompt_is_too_long_with_them(case, numbers):
     error = anthropic_overflow(overflowed(OVERFLOWS[case][0]), never_estimated)
     assert tuple(map(int, PROMPT_TOO_LONG.match(error.message).groups())) == numbers
@@ -267,9 +342,14 @@ def test_an_overflow_with_its_numbers_is_anthropics_prompt_is_too_long_with_them
     assert error.upstream_headers == {"x-should-retry": "false"}, "what the upstream said about retrying stays"
 
 
-@pytest.mark.parametrize("case, numbers", [
-    ("vllm, messages and completion", (4000, 1000, 4096)), ("vllm 0.10-0.17, max_tokens", (2778, 8000, 4096)),
-    ("anthropic, prompt and max_tokens", (188240, 21333, 200000))])
+@pytest.mark.parametrize(
+    "case, numbers",
+    [
+        ("vllm, messages and completion", (4000, 1000, 4096)),
+        ("vllm 0.10-0.17, max_tokens", (2778, 8000, 4096)),
+        ("anthropic, prompt and max_tokens", (188240, 21333, 200000)),
+    ],
+)
 def test_a_prompt_that_fits_without_its_max_tokens_is_anthropics_exceed_context_limit(case, numbers):
     """Claude Code answers this one by asking again with a max_tokens that fits."""
     error = anthropic_overflow(overflowed(OVERFLOWS[case][0]), never_estimated)
@@ -290,10 +370,14 @@ def test_an_overflow_without_numbers_states_the_estimate_for_both_an_unknown_gap
 
 def test_a_limit_without_the_prompts_size_takes_the_estimate_never_below_the_limit():
     lm_studio = OVERFLOWS["lm studio"][0]  # the window is 4096
-    assert anthropic_overflow(overflowed(lm_studio), lambda: 5000).message == \
-        "prompt is too long: 5000 tokens > 4096 maximum"
-    assert anthropic_overflow(overflowed(lm_studio), lambda: 3000).message == \
-        "prompt is too long: 4096 tokens > 4096 maximum"
+    assert (
+        anthropic_overflow(overflowed(lm_studio), lambda: 5000).message
+        == "prompt is too long: 5000 tokens > 4096 maximum"
+    )
+    assert (
+        anthropic_overflow(overflowed(lm_studio), lambda: 3000).message
+        == "prompt is too long: 4096 tokens > 4096 maximum"
+    )
 
 
 @pytest.mark.parametrize("status", [413, 422])
@@ -306,8 +390,7 @@ def test_an_overflow_inside_a_200_is_one_too():
     body = {"error": OVERFLOWS["llama.cpp"][0]}
     with pytest.raises(BridgeError) as caught:
         to_anthropic_message(body, context())
-    assert anthropic_overflow(caught.value, never_estimated).message == \
-        "prompt is too long: 5000 tokens > 4096 maximum"
+    assert anthropic_overflow(caught.value, never_estimated).message == "prompt is too long: 5000 tokens > 4096 maximum"
 
 
 def test_a_string_error_in_a_200_is_read_as_its_message():
@@ -315,10 +398,14 @@ def test_a_string_error_in_a_200_is_read_as_its_message():
     assert anthropic_overflow(error, lambda: 9).message == "prompt is too long: 9 tokens > 9 maximum"
 
 
-@pytest.mark.parametrize("detail, status", [
-    (OVERFLOWS["openai"][0], 429),                              # a rate limit stays one, whatever it says
-    (OVERFLOWS["openai"][0], 500),
-    ({"message": "max_tokens is too large: 128000. This model supports at most 16384 completion tokens"}, 400)])
+@pytest.mark.parametrize(
+    "detail, status",
+    [
+        (OVERFLOWS["openai"][0], 429),  # a rate limit stays one, whatever it says
+        (OVERFLOWS["openai"][0], 500),
+        ({"message": "max_tokens is too large: 128000. This model supports at most 16384 completion tokens"}, 400),
+    ],
+)
 def test_other_errors_are_left_as_they_came(detail, status):
     error = overflowed(detail, status)
     assert anthropic_overflow(error, never_estimated) is error

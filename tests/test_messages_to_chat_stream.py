@@ -5,14 +5,22 @@ the code a real client runs; what it must end up with is the same answer not str
 completion the openai SDK's own accumulator makes of the recording, translated by response.py.
 (A recorded .json next to a .sse is another answer, with another id: not its twin.)
 """
+
 import pytest
 
 from bridge.errors import BridgeError
 from bridge.messages_to_chat.response import to_anthropic_message
 from bridge.messages_to_chat.stream import StreamTranslator
 from bridge.translator import DONE
-from tests.helpers import (OPENAI_STREAMS, anthropic_fold, messages_to_chat_context, openai_stream_completion,
-                           recorded_events, translated, without_nulls)
+from tests.helpers import (
+    OPENAI_STREAMS,
+    anthropic_fold,
+    messages_to_chat_context,
+    openai_stream_completion,
+    recorded_events,
+    translated,
+    without_nulls,
+)
 
 
 def translate(events, ctx=None, eof=True):
@@ -20,8 +28,11 @@ def translate(events, ctx=None, eof=True):
 
 
 def chunk(delta=None, finish_reason=None, usage=None, **choice):
-    body = {"id": "chatcmpl-1", "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, **choice}]}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, **choice}],
+    }
     if usage is not None:
         body["usage"] = usage
     return (None, body)
@@ -47,8 +58,11 @@ def check_lifecycle(events):
     assert events[0]["type"] == "message_start"
     start = events[0]["message"]
     assert start["content"] == [] and start["stop_reason"] is None
-    assert set(start["usage"]) == {"input_tokens", "output_tokens", "cache_creation_input_tokens",
-                                   "cache_read_input_tokens"} and start["usage"]["output_tokens"] == 0
+    assert (
+        set(start["usage"])
+        == {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
+        and start["usage"]["output_tokens"] == 0
+    )
     assert [e["type"] for e in events[-2:]] == ["message_delta", "message_stop"]
     assert sum(e["type"] == "message_start" for e in events) == 1
     delta_types = {"text": "text_delta", "thinking": "thinking_delta", "tool_use": "input_json_delta"}
@@ -101,8 +115,14 @@ def test_the_anthropic_sdk_folds_every_translated_stream_into_the_non_streamed_a
 def test_mistral_thinking_parts_become_one_thinking_block():
     upstream = recorded_events("openai/mistral_thinking_content_array.sse")
     contents = [p["choices"][0]["delta"].get("content") for _, p in upstream if p != DONE and p["choices"]]
-    thinking = "".join(inner["text"] for content in contents if isinstance(content, list)
-                       for part in content if part["type"] == "thinking" for inner in part["thinking"])
+    thinking = "".join(
+        inner["text"]
+        for content in contents
+        if isinstance(content, list)
+        for part in content
+        if part["type"] == "thinking"
+        for inner in part["thinking"]
+    )
     message = anthropic_fold(translate(upstream))
     assert [b["type"] for b in message["content"]] == ["thinking", "text"]
     assert message["content"][0]["thinking"] == thinking != ""
@@ -158,14 +178,21 @@ def test_vllm_stop_reason_naming_a_requested_stop_sequence_is_stop_sequence():
 
 
 def test_vllm_token_id_stop_reason_is_end_turn():
-    events = translate(recorded_events("openai/vllm_stop_reason.sse"),
-                       messages_to_chat_context(stream=True, stop_sequences=("x",)))
+    events = translate(
+        recorded_events("openai/vllm_stop_reason.sse"), messages_to_chat_context(stream=True, stop_sequences=("x",))
+    )
     assert events[-2]["delta"]["stop_reason"] == "end_turn"
 
 
 def test_argument_fragment_in_the_naming_chunk_is_forwarded():
-    events = translate([chunk({"tool_calls": [call(0, '{"city":', "call_1", "get_weather")]}),
-                        chunk({"tool_calls": [call(0, '"Paris"}')]}), chunk({}, "tool_calls"), USAGE])
+    events = translate(
+        [
+            chunk({"tool_calls": [call(0, '{"city":', "call_1", "get_weather")]}),
+            chunk({"tool_calls": [call(0, '"Paris"}')]}),
+            chunk({}, "tool_calls"),
+            USAGE,
+        ]
+    )
     fragments = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]
     assert fragments == ['{"city":', '"Paris"}']
     assert anthropic_fold(events)["content"][0]["input"] == {"city": "Paris"}
@@ -194,20 +221,37 @@ def test_parallel_calls_are_sequential_blocks_and_stop_reason_is_tool_use():
 
 
 def test_several_calls_in_one_chunk_each_get_a_block():
-    events = translate([chunk({"tool_calls": [call(0, "{}", "c0", "a"), call(1, '{"x":1}', "c1", "b")]}),
-                        chunk({}, "tool_calls"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"tool_calls": [call(0, "{}", "c0", "a"), call(1, '{"x":1}', "c1", "b")]}),
+            chunk({}, "tool_calls"),
+            (None, DONE),
+        ]
+    )
     assert [(b["name"], b["input"]) for b in anthropic_fold(events)["content"]] == [("a", {}), ("b", {"x": 1})]
 
 
 def test_a_reused_index_with_a_new_id_is_a_new_call():
-    events = translate([chunk({"tool_calls": [call(0, "{}", "c0", "a")]}),
-                        chunk({"tool_calls": [call(0, "{}", "c1", "b")]}), chunk({}, "tool_calls"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"tool_calls": [call(0, "{}", "c0", "a")]}),
+            chunk({"tool_calls": [call(0, "{}", "c1", "b")]}),
+            chunk({}, "tool_calls"),
+            (None, DONE),
+        ]
+    )
     assert [b["id"] for b in anthropic_fold(events)["content"]] == ["c0", "c1"]
 
 
 def test_arguments_before_the_name_are_held_until_the_call_is_named():
-    events = translate([chunk({"tool_calls": [call(0, '{"a"', "c0")]}),
-                        chunk({"tool_calls": [call(0, ":1}", name="f")]}), chunk({}, "tool_calls"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"tool_calls": [call(0, '{"a"', "c0")]}),
+            chunk({"tool_calls": [call(0, ":1}", name="f")]}),
+            chunk({}, "tool_calls"),
+            (None, DONE),
+        ]
+    )
     check_lifecycle(events)
     assert anthropic_fold(events)["content"][0] == {"type": "tool_use", "id": "c0", "name": "f", "input": {"a": 1}}
 
@@ -219,36 +263,55 @@ def test_a_call_that_never_gets_a_name_is_an_error_not_a_silent_drop():
 
 
 def test_a_fragment_for_a_call_whose_block_closed_is_an_error_not_a_wrong_input():
-    events = [chunk({"tool_calls": [call(0, '{"a":', "c0", "f")]}),
-              chunk({"tool_calls": [call(1, "{}", "c1", "g")]}),
-              chunk({"tool_calls": [call(0, "1}")]})]
+    events = [
+        chunk({"tool_calls": [call(0, '{"a":', "c0", "f")]}),
+        chunk({"tool_calls": [call(1, "{}", "c1", "g")]}),
+        chunk({"tool_calls": [call(0, "1}")]}),
+    ]
     with pytest.raises(BridgeError) as caught:
         translate(events)
     assert caught.value.status == 502 and "tool call 0" in caught.value.message
 
 
 def test_a_closed_call_repeated_without_arguments_is_harmless():
-    events = translate([chunk({"tool_calls": [call(0, "{}", "c0", "f")]}), chunk({"content": "done"}),
-                        chunk({"tool_calls": [call(0, "", "c0", "f")]}), chunk({}, "tool_calls"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"tool_calls": [call(0, "{}", "c0", "f")]}),
+            chunk({"content": "done"}),
+            chunk({"tool_calls": [call(0, "", "c0", "f")]}),
+            chunk({}, "tool_calls"),
+            (None, DONE),
+        ]
+    )
     assert check_lifecycle(events) == ["tool_use", "text"]
 
 
 def test_tool_calls_without_an_index_are_keyed_by_position():
-    entries = [{"id": "c0", "function": {"name": "a", "arguments": "{}"}},
-               {"id": "c1", "function": {"name": "b", "arguments": "{}"}}]
+    entries = [
+        {"id": "c0", "function": {"name": "a", "arguments": "{}"}},
+        {"id": "c1", "function": {"name": "b", "arguments": "{}"}},
+    ]
     events = translate([chunk({"tool_calls": entries}), chunk({}, "tool_calls"), (None, DONE)])
     assert [b["name"] for b in anthropic_fold(events)["content"]] == ["a", "b"]
 
 
 def test_empty_tool_calls_array_is_treated_as_absent():
-    events = translate([chunk({"content": "hi", "tool_calls": []}), chunk({"tool_calls": [], "content": ""}, "stop"),
-                        (None, DONE)])
+    events = translate(
+        [chunk({"content": "hi", "tool_calls": []}), chunk({"tool_calls": [], "content": ""}, "stop"), (None, DONE)]
+    )
     assert check_lifecycle(events) == ["text"] and events[-2]["delta"]["stop_reason"] == "end_turn"
 
 
 def test_reasoning_then_text_are_two_blocks_and_text_then_tool_closes_the_text():
-    events = translate([chunk({"reasoning_content": "think"}), chunk({"content": "say"}),
-                        chunk({"tool_calls": [call(0, "{}", "c", "f")]}), chunk({}, "tool_calls"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"reasoning_content": "think"}),
+            chunk({"content": "say"}),
+            chunk({"tool_calls": [call(0, "{}", "c", "f")]}),
+            chunk({}, "tool_calls"),
+            (None, DONE),
+        ]
+    )
     assert check_lifecycle(events) == ["thinking", "text", "tool_use"]
 
 
@@ -266,8 +329,9 @@ def test_thinking_blocks_carry_an_empty_signature_never_an_invented_one():
 
 def test_shortened_tool_names_are_restored_in_the_stream():
     context = messages_to_chat_context(stream=True, tool_names={"short_1234": "original.name"})
-    events = translate([chunk({"tool_calls": [call(0, "{}", "c", "short_1234")]}), chunk({}, "tool_calls"),
-                        (None, DONE)], context)
+    events = translate(
+        [chunk({"tool_calls": [call(0, "{}", "c", "short_1234")]}), chunk({}, "tool_calls"), (None, DONE)], context
+    )
     assert anthropic_fold(events)["content"][0]["name"] == "original.name"
 
 
@@ -287,8 +351,9 @@ def test_nothing_follows_message_stop_not_even_the_moderation_chunk():
 
 
 def test_usage_on_the_finish_chunk_is_used_when_no_usage_chunk_follows():
-    events = translate([chunk({"content": "x"}), chunk({}, "stop", usage={"prompt_tokens": 4, "completion_tokens": 2}),
-                        (None, DONE)])
+    events = translate(
+        [chunk({"content": "x"}), chunk({}, "stop", usage={"prompt_tokens": 4, "completion_tokens": 2}), (None, DONE)]
+    )
     assert events[-2]["usage"]["output_tokens"] == 2
 
 
@@ -312,15 +377,35 @@ def test_an_upstream_error_event_is_raised_with_its_message():
     assert error["message"] in caught.value.message and caught.value.kind == "invalid_request"
 
 
-@pytest.mark.parametrize("event, error, message", [
-    (None, {"message": "This model's maximum context length is 4096 tokens. However, your request has 5000 input "
-                       "tokens. Please reduce the length of the input messages.", "type": "BadRequestError",
-            "code": 400}, "prompt is too long: 5000 tokens > 4096 maximum"),
-    ("error", {"message": "the request exceeds the available context size, try increasing it",
-               "type": "exceed_context_size_error"}, "prompt is too long: 777 tokens > 777 maximum")])
+@pytest.mark.parametrize(
+    "event, error, message",
+    [
+        (
+            None,
+            {
+                "message": "This model's maximum context length is 4096 tokens. However, your request has 5000 input "
+                "tokens. Please reduce the length of the input messages.",
+                "type": "BadRequestError",
+                "code": 400,
+            },
+            "prompt is too long: 5000 tokens > 4096 maximum",
+        ),
+        (
+            "error",
+            {
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+            },
+            "prompt is too long: 777 tokens > 777 maximum",
+        ),
+    ],
+)
 def test_an_overflow_reported_mid_stream_is_anthropics_overflow_with_the_streams_estimate(event, error, message):
     with pytest.raises(BridgeError) as caught:
-        translate([chunk({"content": "x"}), (event, {"error": error})], messages_to_chat_context(stream=True, input_tokens=777))
+        translate(
+            [chunk({"content": "x"}), (event, {"error": error})],
+            messages_to_chat_context(stream=True, input_tokens=777),
+        )
     assert (caught.value.message, caught.value.kind) == (message, "invalid_request")
 
 
@@ -332,12 +417,19 @@ def test_an_error_object_in_a_data_chunk_is_raised():
 
 def test_a_delta_or_function_that_is_not_an_object_is_no_content_not_a_crash():
     """A crash would cut the stream without an error event; a BridgeError becomes one."""
-    events = translate([(None, {"choices": [{"index": 0, "delta": "garbage"}]}), chunk({"content": "ok"}),
-                        chunk({}, "stop"), (None, DONE)])
+    events = translate(
+        [
+            (None, {"choices": [{"index": 0, "delta": "garbage"}]}),
+            chunk({"content": "ok"}),
+            chunk({}, "stop"),
+            (None, DONE),
+        ]
+    )
     assert check_lifecycle(events) == ["text"]
     with pytest.raises(BridgeError) as caught:
-        translate([chunk({"tool_calls": [{"index": 0, "id": "c0", "function": "f"}]}), chunk({}, "tool_calls"),
-                   (None, DONE)])
+        translate(
+            [chunk({"tool_calls": [{"index": 0, "id": "c0", "function": "f"}]}), chunk({}, "tool_calls"), (None, DONE)]
+        )
     assert caught.value.status == 502 and "without a name" in caught.value.message
 
 
@@ -355,8 +447,14 @@ def test_choices_that_are_not_a_list_of_objects_are_an_upstream_error_not_a_cras
 
 
 def test_role_on_every_chunk_and_empty_content_open_no_block():
-    events = translate([chunk({"role": "assistant", "content": ""}), chunk({"role": "assistant", "content": "a"}),
-                        chunk({"role": "assistant", "content": ""}, "stop"), (None, DONE)])
+    events = translate(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"role": "assistant", "content": "a"}),
+            chunk({"role": "assistant", "content": ""}, "stop"),
+            (None, DONE),
+        ]
+    )
     assert check_lifecycle(events) == ["text"]
     assert [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"] == ["a"]
 

@@ -4,16 +4,17 @@ The calibration tests rebuild two prompts whose true token counts are in the
 recorded OpenAI responses (tests/fixtures/openai) and check the estimate is
 at or above them, but not wildly so.
 """
+
 import base64
 import json
 import pathlib
+from typing import Literal
 
 import openai
 import pydantic
 import pytest
-from typing import Literal
 
-from bridge.messages_to_chat.tokens import (IMAGE_TOKENS, PDF_PAGE_TOKENS, count_tokens, text_tokens)
+from bridge.messages_to_chat.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, count_tokens, text_tokens
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -59,8 +60,13 @@ def test_pdfs_count_per_page_found_in_the_file():
 
 def test_tool_use_input_counts():
     call = {"type": "tool_use", "id": "t", "name": "Write", "input": {"content": "c" * 600}}
-    assert grows(body(user("x"), {"role": "assistant", "content": [call]}),
-                 body(user("x"), {"role": "assistant", "content": [call]}, user("y"))) < 10
+    assert (
+        grows(
+            body(user("x"), {"role": "assistant", "content": [call]}),
+            body(user("x"), {"role": "assistant", "content": [call]}, user("y")),
+        )
+        < 10
+    )
     assert count_tokens(body(user("x"), {"role": "assistant", "content": [call]})) > 200
 
 
@@ -77,8 +83,11 @@ def test_thinking_counts():
 
 
 def test_tool_names_descriptions_and_schemas_count():
-    tool = {"name": "n" * 30, "description": "d" * 300,
-            "input_schema": {"type": "object", "properties": {"p" * 300: {"type": "string"}}}}
+    tool = {
+        "name": "n" * 30,
+        "description": "d" * 300,
+        "input_schema": {"type": "object", "properties": {"p" * 300: {"type": "string"}}},
+    }
     assert grows(body(user("x")), body(user("x"), tools=[tool])) >= 210
 
 
@@ -92,16 +101,22 @@ def test_recorded_claude_code_count_tokens_request_counts_its_tools():
 def test_estimate_is_at_or_above_a_recorded_count_for_dense_text():
     """cached_tokens.json answered a 4,020-token prompt: pydantic-ai's prompt-cache catalogue."""
     recorded = json.loads((FIXTURES / "openai" / "cached_tokens.json").read_text())["usage"]["prompt_tokens"]
-    catalogue = "\n".join(["Reference catalogue for the prompt cache test corpus."] + [
-        f"Entry {i:04d}: shelf {i % 23}, aisle {i % 7}, volume {i}, catalogued under subject heading {i % 11}."
-        for i in range(160)])
-    estimate = count_tokens(body(user([{"type": "text", "text": catalogue},
-                                       {"type": "text", "text": "Reply with exactly: OK"}])))
+    catalogue = "\n".join(
+        ["Reference catalogue for the prompt cache test corpus."]
+        + [
+            f"Entry {i:04d}: shelf {i % 23}, aisle {i % 7}, volume {i}, catalogued under subject heading {i % 11}."
+            for i in range(160)
+        ]
+    )
+    estimate = count_tokens(
+        body(user([{"type": "text", "text": catalogue}, {"type": "text", "text": "Reply with exactly: OK"}]))
+    )
     assert recorded <= estimate <= recorded * 1.25
 
 
 class GetWeatherArgs(pydantic.BaseModel):
     """Get the temperature for the given country/city combo"""
+
     city: str
     country: str
     units: Literal["c", "f"] = "c"
@@ -115,14 +130,25 @@ class GetStockPrice(pydantic.BaseModel):
 def test_estimate_is_at_or_above_a_recorded_count_for_a_request_with_tools():
     """tool_calls_parallel.sse reports 149 prompt tokens for openai-python's two-tool test request."""
     chunks = (FIXTURES / "openai" / "tool_calls_parallel.sse").read_text().split("\n\n")
-    recorded = next(json.loads(c[len("data: "):])["usage"]["prompt_tokens"]
-                    for c in chunks if '"usage"' in c)
-    tools = [openai.pydantic_function_tool(GetWeatherArgs),
-             openai.pydantic_function_tool(GetStockPrice, name="get_stock_price",
-                                           description="Fetch the latest price for a given ticker")]
-    request = body(user("What's the weather like in Edinburgh?"), user("What's the price of AAPL?"),
-                   tools=[{"name": t["function"]["name"], "description": t["function"].get("description", ""),
-                           "input_schema": t["function"]["parameters"]} for t in tools])
+    recorded = next(json.loads(c[len("data: ") :])["usage"]["prompt_tokens"] for c in chunks if '"usage"' in c)
+    tools = [
+        openai.pydantic_function_tool(GetWeatherArgs),
+        openai.pydantic_function_tool(
+            GetStockPrice, name="get_stock_price", description="Fetch the latest price for a given ticker"
+        ),
+    ]
+    request = body(
+        user("What's the weather like in Edinburgh?"),
+        user("What's the price of AAPL?"),
+        tools=[
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in tools
+        ],
+    )
     estimate = count_tokens(request)
     assert recorded <= estimate <= recorded * 2
 

@@ -1,5 +1,6 @@
 """GET /v1/models and /v1/models/{id} in both protocols, Anthropic's paging, and every route
 served without /v1, through the official SDKs and raw HTTP against the fake upstream."""
+
 import json
 import logging
 
@@ -10,24 +11,33 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.observability import access_log
-from tests.helpers import wait_for
 from tests.fake_upstream import fixture, json_reply
+from tests.helpers import wait_for
 
 ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "sk-client"}
 OPENAI_MODEL_MAP = json.dumps({"gpt-4o": "claude-sonnet-4-5-20250929", "gpt-*": "claude-haiku-4-5-20251001"})
 ANTHROPIC_MODEL_MAP = json.dumps({"claude-opus-4-8": "gpt-4o", "claude-*haiku*": "gpt-4o-mini"})
-SONNET = {"type": "model", "id": "claude-sonnet-4-5-20250929", "display_name": "Claude Sonnet 4.5",
-          "created_at": "2025-09-29T00:00:00Z"}
-HAIKU = {"type": "model", "id": "claude-haiku-4-5-20251001", "display_name": "Claude Haiku 4.5",
-         "created_at": "2025-10-01T00:00:00Z"}
+SONNET = {
+    "type": "model",
+    "id": "claude-sonnet-4-5-20250929",
+    "display_name": "Claude Sonnet 4.5",
+    "created_at": "2025-09-29T00:00:00Z",
+}
+HAIKU = {
+    "type": "model",
+    "id": "claude-haiku-4-5-20251001",
+    "display_name": "Claude Haiku 4.5",
+    "created_at": "2025-10-01T00:00:00Z",
+}
 GPT_4O = {"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"}
 GPT_4O_MINI = {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"}
 LLAMA = {"id": "meta-llama/Llama-3-8B", "object": "model", "created": 1700000000, "owned_by": "vllm"}
 
 
 def anthropic_list(*models):
-    return json_reply({"data": list(models), "has_more": False, "first_id": models[0]["id"],
-                       "last_id": models[-1]["id"]})
+    return json_reply(
+        {"data": list(models), "has_more": False, "first_id": models[0]["id"], "last_id": models[-1]["id"]}
+    )
 
 
 def openai_list(*models):
@@ -43,6 +53,7 @@ def anthropic_sdk(live):
 
 
 # -- the list -------------------------------------------------------------------------------------
+
 
 def test_models_without_anthropic_version_are_the_upstream_list_plus_aliases(start_bridge, fake):
     live = start_bridge(BRIDGE_MODEL_MAP=OPENAI_MODEL_MAP)
@@ -63,6 +74,7 @@ def test_models_list_in_anthropic_shape_with_aliases(start_bridge, fake):
 
 
 # -- retrieve, OpenAI clients (Anthropic upstream) ------------------------------------------------
+
 
 def test_openai_retrieve_of_an_alias_is_answered_without_the_upstream(start_bridge, fake):
     live = start_bridge(BRIDGE_MODEL_MAP=OPENAI_MODEL_MAP)
@@ -90,6 +102,7 @@ def test_openai_retrieve_of_an_unknown_id_is_a_not_found_error(bridge, fake):
 
 
 # -- retrieve, Anthropic clients (OpenAI-compatible upstream) --------------------------------------
+
 
 def test_anthropic_retrieve_of_an_alias_is_answered_without_the_upstream(start_bridge, fake):
     live = start_bridge(BRIDGE_MODEL_MAP=ANTHROPIC_MODEL_MAP)
@@ -189,15 +202,18 @@ def test_the_default_page_is_20_models_with_cursors(bridge, fake):
     assert (page["has_more"], page["first_id"], page["last_id"]) == (True, "m01", "m20")
 
 
-@pytest.mark.parametrize("query, ids, has_more", [
-    ("limit=1000", [m["id"] for m in MANY], False),
-    ("after_id=m20", ["m21", "m22", "m23", "m24", "m25"], False),
-    ("after_id=m20&limit=4", ["m21", "m22", "m23", "m24"], True),
-    ("after_id=m25", [], False),
-    ("before_id=m04&limit=2", ["m02", "m03"], True),
-    ("before_id=m03&limit=2", ["m01", "m02"], False),
-    ("before_id=m01", [], False),
-])
+@pytest.mark.parametrize(
+    "query, ids, has_more",
+    [
+        ("limit=1000", [m["id"] for m in MANY], False),
+        ("after_id=m20", ["m21", "m22", "m23", "m24", "m25"], False),
+        ("after_id=m20&limit=4", ["m21", "m22", "m23", "m24"], True),
+        ("after_id=m25", [], False),
+        ("before_id=m04&limit=2", ["m02", "m03"], True),
+        ("before_id=m03&limit=2", ["m01", "m02"], False),
+        ("before_id=m01", [], False),
+    ],
+)
 def test_a_page_is_the_models_right_after_or_before_the_cursor(bridge, fake, query, ids, has_more):
     fake.reply(openai_list(*MANY))
     page = requests.get(f"{bridge.url}/v1/models?{query}", headers=ANTHROPIC_HEADERS).json()
@@ -205,10 +221,17 @@ def test_a_page_is_the_models_right_after_or_before_the_cursor(bridge, fake, que
     assert (page["first_id"], page["last_id"]) == ((ids[0], ids[-1]) if ids else (None, None))
 
 
-@pytest.mark.parametrize("query, param", [
-    ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("limit=2.5", "limit"),
-    ("limit=", "limit"), ("after_id=m01&before_id=m03", "before_id"),
-])
+@pytest.mark.parametrize(
+    "query, param",
+    [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=x", "limit"),
+        ("limit=2.5", "limit"),
+        ("limit=", "limit"),
+        ("after_id=m01&before_id=m03", "before_id"),
+    ],
+)
 def test_a_bad_paging_parameter_is_a_400_naming_it_before_the_upstream_is_asked(bridge, fake, query, param):
     reply = requests.get(f"{bridge.url}/v1/models?{query}", headers=ANTHROPIC_HEADERS)
     assert reply.status_code == 400 and reply.json()["type"] == "error"
@@ -239,22 +262,27 @@ HI = [{"role": "user", "content": "Say hi"}]
 def test_post_messages_without_v1_reaches_the_upstream(bridge, fake):
     """The Vercel AI SDK's Anthropic provider appends only /messages to its base URL."""
     fake.reply(fixture("openai/text.json"))
-    reply = requests.post(f"{bridge.url}/messages", headers=ANTHROPIC_HEADERS,
-                          json={"model": "gpt-4o", "max_tokens": 64, "messages": HI})
+    reply = requests.post(
+        f"{bridge.url}/messages", headers=ANTHROPIC_HEADERS, json={"model": "gpt-4o", "max_tokens": 64, "messages": HI}
+    )
     assert reply.status_code == 200 and reply.json()["type"] == "message"
     assert fake.last.path == "/v1/chat/completions"
 
 
 def test_count_tokens_without_v1(bridge, fake):
-    reply = requests.post(f"{bridge.url}/messages/count_tokens", headers=ANTHROPIC_HEADERS,
-                          json={"model": "gpt-4o", "messages": HI})
+    reply = requests.post(
+        f"{bridge.url}/messages/count_tokens", headers=ANTHROPIC_HEADERS, json={"model": "gpt-4o", "messages": HI}
+    )
     assert reply.status_code == 200 and reply.json()["input_tokens"] > 0
 
 
 def test_post_chat_completions_without_v1_reaches_the_upstream(bridge, fake):
     fake.reply(fixture("anthropic/text.json"))
-    reply = requests.post(f"{bridge.url}/chat/completions", headers={"authorization": "Bearer sk-client"},
-                          json={"model": "claude-sonnet-4-5", "messages": HI})
+    reply = requests.post(
+        f"{bridge.url}/chat/completions",
+        headers={"authorization": "Bearer sk-client"},
+        json={"model": "claude-sonnet-4-5", "messages": HI},
+    )
     assert reply.status_code == 200 and reply.json()["object"] == "chat.completion"
     assert fake.last.path == "/v1/messages"
 
@@ -270,18 +298,22 @@ def test_the_openai_sdk_with_a_base_url_without_v1(bridge, fake):
     assert client.models.retrieve("claude-haiku-4-5").id == HAIKU["id"]
 
 
-@pytest.mark.parametrize("method, path, headers, anthropic_shape, status", [
-    ("POST", "/messages", ANTHROPIC_HEADERS, True, 400),            # empty body
-    ("GET", "/messages", {}, True, 405),
-    ("POST", "/messages/batches", {}, True, 404),
-    ("POST", "/chat/completions", {"x-api-key": "sk-client"}, False, 400),
-    ("POST", "/chat/responses", {"x-api-key": "sk-client"}, False, 404),
-    ("GET", "/models/", ANTHROPIC_HEADERS, True, 404),
-    ("GET", "/models/", {"x-api-key": "sk-client"}, False, 404),
-    ("GET", "/v1/models/", {"x-api-key": "sk-client"}, False, 404),
-])
-def test_errors_without_v1_come_in_the_protocol_the_path_says(bridge, fake, method, path, headers,
-                                                              anthropic_shape, status):
+@pytest.mark.parametrize(
+    "method, path, headers, anthropic_shape, status",
+    [
+        ("POST", "/messages", ANTHROPIC_HEADERS, True, 400),  # empty body
+        ("GET", "/messages", {}, True, 405),
+        ("POST", "/messages/batches", {}, True, 404),
+        ("POST", "/chat/completions", {"x-api-key": "sk-client"}, False, 400),
+        ("POST", "/chat/responses", {"x-api-key": "sk-client"}, False, 404),
+        ("GET", "/models/", ANTHROPIC_HEADERS, True, 404),
+        ("GET", "/models/", {"x-api-key": "sk-client"}, False, 404),
+        ("GET", "/v1/models/", {"x-api-key": "sk-client"}, False, 404),
+    ],
+)
+def test_errors_without_v1_come_in_the_protocol_the_path_says(
+    bridge, fake, method, path, headers, anthropic_shape, status
+):
     reply = requests.request(method, bridge.url + path, headers={"content-type": "application/json", **headers})
     body = reply.json()
     assert reply.status_code == status
@@ -291,10 +323,16 @@ def test_errors_without_v1_come_in_the_protocol_the_path_says(bridge, fake, meth
         assert set(body["error"]) >= {"message", "type", "param", "code"}
 
 
-@pytest.mark.parametrize("method, path, anthropic_shape", [
-    ("POST", "/messages", True), ("POST", "/messages/count_tokens", True),
-    ("POST", "/chat/completions", False), ("GET", "/models", False), ("GET", "/models/gpt-4o", False),
-])
+@pytest.mark.parametrize(
+    "method, path, anthropic_shape",
+    [
+        ("POST", "/messages", True),
+        ("POST", "/messages/count_tokens", True),
+        ("POST", "/chat/completions", False),
+        ("GET", "/models", False),
+        ("GET", "/models/gpt-4o", False),
+    ],
+)
 def test_routes_without_v1_need_the_client_key(start_bridge, fake, method, path, anthropic_shape):
     """A Bearer key, so that the path alone must make the 401 Anthropic's."""
     live = start_bridge(BRIDGE_CLIENT_KEYS="me:sk-local-1")
@@ -308,8 +346,12 @@ def test_routes_without_v1_need_the_client_key(start_bridge, fake, method, path,
 
 def requests_counted(live, direction):
     text = requests.get(f"{live.url}/metrics").text
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == "bridge_requests_total" and s.labels.get("direction") == direction)
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "bridge_requests_total" and s.labels.get("direction") == direction
+    )
 
 
 def test_the_access_line_and_metrics_name_the_route_without_v1(start_bridge, fake):
@@ -321,11 +363,18 @@ def test_the_access_line_and_metrics_name_the_route_without_v1(start_bridge, fak
     try:
         before = requests_counted(live, "messages_to_chat")
         fake.reply(fixture("openai/text.json"))
-        requests.post(f"{live.url}/messages", headers=ANTHROPIC_HEADERS,
-                      json={"model": "gpt-4o", "max_tokens": 64, "messages": HI})
+        requests.post(
+            f"{live.url}/messages",
+            headers=ANTHROPIC_HEADERS,
+            json={"model": "gpt-4o", "max_tokens": 64, "messages": HI},
+        )
         wait_for(lambda: lines, "the access line")
     finally:
         access_log.removeHandler(handler)
     assert {k: lines[0][k] for k in ("route", "direction", "status", "model")} == {
-        "route": "/messages", "direction": "messages_to_chat", "status": 200, "model": "gpt-4o"}
+        "route": "/messages",
+        "direction": "messages_to_chat",
+        "status": 200,
+        "model": "gpt-4o",
+    }
     assert requests_counted(live, "messages_to_chat") == before + 1

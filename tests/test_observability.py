@@ -1,4 +1,5 @@
 """Access log and metrics: one JSON line per request and matching Prometheus series; never a key or message text."""
+
 import datetime
 import json
 import logging
@@ -25,8 +26,13 @@ MODEL_MAP = '{"claude-test": "gpt-4o-mini"}'
 @pytest.fixture
 def live(start_bridge, caplog):
     caplog.set_level(logging.DEBUG)  # every other logger too, to check none of them leaks
-    return start_bridge(BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}", BRIDGE_OPENAI_API_KEY=UPSTREAM_KEY,
-                        BRIDGE_MODEL_MAP=MODEL_MAP, BRIDGE_LOG_LEVEL="DEBUG", BRIDGE_PING_INTERVAL="0.1")
+    return start_bridge(
+        BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}",
+        BRIDGE_OPENAI_API_KEY=UPSTREAM_KEY,
+        BRIDGE_MODEL_MAP=MODEL_MAP,
+        BRIDGE_LOG_LEVEL="DEBUG",
+        BRIDGE_PING_INTERVAL="0.1",
+    )
 
 
 @pytest.fixture
@@ -46,13 +52,16 @@ def client(live):
 
 def metric(live, name, **labels):
     text = requests.get(f"{live.url}/metrics").text
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def fixture_events(name):
-    return [json.loads(e.split(b"data: ", 1)[1]) for e in fixture(name).events
-            if b"data: {" in e]
+    return [json.loads(e.split(b"data: ", 1)[1]) for e in fixture(name).events if b"data: {" in e]
 
 
 CLIENT_SIDE = ("anthropic", "openai", "httpx2", "httpcore2")  # the test's own SDK logs its requests
@@ -68,35 +77,66 @@ def assert_nothing_secret_logged(caplog, lines, *texts):
 
 def test_a_streamed_request_is_one_line_written_when_the_stream_ends(live, fake, lines, caplog):
     usage = fixture_events("openai/text.sse")[-1]["usage"]
-    answer = "".join(e["choices"][0]["delta"].get("content") or "" for e in fixture_events("openai/text.sse")
-                     if e["choices"])
-    series = {("bridge_requests_total", "status", "200"), ("bridge_tokens_total", "kind", "input"),
-              ("bridge_tokens_total", "kind", "output"),
-              ("bridge_time_to_first_byte_seconds_count", "stream", "true")}
+    answer = "".join(
+        e["choices"][0]["delta"].get("content") or "" for e in fixture_events("openai/text.sse") if e["choices"]
+    )
+    series = {
+        ("bridge_requests_total", "status", "200"),
+        ("bridge_tokens_total", "kind", "input"),
+        ("bridge_tokens_total", "kind", "output"),
+        ("bridge_time_to_first_byte_seconds_count", "stream", "true"),
+    }
     before = {(n, k, v): metric(live, n, direction="messages_to_chat", **{k: v}) for n, k, v in series}
     fake.reply(fixture("openai/text.sse"))
-    with client(live).messages.stream(model="claude-test", max_tokens=64,
-                                      messages=[{"role": "user", "content": PROMPT}]) as stream:
+    with client(live).messages.stream(
+        model="claude-test", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
+    ) as stream:
         assert stream.get_final_text() == answer
         request_id = stream.response.headers["request-id"]
     wait_for(lambda: lines, "the access line")
 
     [line] = lines
-    assert {k: line[k] for k in ("request_id", "method", "route", "direction", "client", "model",
-                                 "upstream_model", "status", "upstream_status", "stream", "error",
-                                 "input_tokens", "output_tokens")} == {
-        "request_id": request_id, "method": "POST", "route": "/v1/messages",
-        "direction": "messages_to_chat", "client": "team-a", "model": "claude-test",
-        "upstream_model": "gpt-4o-mini", "status": 200, "upstream_status": 200, "stream": True,
-        "error": None, "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+    assert {
+        k: line[k]
+        for k in (
+            "request_id",
+            "method",
+            "route",
+            "direction",
+            "client",
+            "model",
+            "upstream_model",
+            "status",
+            "upstream_status",
+            "stream",
+            "error",
+            "input_tokens",
+            "output_tokens",
+        )
+    } == {
+        "request_id": request_id,
+        "method": "POST",
+        "route": "/v1/messages",
+        "direction": "messages_to_chat",
+        "client": "team-a",
+        "model": "claude-test",
+        "upstream_model": "gpt-4o-mini",
+        "status": 200,
+        "upstream_status": 200,
+        "stream": True,
+        "error": None,
+        "input_tokens": usage["prompt_tokens"],
+        "output_tokens": usage["completion_tokens"],
+    }
     assert 0 <= line["ttfb_ms"] <= line["duration_ms"]
 
-    grown = {(n, k, v): metric(live, n, direction="messages_to_chat", **{k: v}) - before[n, k, v]
-             for n, k, v in series}
-    assert grown == {("bridge_requests_total", "status", "200"): 1,
-                     ("bridge_tokens_total", "kind", "input"): usage["prompt_tokens"],
-                     ("bridge_tokens_total", "kind", "output"): usage["completion_tokens"],
-                     ("bridge_time_to_first_byte_seconds_count", "stream", "true"): 1}
+    grown = {(n, k, v): metric(live, n, direction="messages_to_chat", **{k: v}) - before[n, k, v] for n, k, v in series}
+    assert grown == {
+        ("bridge_requests_total", "status", "200"): 1,
+        ("bridge_tokens_total", "kind", "input"): usage["prompt_tokens"],
+        ("bridge_tokens_total", "kind", "output"): usage["completion_tokens"],
+        ("bridge_time_to_first_byte_seconds_count", "stream", "true"): 1,
+    }
     assert_nothing_secret_logged(caplog, lines, answer)
 
 
@@ -147,30 +187,40 @@ def test_utc_times_read_as_datetime_writes_them(stamp):
 
 
 def test_an_upstream_failure_is_logged_with_its_type_and_counted(live, fake, lines, caplog):
-    errors_before = metric(live, "bridge_upstream_errors_total", direction="messages_to_chat",
-                           type="rate_limit")
+    errors_before = metric(live, "bridge_upstream_errors_total", direction="messages_to_chat", type="rate_limit")
     fake.reply(fixture("openai/error_429.json"))
     with pytest.raises(anthropic.RateLimitError) as raised:
-        client(live).messages.create(model="claude-test", max_tokens=64,
-                                     messages=[{"role": "user", "content": PROMPT}])
+        client(live).messages.create(model="claude-test", max_tokens=64, messages=[{"role": "user", "content": PROMPT}])
     wait_for(lambda: lines, "the access line")
 
     [line] = lines
     assert (line["status"], line["upstream_status"], line["stream"]) == (429, 429, False)
     assert line["error"] == raised.value.body["error"]["type"] == "rate_limit_error"
     assert line["input_tokens"] is None and line["output_tokens"] is None
-    assert metric(live, "bridge_upstream_errors_total", direction="messages_to_chat",
-                  type="rate_limit") == errors_before + 1
+    assert (
+        metric(live, "bridge_upstream_errors_total", direction="messages_to_chat", type="rate_limit")
+        == errors_before + 1
+    )
     assert_nothing_secret_logged(caplog, lines)
 
 
 def test_an_error_in_the_middle_of_a_stream_is_the_lines_error(live, fake, lines, caplog):
     fake.reply(fixture("openai/groq_midstream_error.sse"))
-    response = requests.post(f"{live.url}/v1/messages", headers={"x-api-key": CLIENT_KEY}, json={
-        "model": "claude-test", "max_tokens": 64, "stream": True,
-        "messages": [{"role": "user", "content": PROMPT}]})
-    told = [json.loads(part.split("data: ", 1)[1]) for part in response.text.split("\n\n")
-            if part.startswith("event: error")]
+    response = requests.post(
+        f"{live.url}/v1/messages",
+        headers={"x-api-key": CLIENT_KEY},
+        json={
+            "model": "claude-test",
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": PROMPT}],
+        },
+    )
+    told = [
+        json.loads(part.split("data: ", 1)[1])
+        for part in response.text.split("\n\n")
+        if part.startswith("event: error")
+    ]
     wait_for(lambda: lines, "the access line")
 
     [line] = lines
@@ -184,9 +234,17 @@ def test_a_client_that_leaves_mid_stream_is_logged_when_the_bridge_notices(live,
     fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=gate))
     gate.release(2)
     try:
-        with requests.post(f"{live.url}/v1/messages", headers={"x-api-key": CLIENT_KEY}, stream=True, json={
-                "model": "claude-test", "max_tokens": 64, "stream": True,
-                "messages": [{"role": "user", "content": PROMPT}]}) as response:
+        with requests.post(
+            f"{live.url}/v1/messages",
+            headers={"x-api-key": CLIENT_KEY},
+            stream=True,
+            json={
+                "model": "claude-test",
+                "max_tokens": 64,
+                "stream": True,
+                "messages": [{"role": "user", "content": PROMPT}],
+            },
+        ) as response:
             next(response.iter_content(chunk_size=None))
         wait_for(lambda: lines, "the access line")
     finally:
@@ -217,12 +275,18 @@ def test_logged_tokens_are_the_usage_the_client_was_given_cached_tokens_included
     fake.reply(fixture("anthropic/cache_read.sse" if stream else "anthropic/cache_usage.json"))
     # Read to the end with requests: the openai SDK drops the connection after [DONE], and
     # werkzeug's test server then skips closing the response (its drain of the socket raises).
-    answer = requests.post(f"{live.url}/v1/chat/completions", headers={"authorization": f"Bearer {CLIENT_KEY}"},
-                           json={"model": "gpt-4o", "messages": [{"role": "user", "content": PROMPT}],
-                                 "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {})})
+    answer = requests.post(
+        f"{live.url}/v1/chat/completions",
+        headers={"authorization": f"Bearer {CLIENT_KEY}"},
+        json={
+            "model": "gpt-4o",
+            "messages": [{"role": "user", "content": PROMPT}],
+            "stream": stream,
+            **({"stream_options": {"include_usage": True}} if stream else {}),
+        },
+    )
     if stream:
-        chunks = [json.loads(part[len("data: "):]) for part in answer.text.split("\n\n")
-                  if part.startswith("data: {")]
+        chunks = [json.loads(part[len("data: ") :]) for part in answer.text.split("\n\n") if part.startswith("data: {")]
         usage = [chunk["usage"] for chunk in chunks if chunk.get("usage")][-1]
     else:
         usage = answer.json()["usage"]

@@ -5,6 +5,7 @@ Expectations are read from the recordings; what the translators make of each pie
 tested in test_responses_to_messages_{request,response,stream}.py, here only that it
 reaches a real client whole.
 """
+
 import json
 import pathlib
 
@@ -18,8 +19,12 @@ from bridge.schemas.anthropic import validate_messages
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import anthropic_stream_message, is_openai_error, recorded
 
-WEATHER = {"type": "function", "name": "get_weather", "description": "Weather for a place",
-           "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a place",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+}
 PELICAN = {"type": "function", "name": "pelican_name_generator", "parameters": {"type": "object"}}
 FIXED_VERSION = {"type": "function", "name": "fixed_version", "parameters": {"type": "object"}}
 QUESTION = "What's the weather in Paris?"
@@ -36,11 +41,14 @@ def comparable(response):
     """A Response without what differs between two requests for the same answer: its id (which
     every item id carries) and its creation time; and without nulls, as the stream helper's
     ParsedResponse adds `parsed` fields."""
-    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(response.id.removeprefix("resp_"), "ID")
+    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(
+        response.id.removeprefix("resp_"), "ID"
+    )
     return {**json.loads(text), "created_at": None}
 
 
 # -- responses.create ---------------------------------------------------------------------
+
 
 def test_plain_create(openai_client, fake):
     message = recorded("anthropic/text.json")
@@ -62,8 +70,9 @@ def test_create_with_tools(openai_client, fake):
     response = openai_client.responses.create(model="claude-sonnet-4-5", input=QUESTION, tools=[WEATHER])
     [call] = [item for item in response.output if item.type == "function_call"]
     assert (call.call_id, call.name, json.loads(call.arguments)) == (use["id"], use["name"], use["input"])
-    assert fake.last.body["tools"] == [{"name": "get_weather", "description": "Weather for a place",
-                                        "input_schema": WEATHER["parameters"]}]
+    assert fake.last.body["tools"] == [
+        {"name": "get_weather", "description": "Weather for a place", "input_schema": WEATHER["parameters"]}
+    ]
 
 
 def test_create_with_parallel_tool_calls(openai_client, fake):
@@ -71,17 +80,21 @@ def test_create_with_parallel_tool_calls(openai_client, fake):
     fake.reply(json_reply(anthropic_stream_message("anthropic/tool_use_parallel.sse")))
     response = openai_client.responses.create(model="claude-sonnet-4-5", input="Name two pelicans", tools=[PELICAN])
     calls = [item for item in response.output if item.type == "function_call"]
-    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == \
-        [(u["id"], u["name"], u["input"]) for u in uses]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
+        (u["id"], u["name"], u["input"]) for u in uses
+    ]
     assert len(calls) == 2
 
 
 def test_thinking_is_a_reasoning_item_with_its_summary(openai_client, fake):
     [thinking] = blocks("anthropic/thinking.json", "thinking")
     fake.reply(fixture("anthropic/thinking.json"))
-    response = openai_client.responses.create(model="claude-sonnet-4-5", input=QUESTION,
-                                              reasoning={"effort": "high", "summary": "auto"},
-                                              include=["reasoning.encrypted_content"])
+    response = openai_client.responses.create(
+        model="claude-sonnet-4-5",
+        input=QUESTION,
+        reasoning={"effort": "high", "summary": "auto"},
+        include=["reasoning.encrypted_content"],
+    )
     [reasoning] = [item for item in response.output if item.type == "reasoning"]
     assert [part.text for part in reasoning.summary] == [thinking["thinking"]]
     assert reasoning.encrypted_content and thinking["thinking"] not in response.output_text
@@ -92,8 +105,9 @@ def test_a_refusal_is_a_refusal_part(openai_client, fake):
     fake.reply(fixture("anthropic/refusal.json"))
     response = openai_client.responses.create(model="claude-sonnet-4-5", input=QUESTION)
     parts = [part for item in response.output if item.type == "message" for part in item.content]
-    assert [part.refusal for part in parts if part.type == "refusal"] == \
-        [recorded("anthropic/refusal.json")["stop_details"]["explanation"]]
+    assert [part.refusal for part in parts if part.type == "refusal"] == [
+        recorded("anthropic/refusal.json")["stop_details"]["explanation"]
+    ]
 
 
 def test_max_tokens_is_an_incomplete_response(openai_client, fake):
@@ -109,8 +123,14 @@ def test_structured_output_with_a_json_schema(openai_client, fake):
         temperature_c: float
 
     answer = {"location": "Paris", "temperature_c": 21.5}
-    fake.reply(json_reply({**recorded("anthropic/tool_use.json"), "content": [
-        {"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}]}))
+    fake.reply(
+        json_reply(
+            {
+                **recorded("anthropic/tool_use.json"),
+                "content": [{"type": "tool_use", "id": "toolu_01", "name": "Weather", "input": answer}],
+            }
+        )
+    )
     response = openai_client.responses.parse(model="claude-sonnet-4-5", input=QUESTION, text_format=Weather)
     assert response.output_parsed == Weather(**answer) and response.status == "completed"
     [tool] = fake.last.body["tools"]
@@ -120,16 +140,27 @@ def test_structured_output_with_a_json_schema(openai_client, fake):
 
 # -- streams ------------------------------------------------------------------------------
 
-STREAMS = ["text.sse", "tool_use.sse", "tool_use_parallel.sse", "thinking_tool_use.sse", "refusal.sse",
-           "max_tokens_mid_tool.sse"]
+STREAMS = [
+    "text.sse",
+    "tool_use.sse",
+    "tool_use_parallel.sse",
+    "thinking_tool_use.sse",
+    "refusal.sse",
+    "max_tokens_mid_tool.sse",
+]
 
 
 @pytest.mark.parametrize("name", STREAMS)
 def test_the_stream_helpers_final_response_equals_the_response_not_streamed(openai_client, fake, name):
     """As OpenAI does, a response cut short by max tokens ends in response.incomplete."""
     fake.reply(json_reply(anthropic_stream_message(f"anthropic/{name}")), fixture(f"anthropic/{name}"))
-    asked = dict(model="claude-sonnet-4-5", input=QUESTION, tools=[WEATHER, PELICAN, FIXED_VERSION],
-                 reasoning={"effort": "low", "summary": "auto"}, include=["reasoning.encrypted_content"])
+    asked = dict(
+        model="claude-sonnet-4-5",
+        input=QUESTION,
+        tools=[WEATHER, PELICAN, FIXED_VERSION],
+        reasoning={"effort": "low", "summary": "auto"},
+        include=["reasoning.encrypted_content"],
+    )
     whole = openai_client.responses.create(**asked)
     with openai_client.responses.stream(**asked) as stream:
         events = list(stream)
@@ -156,10 +187,16 @@ def test_a_client_gets_data_keepalives_the_sdk_passes_by_while_the_upstream_only
     events = fixture("anthropic/text.sse").events
     pings = [b'event: ping\ndata: {"type": "ping"}\n\n'] * 6
     paced = events[:1] + pings + events[1:]
-    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=pings + paced, pace=0.1),
-               Reply(headers={"content-type": "text/event-stream"}, events=pings + paced, pace=0.1))
-    raw = requests.post(f"{live.url}/v1/responses", stream=True, headers={"authorization": "Bearer sk-client"},
-                        json={"model": "claude-sonnet-4-5", "input": QUESTION, "stream": True}).content.decode()
+    fake.reply(
+        Reply(headers={"content-type": "text/event-stream"}, events=pings + paced, pace=0.1),
+        Reply(headers={"content-type": "text/event-stream"}, events=pings + paced, pace=0.1),
+    )
+    raw = requests.post(
+        f"{live.url}/v1/responses",
+        stream=True,
+        headers={"authorization": "Bearer sk-client"},
+        json={"model": "claude-sonnet-4-5", "input": QUESTION, "stream": True},
+    ).content.decode()
     opening, _, rest = raw.partition("event: response.created\n")
     assert "data:" not in opening and ": keep-alive" in opening
     assert 'event: keepalive\ndata: {"type":"keepalive"}\n\n' in rest
@@ -167,10 +204,13 @@ def test_a_client_gets_data_keepalives_the_sdk_passes_by_while_the_upstream_only
     with client.responses.stream(model="claude-sonnet-4-5", input=QUESTION) as stream:
         types = [event.type for event in stream]
         final = stream.get_final_response()
-    assert "keepalive" in types and final.output_text == "".join(b["text"] for b in blocks("anthropic/text.sse", "text"))
+    assert "keepalive" in types and final.output_text == "".join(
+        b["text"] for b in blocks("anthropic/text.sse", "text")
+    )
 
 
 # -- conversations ------------------------------------------------------------------------
+
 
 def test_two_turn_tool_loop_with_function_call_output(openai_client, fake):
     fake.reply(fixture("anthropic/tool_use.json"), fixture("anthropic/text.json"))
@@ -191,11 +231,18 @@ def test_two_turn_tool_loop_with_function_call_output(openai_client, fake):
 def test_reasoning_round_trips_as_the_same_signed_thinking_block(openai_client, fake, streamed):
     """Codex echoes every reasoning item; its encrypted_content is the signed block, byte-exact."""
     [thinking] = blocks("anthropic/thinking_tool_use.sse", "thinking")
-    first_reply = fixture("anthropic/thinking_tool_use.sse") if streamed else \
-        json_reply(anthropic_stream_message("anthropic/thinking_tool_use.sse"))
+    first_reply = (
+        fixture("anthropic/thinking_tool_use.sse")
+        if streamed
+        else json_reply(anthropic_stream_message("anthropic/thinking_tool_use.sse"))
+    )
     fake.reply(first_reply, fixture("anthropic/text.json"))
-    asked = dict(model="claude-sonnet-4-5", tools=[FIXED_VERSION], include=["reasoning.encrypted_content"],
-                 reasoning={"effort": "low", "summary": "auto"})
+    asked = dict(
+        model="claude-sonnet-4-5",
+        tools=[FIXED_VERSION],
+        include=["reasoning.encrypted_content"],
+        reasoning={"effort": "low", "summary": "auto"},
+    )
     history = [{"role": "user", "content": QUESTION}]
     if streamed:
         with openai_client.responses.stream(input=history, **asked) as stream:
@@ -209,15 +256,23 @@ def test_reasoning_round_trips_as_the_same_signed_thinking_block(openai_client, 
     assert raw.parse().status == "completed" and "x-bridge-dropped-params" not in raw.headers
     sent = fake.requests[1].body
     assert sent["thinking"]["type"] == "enabled"
-    assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": thinking["thinking"],
-                                                 "signature": thinking["signature"]}
+    assert sent["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": thinking["thinking"],
+        "signature": thinking["signature"],
+    }
 
 
 # -- errors -------------------------------------------------------------------------------
 
-ERRORS = [("error_400.json", openai.BadRequestError, 400), ("error_401.json", openai.AuthenticationError, 401),
-          ("error_404.json", openai.NotFoundError, 404), ("error_429.json", openai.RateLimitError, 429),
-          ("error_500.json", openai.InternalServerError, 500), ("error_529.json", openai.InternalServerError, 503)]
+ERRORS = [
+    ("error_400.json", openai.BadRequestError, 400),
+    ("error_401.json", openai.AuthenticationError, 401),
+    ("error_404.json", openai.NotFoundError, 404),
+    ("error_429.json", openai.RateLimitError, 429),
+    ("error_500.json", openai.InternalServerError, 500),
+    ("error_529.json", openai.InternalServerError, 503),
+]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
@@ -242,8 +297,7 @@ def test_a_429_keeps_the_upstreams_retry_after(openai_client, fake):
     fake.reply(fixture("anthropic/error_429.json"))
     with pytest.raises(openai.RateLimitError) as caught:
         openai_client.responses.create(model="claude-sonnet-4-5", input=QUESTION)
-    assert caught.value.response.headers["retry-after"] == \
-        fixture("anthropic/error_429.json").headers["retry-after"]
+    assert caught.value.response.headers["retry-after"] == fixture("anthropic/error_429.json").headers["retry-after"]
 
 
 @pytest.mark.parametrize("upstream_retry_after, expected", [(None, "1"), ("7", "7")], ids=["added", "kept"])
@@ -264,8 +318,11 @@ def test_an_anthropic_overflow_is_context_length_exceeded(openai_client, fake):
     fake.reply(json_reply({"type": "error", "error": {"type": "invalid_request_error", "message": message}}, 400))
     with pytest.raises(openai.BadRequestError) as caught:
         openai_client.responses.create(model="claude-sonnet-4-5", input=QUESTION, stream=True)
-    assert (caught.value.code, caught.value.param, caught.value.body["message"]) == \
-        ("context_length_exceeded", "input", message)
+    assert (caught.value.code, caught.value.param, caught.value.body["message"]) == (
+        "context_length_exceeded",
+        "input",
+        message,
+    )
 
 
 def test_previous_response_id_is_refused_with_a_400_naming_it(openai_client, fake):
@@ -275,11 +332,15 @@ def test_previous_response_id_is_refused_with_a_400_naming_it(openai_client, fak
     assert fake.requests == [], "nothing reaches the upstream"
 
 
-@pytest.mark.parametrize("call", [
-    lambda client: client.responses.retrieve("resp_123"),
-    lambda client: client.responses.delete("resp_123"),
-    lambda client: client.responses.input_items.list("resp_123"),
-], ids=["retrieve", "delete", "input_items"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda client: client.responses.retrieve("resp_123"),
+        lambda client: client.responses.delete("resp_123"),
+        lambda client: client.responses.input_items.list("resp_123"),
+    ],
+    ids=["retrieve", "delete", "input_items"],
+)
 def test_stored_responses_are_a_404_saying_nothing_is_stored(openai_client, fake, call):
     with pytest.raises(openai.NotFoundError) as caught:
         call(openai_client)
@@ -289,13 +350,17 @@ def test_stored_responses_are_a_404_saying_nothing_is_stored(openai_client, fake
 
 def test_the_routes_answer_without_v1_too(bridge, fake):
     fake.reply(fixture("anthropic/text.json"))
-    ok = requests.post(f"{bridge.url}/responses", json={"model": "claude-sonnet-4-5", "input": QUESTION},
-                       headers={"authorization": "Bearer sk-client"})
+    ok = requests.post(
+        f"{bridge.url}/responses",
+        json={"model": "claude-sonnet-4-5", "input": QUESTION},
+        headers={"authorization": "Bearer sk-client"},
+    )
     assert ok.status_code == 200 and ok.json()["status"] == "completed"
     assert is_openai_error(requests.get(f"{bridge.url}/responses/resp_1"), 404)
 
 
 # -- Codex's own requests -----------------------------------------------------------------
+
 
 def test_the_codex_captures_are_all_here():
     assert len(CAPTURES) == 10, "copies of ../shared/fixtures/clients/codex-0.171.0/captures/"
@@ -305,11 +370,18 @@ def test_the_codex_captures_are_all_here():
 def test_every_codex_request_as_codex_sent_it_is_answered_and_a_valid_messages_request(bridge, fake, path):
     """Path, headers and body byte for byte as Codex 0.171.0 sent them (CODEX.md §2)."""
     captured = json.loads(path.read_text())
-    headers = {name: value for name, value in captured["headers"].items()
-               if name not in ("host", "content-length", "accept-encoding")}
+    headers = {
+        name: value
+        for name, value in captured["headers"].items()
+        if name not in ("host", "content-length", "accept-encoding")
+    }
     fake.reply(fixture("anthropic/text.sse"))
-    response = requests.post(f"{bridge.url}{captured['path']}", params=captured["query"], headers=headers,
-                             data=json.dumps(captured["body"]).encode())
+    response = requests.post(
+        f"{bridge.url}{captured['path']}",
+        params=captured["query"],
+        headers=headers,
+        data=json.dumps(captured["body"]).encode(),
+    )
     assert response.status_code == 200, response.text
     events = [json.loads(event.data) for event in sse.Decoder().feed(response.content)]
     assert [e["type"] for e in events][-1] == "response.completed"

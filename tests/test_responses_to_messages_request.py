@@ -5,6 +5,7 @@ The Codex captures in tests/fixtures/clients/codex-0.171.0/captures/ are copies 
 ../shared/fixtures/clients/codex-0.171.0/captures/ (CODEX.md there tells how they were recorded):
 what Codex CLI 0.171.0 sent to a Responses server, each `{"method", "path", "headers", "body", ...}`.
 """
+
 import base64
 import copy
 import hashlib
@@ -25,14 +26,34 @@ CAPTURES = sorted((pathlib.Path(__file__).parent / "fixtures/clients/codex-0.171
 SETTINGS = Settings(model_map=(("gpt-5.5", "claude-sonnet-4-5"),), responses_default_max_tokens=32000)
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"
-WEATHER = {"type": "function", "name": "get_weather", "description": "Weather for a city", "strict": False,
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "strict": False,
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 GRAMMAR = 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF\n'
-APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files. This is a FREEFORM tool.",
-               "format": {"type": "grammar", "syntax": "lark", "definition": GRAMMAR}}
-AGENTS = {"type": "namespace", "name": "multi_agent_v1", "description": "Tools for managing sub-agents.",
-          "tools": [{"type": "function", "name": "close_agent", "description": "Close an agent.", "strict": False,
-                     "parameters": {"type": "object", "properties": {"target": {"type": "string"}}}}]}
+APPLY_PATCH = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files. This is a FREEFORM tool.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": GRAMMAR},
+}
+AGENTS = {
+    "type": "namespace",
+    "name": "multi_agent_v1",
+    "description": "Tools for managing sub-agents.",
+    "tools": [
+        {
+            "type": "function",
+            "name": "close_agent",
+            "description": "Close an agent.",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {"target": {"type": "string"}}},
+        }
+    ],
+}
 SIGNED = {"type": "thinking", "thinking": "The user wants the weather.", "signature": "EqQBCkYIBxgCKkB/sig=="}
 REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw"}
 
@@ -46,13 +67,25 @@ def developer(text):
 
 
 def assistant(text):
-    return {"type": "message", "role": "assistant", "status": "completed", "id": "msg_1",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
+    return {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "id": "msg_1",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
 
 
 def call(call_id="call_1", name="get_weather", arguments='{"city": "Paris"}', **extra):
-    return {"type": "function_call", "id": f"fc_{call_id}", "status": "completed", "call_id": call_id,
-            "name": name, "arguments": arguments, **extra}
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "status": "completed",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        **extra,
+    }
 
 
 def output(call_id="call_1", result="sunny"):
@@ -60,8 +93,14 @@ def output(call_id="call_1", result="sunny"):
 
 
 def reasoning(block=SIGNED, **extra):
-    return {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Thinking"}],
-            "content": None, "encrypted_content": encrypted_content(block), **extra}
+    return {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Thinking"}],
+        "content": None,
+        "encrypted_content": encrypted_content(block),
+        **extra,
+    }
 
 
 def request(*items, **params):
@@ -82,13 +121,34 @@ def refused(body):
 
 # -- what a strict Messages server accepts --------------------------------------------------
 
-MESSAGES_FIELDS = {"model", "messages", "system", "max_tokens", "metadata", "stop_sequences", "stream", "temperature",
-                   "top_p", "top_k", "tools", "tool_choice", "thinking"}
-BLOCK_FIELDS = {"text": {"text"}, "image": {"source"}, "document": {"source", "title"},
-                "tool_use": {"id", "name", "input"}, "tool_result": {"tool_use_id", "content"},
-                "thinking": {"thinking", "signature"}, "redacted_thinking": {"data"}}
-ROLE_BLOCKS = {"user": {"text", "image", "document", "tool_result"},
-               "assistant": {"text", "tool_use", "thinking", "redacted_thinking"}}
+MESSAGES_FIELDS = {
+    "model",
+    "messages",
+    "system",
+    "max_tokens",
+    "metadata",
+    "stop_sequences",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "tools",
+    "tool_choice",
+    "thinking",
+}
+BLOCK_FIELDS = {
+    "text": {"text"},
+    "image": {"source"},
+    "document": {"source", "title"},
+    "tool_use": {"id", "name", "input"},
+    "tool_result": {"tool_use_id", "content"},
+    "thinking": {"thinking", "signature"},
+    "redacted_thinking": {"data"},
+}
+ROLE_BLOCKS = {
+    "user": {"text", "image", "document", "tool_result"},
+    "assistant": {"text", "tool_use", "thinking", "redacted_thinking"},
+}
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -150,8 +210,9 @@ def assert_valid_messages_request(body):
             if thinking and position == len(messages) - 2 and "tool_use" in kinds:
                 assert kinds[0] in ("thinking", "redacted_thinking"), "thinking opens the turn its tool_use ends"
             uses = [k for k, kind in enumerate(kinds) if kind == "tool_use"]
-            assert all(k > t for t, kind in enumerate(kinds) if kind.endswith("thinking") for k in uses), \
+            assert all(k > t for t, kind in enumerate(kinds) if kind.endswith("thinking") for k in uses), (
                 "a turn's thinking comes before its tool_use"
+            )
             calls = {block["id"] for block in content if block["type"] == "tool_use"}
             assert all(ANTHROPIC_ID.match(i) for i in calls) and not calls & seen_ids
             assert all(block["name"] in tool_names for block in content if block["type"] == "tool_use")
@@ -161,7 +222,7 @@ def assert_valid_messages_request(body):
                 assert not calls, "a call at the end has no answer"
         else:
             results = [block["tool_use_id"] for block in content if block["type"] == "tool_result"]
-            assert kinds[:len(results)] == ["tool_result"] * len(results), "tool results come first in a turn"
+            assert kinds[: len(results)] == ["tool_result"] * len(results), "tool results come first in a turn"
             assert sorted(results) == sorted(open_calls), "every tool_use answered, every tool_result answers one"
             open_calls = set()
     assert len(re.findall(r'"cache_control"', json.dumps(body))) <= 4, "Anthropic takes four cache breakpoints"
@@ -172,6 +233,7 @@ def capture(name):
 
 
 # -- Codex ---------------------------------------------------------------------------------
+
 
 def test_the_codex_captures_are_all_here():
     assert len(CAPTURES) == 10
@@ -217,8 +279,11 @@ def test_codex_apply_patch_history_is_a_tool_use_of_the_custom_tool():
 
 # -- stateless -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, value", [("previous_response_id", "resp_abc"), ("conversation", "conv_abc"),
-                                          ("conversation", {"id": "conv_abc"})])
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("previous_response_id", "resp_abc"), ("conversation", "conv_abc"), ("conversation", {"id": "conv_abc"})],
+)
 def test_previous_response_id_and_conversation_are_a_400_that_says_to_send_the_full_input(field, value):
     error = refused(request(**{field: value}))
     assert error.param == field and "full conversation in `input`" in error.message
@@ -234,19 +299,32 @@ def test_store_is_accepted_and_ignored_and_the_response_says_nothing_was_stored(
 
 # -- system and turns ----------------------------------------------------------------------
 
+
 def test_instructions_and_the_leading_developer_and_system_messages_become_the_system_prompt():
-    out, _ = translate(developer("Rule one."), {"type": "message", "role": "system", "content": "Rule two."}, user(),
-                       instructions="Be brief.")
+    out, _ = translate(
+        developer("Rule one."),
+        {"type": "message", "role": "system", "content": "Rule two."},
+        user(),
+        instructions="Be brief.",
+    )
     assert out["system"] == [{"type": "text", "text": text} for text in ("Be brief.", "Rule one.", "Rule two.")]
     assert out["messages"] == [{"role": "user", "content": [{"type": "text", "text": user()["content"]}]}]
 
 
 def test_a_developer_message_later_in_the_history_is_user_text_where_it_stands():
-    out, _ = translate(developer("Rules."), user("hi"), assistant("Hello!"), developer("<permissions>"),
-                       user("<environment_context>"), user("now say bye"))
+    out, _ = translate(
+        developer("Rules."),
+        user("hi"),
+        assistant("Hello!"),
+        developer("<permissions>"),
+        user("<environment_context>"),
+        user("now say bye"),
+    )
     assert out["system"] == "Rules."
-    assert out["messages"][2] == {"role": "user", "content": [
-        {"type": "text", "text": t} for t in ("<permissions>", "<environment_context>", "now say bye")]}
+    assert out["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "text", "text": t} for t in ("<permissions>", "<environment_context>", "now say bye")],
+    }
 
 
 def test_input_as_a_string_is_one_user_message():
@@ -255,32 +333,45 @@ def test_input_as_a_string_is_one_user_message():
 
 
 def test_a_message_without_type_is_a_message():
-    out, _ = translate({"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"},
-                       {"role": "user", "content": "bye"})
+    out, _ = translate(
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "bye"}
+    )
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
 
 
 def test_item_ids_and_statuses_are_ignored():
     plain, _ = translate(user(), call(), output())
-    tagged, _ = translate({**user(), "id": "msg_x", "status": "completed"}, {**call(), "id": "fc_zzz"},
-                          {**output(), "id": "fco_1", "status": "completed"})
+    tagged, _ = translate(
+        {**user(), "id": "msg_x", "status": "completed"},
+        {**call(), "id": "fc_zzz"},
+        {**output(), "id": "fco_1", "status": "completed"},
+    )
     assert plain["messages"] == tagged["messages"]
 
 
 def test_user_parts_become_text_image_and_document_blocks():
-    out, _ = translate(user([
-        {"type": "input_text", "text": "Compare"},
-        {"type": "input_image", "image_url": PNG, "detail": "high"},
-        {"type": "input_image", "image_url": "https://example.com/a.jpg", "detail": "auto"},
-        {"type": "input_file", "file_data": PDF, "filename": "report.pdf"},
-        {"type": "input_file", "file_url": "https://example.com/b.pdf"}]))
+    out, _ = translate(
+        user(
+            [
+                {"type": "input_text", "text": "Compare"},
+                {"type": "input_image", "image_url": PNG, "detail": "high"},
+                {"type": "input_image", "image_url": "https://example.com/a.jpg", "detail": "auto"},
+                {"type": "input_file", "file_data": PDF, "filename": "report.pdf"},
+                {"type": "input_file", "file_url": "https://example.com/b.pdf"},
+            ]
+        )
+    )
     assert out["messages"][0]["content"] == [
         {"type": "text", "text": "Compare"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]}},
         {"type": "image", "source": {"type": "url", "url": "https://example.com/a.jpg"}},
-        {"type": "document", "title": "report.pdf",
-         "source": {"type": "base64", "media_type": "application/pdf", "data": PDF.split(",", 1)[1]}},
-        {"type": "document", "source": {"type": "url", "url": "https://example.com/b.pdf"}}]
+        {
+            "type": "document",
+            "title": "report.pdf",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": PDF.split(",", 1)[1]},
+        },
+        {"type": "document", "source": {"type": "url", "url": "https://example.com/b.pdf"}},
+    ]
 
 
 def test_a_data_url_image_is_sent_with_the_type_its_bytes_show():
@@ -290,17 +381,31 @@ def test_a_data_url_image_is_sent_with_the_type_its_bytes_show():
 
 
 def test_assistant_output_text_and_refusal_parts_become_text():
-    out, _ = translate(user(), {"type": "message", "role": "assistant", "content": [
-        {"type": "output_text", "text": "Sunny.", "annotations": []},
-        {"type": "refusal", "refusal": "I won't say more."}]}, user("ok"))
-    assert out["messages"][1]["content"] == [{"type": "text", "text": "Sunny."},
-                                             {"type": "text", "text": "I won't say more."}]
+    out, _ = translate(
+        user(),
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [
+                {"type": "output_text", "text": "Sunny.", "annotations": []},
+                {"type": "refusal", "refusal": "I won't say more."},
+            ],
+        },
+        user("ok"),
+    )
+    assert out["messages"][1]["content"] == [
+        {"type": "text", "text": "Sunny."},
+        {"type": "text", "text": "I won't say more."},
+    ]
 
 
 def test_consecutive_items_of_one_side_merge_into_alternating_turns():
     out, _ = translate(user("a"), user("b"), assistant("c"), call(), output(), user("d"))
     assert [(m["role"], [b["type"] for b in m["content"]]) for m in out["messages"]] == [
-        ("user", ["text", "text"]), ("assistant", ["text", "tool_use"]), ("user", ["tool_result", "text"])]
+        ("user", ["text", "text"]),
+        ("assistant", ["text", "tool_use"]),
+        ("user", ["tool_result", "text"]),
+    ]
 
 
 def test_a_history_that_opens_with_the_assistant_gets_a_user_turn_first():
@@ -328,36 +433,69 @@ def test_messages_that_are_all_empty_text_are_a_400():
 
 # -- tool calls ----------------------------------------------------------------------------
 
+
 def test_function_call_and_output_become_tool_use_and_tool_result():
-    out, _ = translate(user(), call(arguments='{"city": "Paris", "days": [1, 2], "id": 123456789012345678901}'),
-                       output(result="Sunny, 24C"), tools=[WEATHER])
+    out, _ = translate(
+        user(),
+        call(arguments='{"city": "Paris", "days": [1, 2], "id": 123456789012345678901}'),
+        output(result="Sunny, 24C"),
+        tools=[WEATHER],
+    )
     assert out["messages"][1:] == [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "get_weather",
-                                           "input": {"city": "Paris", "days": [1, 2], "id": 123456789012345678901}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "Sunny, 24C"}]}]
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris", "days": [1, 2], "id": 123456789012345678901},
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "Sunny, 24C"}]},
+    ]
 
 
 def test_an_output_of_parts_becomes_tool_result_blocks_and_an_empty_one_no_content():
-    out, _ = translate(user(), call("a"), call("b"),
-                       output("a", [{"type": "input_text", "text": "shot:"},
-                                    {"type": "input_image", "image_url": PNG}]),
-                       output("b", ""), tools=[WEATHER])
+    out, _ = translate(
+        user(),
+        call("a"),
+        call("b"),
+        output("a", [{"type": "input_text", "text": "shot:"}, {"type": "input_image", "image_url": PNG}]),
+        output("b", ""),
+        tools=[WEATHER],
+    )
     assert out["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "a", "content": [
-            {"type": "text", "text": "shot:"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]}}]},
-        {"type": "tool_result", "tool_use_id": "b"}]
+        {
+            "type": "tool_result",
+            "tool_use_id": "a",
+            "content": [
+                {"type": "text", "text": "shot:"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": PNG.split(",", 1)[1]},
+                },
+            ],
+        },
+        {"type": "tool_result", "tool_use_id": "b"},
+    ]
 
 
 def test_custom_tool_call_is_tool_use_with_its_text_as_input_and_its_output_a_tool_result():
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"
-    out, _ = translate(user(), {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": patch},
-                       {"type": "custom_tool_call_output", "call_id": "call_p", "output": "Exit code: 0"},
-                       tools=[APPLY_PATCH])
-    assert out["messages"][1]["content"] == [{"type": "tool_use", "id": "call_p", "name": "apply_patch",
-                                              "input": {"input": patch}}]
+    out, _ = translate(
+        user(),
+        {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": patch},
+        {"type": "custom_tool_call_output", "call_id": "call_p", "output": "Exit code: 0"},
+        tools=[APPLY_PATCH],
+    )
+    assert out["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "call_p", "name": "apply_patch", "input": {"input": patch}}
+    ]
     assert out["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "call_p", "content": "Exit code: 0"}]
+        {"type": "tool_result", "tool_use_id": "call_p", "content": "Exit code: 0"}
+    ]
 
 
 def test_parallel_calls_become_one_assistant_turn_and_one_user_turn():
@@ -385,8 +523,11 @@ def test_an_output_that_answers_no_call_is_a_400_naming_the_item():
     assert error.param == "input.2.call_id" and "answers no call" in error.message
 
 
-@pytest.mark.parametrize("later", [[assistant("Done"), user("next")], [call("c"), output("c"), output("b")],
-                                   [reasoning(), assistant("Done")]], ids=["message", "call", "reasoning"])
+@pytest.mark.parametrize(
+    "later",
+    [[assistant("Done"), user("next")], [call("c"), output("c"), output("b")], [reasoning(), assistant("Done")]],
+    ids=["message", "call", "reasoning"],
+)
 def test_a_call_left_unanswered_before_the_conversation_goes_on_is_a_400_naming_the_item(later):
     error = refused(request(user(), call("a"), call("b"), output("a"), *later))
     assert error.param == "input.2.call_id" and "'b' has no function_call_output" in error.message
@@ -403,9 +544,17 @@ def test_two_calls_of_one_turn_with_the_same_call_id_are_a_400():
 
 # -- reasoning -----------------------------------------------------------------------------
 
+
 def test_reasoning_becomes_the_signed_thinking_block_before_its_turns_tool_use():
-    out, context = translate(user(), reasoning(), assistant("Let me check."), call(), output(), tools=[WEATHER],
-                             reasoning={"effort": "medium"})
+    out, context = translate(
+        user(),
+        reasoning(),
+        assistant("Let me check."),
+        call(),
+        output(),
+        tools=[WEATHER],
+        reasoning={"effort": "medium"},
+    )
     assert_valid_messages_request(out)
     assert out["messages"][1]["content"][0] == SIGNED
     assert [b["type"] for b in out["messages"][1]["content"]] == ["thinking", "text", "tool_use"]
@@ -438,13 +587,17 @@ def test_reasoning_whose_turn_says_nothing_is_dropped_and_named():
 
 # -- tools ---------------------------------------------------------------------------------
 
+
 def test_function_tools_become_anthropic_tools():
     out, context = translate(tools=[WEATHER, {"type": "function", "name": "now", "parameters": None, "strict": None}])
-    assert out["tools"] == [{"name": "get_weather", "description": "Weather for a city",
-                             "input_schema": WEATHER["parameters"]},
-                            {"name": "now", "input_schema": {"type": "object"}}]
-    assert context.tools == {"get_weather": {"kind": "function", "name": "get_weather", "namespace": None},
-                             "now": {"kind": "function", "name": "now", "namespace": None}}
+    assert out["tools"] == [
+        {"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER["parameters"]},
+        {"name": "now", "input_schema": {"type": "object"}},
+    ]
+    assert context.tools == {
+        "get_weather": {"kind": "function", "name": "get_weather", "namespace": None},
+        "now": {"kind": "function", "name": "now", "namespace": None},
+    }
 
 
 def test_strict_function_tools_are_named_as_dropped():
@@ -466,16 +619,25 @@ def test_a_custom_tool_takes_one_string_input_whose_description_holds_the_gramma
 
 def test_namespace_tools_are_flattened_and_recorded_for_the_way_back():
     out, context = translate(tools=[AGENTS])
-    assert out["tools"] == [{"name": "multi_agent_v1__close_agent",
-                             "description": "Tools for managing sub-agents.\n\nClose an agent.",
-                             "input_schema": AGENTS["tools"][0]["parameters"]}]
-    assert context.tools == {"multi_agent_v1__close_agent": {"kind": "function", "name": "close_agent",
-                                                              "namespace": "multi_agent_v1"}}
+    assert out["tools"] == [
+        {
+            "name": "multi_agent_v1__close_agent",
+            "description": "Tools for managing sub-agents.\n\nClose an agent.",
+            "input_schema": AGENTS["tools"][0]["parameters"],
+        }
+    ]
+    assert context.tools == {
+        "multi_agent_v1__close_agent": {"kind": "function", "name": "close_agent", "namespace": "multi_agent_v1"}
+    }
 
 
 def test_a_function_call_carrying_a_namespace_maps_to_the_flattened_name():
-    out, _ = translate(user(), call(name="close_agent", arguments='{"target": "a1"}', namespace="multi_agent_v1"),
-                       output(), tools=[AGENTS])
+    out, _ = translate(
+        user(),
+        call(name="close_agent", arguments='{"target": "a1"}', namespace="multi_agent_v1"),
+        output(),
+        tools=[AGENTS],
+    )
     assert_valid_messages_request(out)
     assert out["messages"][1]["content"][0]["name"] == "multi_agent_v1__close_agent"
 
@@ -490,8 +652,9 @@ def test_a_flattened_name_beyond_64_characters_is_shortened_and_recorded():
 
 def test_a_top_level_tool_and_a_namespaced_one_flattening_alike_get_distinct_names():
     clash = {**WEATHER, "name": "multi_agent_v1__close_agent"}
-    out, context = translate(user(), call(name="close_agent", namespace="multi_agent_v1"), output(),
-                             tools=[clash, AGENTS])
+    out, context = translate(
+        user(), call(name="close_agent", namespace="multi_agent_v1"), output(), tools=[clash, AGENTS]
+    )
     assert_valid_messages_request(out)
     back = {name: (info["namespace"], info["name"]) for name, info in context.tools.items()}
     assert back["multi_agent_v1__close_agent"] == (None, "multi_agent_v1__close_agent")
@@ -503,37 +666,56 @@ def test_a_tool_declared_twice_is_a_400_naming_it():
 
 
 def test_hosted_tools_are_dropped_and_named():
-    out, context = translate(tools=[WEATHER, {"type": "web_search", "external_web_access": True},
-                                    {"type": "file_search", "vector_store_ids": ["vs_1"]}])
+    out, context = translate(
+        tools=[
+            WEATHER,
+            {"type": "web_search", "external_web_access": True},
+            {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        ]
+    )
     assert [t["name"] for t in out["tools"]] == ["get_weather"]
     assert context.dropped == ["tools.web_search", "tools.file_search"]
 
 
 def test_additional_tools_items_declare_their_tools_and_carry_nothing_else():
     """Codex's code mode (OpenAI slugs) declares its tools in an input item rather than in `tools`."""
-    item = {"type": "additional_tools", "role": "developer",
-            "tools": [{"type": "namespace", "name": "functions", "description": "", "tools": [APPLY_PATCH]}]}
+    item = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [{"type": "namespace", "name": "functions", "description": "", "tools": [APPLY_PATCH]}],
+    }
     out, context = translate(item, developer("Rules."), user())
     assert out["system"] == "Rules." and len(out["messages"]) == 1
-    assert context.tools == {"functions__apply_patch": {"kind": "custom", "name": "apply_patch",
-                                                        "namespace": "functions"}}
+    assert context.tools == {
+        "functions__apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": "functions"}
+    }
     assert not context.dropped
 
 
 def test_tool_search_and_defer_loading_are_dropped_since_every_tool_goes_inline():
     deferred = {**WEATHER, "defer_loading": True}
     loaded = {"type": "tool_search_output", "call_id": "ts_1", "tools": [{**WEATHER, "name": "get_time"}]}
-    out, context = translate(user(), {"type": "tool_search_call", "call_id": "ts_1", "arguments": {"query": "t"}},
-                             loaded, tools=[deferred, {"type": "tool_search", "execution": "client"}])
+    out, context = translate(
+        user(),
+        {"type": "tool_search_call", "call_id": "ts_1", "arguments": {"query": "t"}},
+        loaded,
+        tools=[deferred, {"type": "tool_search", "execution": "client"}],
+    )
     assert [t["name"] for t in out["tools"]] == ["get_weather", "get_time"]
     assert context.dropped == ["tools.defer_loading", "tools.tool_search", "input.1", "input.2"]
 
 
-@pytest.mark.parametrize("choice, expected", [
-    ("auto", {"type": "auto"}), ("none", {"type": "none"}), ("required", {"type": "any"}),
-    ({"type": "function", "name": "get_weather"}, {"type": "tool", "name": "get_weather"}),
-    ({"type": "function", "name": "close_agent"}, {"type": "tool", "name": "multi_agent_v1__close_agent"}),
-    ({"type": "custom", "name": "apply_patch"}, {"type": "tool", "name": "apply_patch"})])
+@pytest.mark.parametrize(
+    "choice, expected",
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        ({"type": "function", "name": "get_weather"}, {"type": "tool", "name": "get_weather"}),
+        ({"type": "function", "name": "close_agent"}, {"type": "tool", "name": "multi_agent_v1__close_agent"}),
+        ({"type": "custom", "name": "apply_patch"}, {"type": "tool", "name": "apply_patch"}),
+    ],
+)
 def test_tool_choice_maps(choice, expected):
     out, _ = translate(tools=[WEATHER, APPLY_PATCH, AGENTS], tool_choice=choice)
     assert out["tool_choice"] == expected
@@ -541,17 +723,28 @@ def test_tool_choice_maps(choice, expected):
 
 @pytest.mark.parametrize("mode, expected", [("auto", "auto"), ("required", "any")])
 def test_allowed_tools_sends_only_the_tools_it_lists(mode, expected):
-    choice = {"type": "allowed_tools", "mode": mode, "tools": [
-        {"type": "custom", "name": "apply_patch"}, {"type": "namespace", "name": "multi_agent_v1"},
-        {"type": "web_search"}]}
+    choice = {
+        "type": "allowed_tools",
+        "mode": mode,
+        "tools": [
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "multi_agent_v1"},
+            {"type": "web_search"},
+        ],
+    }
     out, _ = translate(tools=[WEATHER, APPLY_PATCH, AGENTS], tool_choice=choice)
     assert [t["name"] for t in out["tools"]] == ["apply_patch", "multi_agent_v1__close_agent"]
     assert out["tool_choice"] == {"type": expected}
 
 
-@pytest.mark.parametrize("choice, expected", [
-    (None, {"type": "auto", "disable_parallel_tool_use": True}),
-    ("required", {"type": "any", "disable_parallel_tool_use": True}), ("none", {"type": "none"})])
+@pytest.mark.parametrize(
+    "choice, expected",
+    [
+        (None, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("required", {"type": "any", "disable_parallel_tool_use": True}),
+        ("none", {"type": "none"}),
+    ],
+)
 def test_parallel_tool_calls_false_disables_parallel_tool_use(choice, expected):
     out, _ = translate(tools=[WEATHER], tool_choice=choice, parallel_tool_calls=False)
     assert out["tool_choice"] == expected
@@ -559,12 +752,19 @@ def test_parallel_tool_calls_false_disables_parallel_tool_use(choice, expected):
 
 # -- text.format ---------------------------------------------------------------------------
 
+
 def test_text_format_json_schema_is_a_forced_tool_whose_input_is_the_answer():
     schema = {"type": "object", "properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}
-    out, context = translate(text={"format": {"type": "json_schema", "name": "codex_output_schema", "strict": True,
-                                              "schema": schema}})
-    assert out["tools"] == [{"name": "codex_output_schema", "input_schema": schema,
-                             "description": "Respond with your answer in this JSON format."}]
+    out, context = translate(
+        text={"format": {"type": "json_schema", "name": "codex_output_schema", "strict": True, "schema": schema}}
+    )
+    assert out["tools"] == [
+        {
+            "name": "codex_output_schema",
+            "input_schema": schema,
+            "description": "Respond with your answer in this JSON format.",
+        }
+    ]
     assert out["tool_choice"] == {"type": "tool", "name": "codex_output_schema"}
     assert context.json_tool == "codex_output_schema" and context.dropped == ["text.format.strict"]
 
@@ -576,8 +776,12 @@ def test_text_format_json_object_beside_tools_lets_the_model_call_any_tool():
 
 
 def test_text_format_named_like_a_tool_is_a_400():
-    error = refused(request(tools=[WEATHER], text={"format": {"type": "json_schema", "name": "get_weather",
-                                                              "schema": {"type": "object"}}}))
+    error = refused(
+        request(
+            tools=[WEATHER],
+            text={"format": {"type": "json_schema", "name": "get_weather", "schema": {"type": "object"}}},
+        )
+    )
     assert error.param == "text.format"
 
 
@@ -587,6 +791,7 @@ def test_text_format_text_adds_no_tool():
 
 
 # -- limits, reasoning, sampling -----------------------------------------------------------
+
 
 def test_max_output_tokens_is_max_tokens():
     out, _ = translate(max_output_tokens=1234)
@@ -627,9 +832,16 @@ def test_thinking_is_left_off_and_named_when_the_last_tool_turn_carries_none():
     assert "thinking" not in out and context.dropped == ["reasoning.effort"]
 
 
-@pytest.mark.parametrize("reasoning, summary", [({"summary": "auto"}, True), ({"summary": "detailed"}, True),
-                                                ({"generate_summary": "concise"}, True), ({"effort": "low"}, False),
-                                                (None, False)])
+@pytest.mark.parametrize(
+    "reasoning, summary",
+    [
+        ({"summary": "auto"}, True),
+        ({"summary": "detailed"}, True),
+        ({"generate_summary": "concise"}, True),
+        ({"effort": "low"}, False),
+        (None, False),
+    ],
+)
 def test_reasoning_summary_asks_for_thinking_as_summary_text(reasoning, summary):
     _, context = translate(reasoning=reasoning)
     assert context.summary is summary
@@ -645,16 +857,25 @@ def test_thinking_takes_the_default_sampling():
     assert "temperature" not in out and context.dropped == ["temperature"]
 
 
-@pytest.mark.parametrize("params, who", [({"user": "ana@example.com"}, "ana@example.com"),
-                                         ({"safety_identifier": "u-1", "user": "other"}, "u-1")])
+@pytest.mark.parametrize(
+    "params, who",
+    [({"user": "ana@example.com"}, "ana@example.com"), ({"safety_identifier": "u-1", "user": "other"}, "u-1")],
+)
 def test_user_and_safety_identifier_become_a_hashed_metadata_user_id(params, who):
     out, _ = translate(**params)
     assert out["metadata"] == {"user_id": hashlib.sha256(who.encode()).hexdigest()}
 
 
 def test_prompt_cache_key_sets_cache_breakpoints_on_tools_system_and_the_conversation_end():
-    out, _ = translate(developer("Rules."), user(), call(), output(), user("and tomorrow?"),
-                       tools=[WEATHER, APPLY_PATCH], prompt_cache_key="thread-1")
+    out, _ = translate(
+        developer("Rules."),
+        user(),
+        call(),
+        output(),
+        user("and tomorrow?"),
+        tools=[WEATHER, APPLY_PATCH],
+        prompt_cache_key="thread-1",
+    )
     assert_valid_messages_request(out)
     marked = {"type": "ephemeral"}
     assert out["tools"][-1]["cache_control"] == marked and "cache_control" not in out["tools"][0]
@@ -663,29 +884,46 @@ def test_prompt_cache_key_sets_cache_breakpoints_on_tools_system_and_the_convers
     assert json.dumps(out).count("cache_control") == 3
 
 
-
 def test_without_prompt_cache_key_nothing_is_marked_for_caching():
     out, _ = translate(developer("Rules."), user(), tools=[WEATHER])
     assert "cache_control" not in json.dumps(out)
 
 
-@pytest.mark.parametrize("params, named", [
-    ({"metadata": {"team": "a"}}, "metadata"), ({"client_metadata": {"thread_id": "t"}}, "client_metadata"),
-    ({"service_tier": "flex"}, "service_tier"), ({"truncation": "auto"}, "truncation"),
-    ({"text": {"verbosity": "low"}}, "text.verbosity"), ({"max_tool_calls": 3}, "max_tool_calls"),
-    ({"stream_options": {"include_obfuscation": True}}, "stream_options.include_obfuscation"),
-    ({"include": ["reasoning.encrypted_content", "web_search_call.results"]}, "include"),
-    ({"reasoning": {"context": "all_turns"}}, "reasoning.context"), ({"reasoning": {"mode": "pro"}}, "reasoning.mode"),
-    ({"prompt_cache_retention": "24h"}, "prompt_cache_retention"), ({"frobnicate": 1}, "frobnicate")])
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"metadata": {"team": "a"}}, "metadata"),
+        ({"client_metadata": {"thread_id": "t"}}, "client_metadata"),
+        ({"service_tier": "flex"}, "service_tier"),
+        ({"truncation": "auto"}, "truncation"),
+        ({"text": {"verbosity": "low"}}, "text.verbosity"),
+        ({"max_tool_calls": 3}, "max_tool_calls"),
+        ({"stream_options": {"include_obfuscation": True}}, "stream_options.include_obfuscation"),
+        ({"include": ["reasoning.encrypted_content", "web_search_call.results"]}, "include"),
+        ({"reasoning": {"context": "all_turns"}}, "reasoning.context"),
+        ({"reasoning": {"mode": "pro"}}, "reasoning.mode"),
+        ({"prompt_cache_retention": "24h"}, "prompt_cache_retention"),
+        ({"frobnicate": 1}, "frobnicate"),
+    ],
+)
 def test_fields_without_an_anthropic_equivalent_are_named_as_dropped(params, named):
     out, context = translate(**params)
     assert context.dropped == [named]
     assert_valid_messages_request(out)
 
 
-@pytest.mark.parametrize("params", [{"truncation": "disabled"}, {"include": ["reasoning.encrypted_content"]},
-                                    {"stream_options": {"include_obfuscation": False}}, {"store": False},
-                                    {"background": False}, {"prompt_cache_key": "k"}, {"metadata": {}}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"truncation": "disabled"},
+        {"include": ["reasoning.encrypted_content"]},
+        {"stream_options": {"include_obfuscation": False}},
+        {"store": False},
+        {"background": False},
+        {"prompt_cache_key": "k"},
+        {"metadata": {}},
+    ],
+)
 def test_fields_that_ask_for_what_happens_anyway_are_not_named(params):
     _, context = translate(**params)
     assert context.dropped == []
@@ -694,21 +932,47 @@ def test_fields_that_ask_for_what_happens_anyway_are_not_named(params):
 def test_echo_repeats_the_request_parameters_with_openai_defaults():
     _, context = translate()
     assert context.echo == {
-        "instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "temperature": 1.0,
-        "top_p": 1.0, "max_output_tokens": None, "max_tool_calls": None, "reasoning": {"effort": None, "summary": None},
-        "text": {"format": {"type": "text"}, "verbosity": "medium"}, "metadata": {}, "store": False,
-        "truncation": "disabled", "user": None, "safety_identifier": None, "prompt_cache_key": None,
-        "top_logprobs": 0, "background": False, "service_tier": "default", "previous_response_id": None}
+        "instructions": None,
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "reasoning": {"effort": None, "summary": None},
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "metadata": {},
+        "store": False,
+        "truncation": "disabled",
+        "user": None,
+        "safety_identifier": None,
+        "prompt_cache_key": None,
+        "top_logprobs": 0,
+        "background": False,
+        "service_tier": "default",
+        "previous_response_id": None,
+    }
 
 
 def test_echo_repeats_what_the_client_sent():
-    params = {"instructions": "Be brief.", "tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False,
-              "temperature": 0.3, "top_p": 0.9, "max_output_tokens": 500, "reasoning": {"summary": "auto"},
-              "text": {"format": {"type": "json_object"}, "verbosity": "low"}, "metadata": {"k": "v"},
-              "truncation": "auto", "user": "u1", "prompt_cache_key": "t1"}
+    params = {
+        "instructions": "Be brief.",
+        "tools": [WEATHER],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_output_tokens": 500,
+        "reasoning": {"summary": "auto"},
+        "text": {"format": {"type": "json_object"}, "verbosity": "low"},
+        "metadata": {"k": "v"},
+        "truncation": "auto",
+        "user": "u1",
+        "prompt_cache_key": "t1",
+    }
     _, context = translate(**params)
-    assert {name: context.echo[name] for name in params} == {
-        **params, "reasoning": {"effort": None, "summary": "auto"}}
+    assert {name: context.echo[name] for name in params} == {**params, "reasoning": {"effort": None, "summary": "auto"}}
 
 
 def test_context_names_the_response_the_model_and_the_stream():
@@ -730,33 +994,69 @@ BAD_REQUESTS = {
     "stored prompt": (request(prompt={"id": "pmpt_1"}), "prompt", "stored prompts"),
     "background": (request(background=True), "background", "full conversation"),
     "item reference": (request(user(), {"type": "item_reference", "id": "msg_1"}), "input.1.type", "stores nothing"),
-    "compaction item": (request({"type": "compaction", "encrypted_content": "x"}, user()), "input.0.type",
-                        "only OpenAI"),
-    "unknown item": (request({"type": "computer_call_output", "call_id": "c"}), "input.0.type",
-                     "expected one of: additional_tools, custom_tool_call"),
+    "compaction item": (
+        request({"type": "compaction", "encrypted_content": "x"}, user()),
+        "input.0.type",
+        "only OpenAI",
+    ),
+    "unknown item": (
+        request({"type": "computer_call_output", "call_id": "c"}),
+        "input.0.type",
+        "expected one of: additional_tools, custom_tool_call",
+    ),
     "message without role": (request({"type": "message", "content": "hi"}), "input.0.role", "missing"),
     "audio input": (request(user([{"type": "input_audio", "input_audio": {}}])), "input.0.content.0.type", "audio"),
-    "unknown part": (request(user([{"type": "input_video"}])), "input.0.content.0.type",
-                     "expected one of: input_file, input_image, input_text"),
-    "assistant input_text": (request(user(), {"type": "message", "role": "assistant", "content": [
-        {"type": "input_text", "text": "x"}]}), "input.1.content.0.type", "output_text"),
-    "image file_id": (request(user([{"type": "input_image", "file_id": "file-1"}])), "input.0.content.0.file_id",
-                      "uploaded to OpenAI"),
-    "image scheme": (request(user([{"type": "input_image", "image_url": "ftp://x/a.png"}])),
-                     "input.0.content.0.image_url", "http(s) URL"),
-    "image type": (request(user([{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0="}])),
-                   "input.0.content.0.image_url", "image/bmp"),
-    "file file_id": (request(user([{"type": "input_file", "file_id": "file-1"}])), "input.0.content.0.file_id",
-                     "uploaded to OpenAI"),
-    "file without data": (request(user([{"type": "input_file", "filename": "a.pdf"}])),
-                          "input.0.content.0.file_data", "file_url"),
-    "non-PDF file": (request(user([{"type": "input_file", "file_data": "data:application/zip;base64,UEsDBA=="}])),
-                     "input.0.content.0.file_data", "application/pdf"),
-    "arguments not JSON": (request(user(), call(arguments="{city: Paris}"), output()), "input.1.arguments",
-                           "not valid JSON"),
+    "unknown part": (
+        request(user([{"type": "input_video"}])),
+        "input.0.content.0.type",
+        "expected one of: input_file, input_image, input_text",
+    ),
+    "assistant input_text": (
+        request(user(), {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "x"}]}),
+        "input.1.content.0.type",
+        "output_text",
+    ),
+    "image file_id": (
+        request(user([{"type": "input_image", "file_id": "file-1"}])),
+        "input.0.content.0.file_id",
+        "uploaded to OpenAI",
+    ),
+    "image scheme": (
+        request(user([{"type": "input_image", "image_url": "ftp://x/a.png"}])),
+        "input.0.content.0.image_url",
+        "http(s) URL",
+    ),
+    "image type": (
+        request(user([{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0="}])),
+        "input.0.content.0.image_url",
+        "image/bmp",
+    ),
+    "file file_id": (
+        request(user([{"type": "input_file", "file_id": "file-1"}])),
+        "input.0.content.0.file_id",
+        "uploaded to OpenAI",
+    ),
+    "file without data": (
+        request(user([{"type": "input_file", "filename": "a.pdf"}])),
+        "input.0.content.0.file_data",
+        "file_url",
+    ),
+    "non-PDF file": (
+        request(user([{"type": "input_file", "file_data": "data:application/zip;base64,UEsDBA=="}])),
+        "input.0.content.0.file_data",
+        "application/pdf",
+    ),
+    "arguments not JSON": (
+        request(user(), call(arguments="{city: Paris}"), output()),
+        "input.1.arguments",
+        "not valid JSON",
+    ),
     "arguments not an object": (request(user(), call(arguments="[1]"), output()), "input.1.arguments", "array"),
-    "call without call_id": (request(user(), {"type": "function_call", "name": "f", "arguments": "{}"}),
-                             "input.1.call_id", "required"),
+    "call without call_id": (
+        request(user(), {"type": "function_call", "name": "f", "arguments": "{}"}),
+        "input.1.call_id",
+        "required",
+    ),
     "output of a number": (request(user(), call(), output(result=42)), "input.2.output", "string"),
     "input of a number": (request(input=42), "input", "string"),
     "model missing": ({"input": "hi"}, "model", "required"),
@@ -775,27 +1075,50 @@ BAD_REQUESTS = {
     "reasoning effort": (request(reasoning={"effort": "extreme"}), "reasoning.effort", "medium"),
     "reasoning summary": (request(reasoning={"summary": "long"}), "reasoning.summary", "detailed"),
     "text format": (request(text={"format": {"type": "xml"}}), "text.format.type", "json_schema"),
-    "json schema root": (request(text={"format": {"type": "json_schema", "name": "a", "schema": {"type": "array"}}}),
-                         "text.format.schema", "object"),
-    "json schema name": (request(text={"format": {"type": "json_schema", "name": "a b", "schema": {}}}),
-                         "text.format.name", "a-z"),
+    "json schema root": (
+        request(text={"format": {"type": "json_schema", "name": "a", "schema": {"type": "array"}}}),
+        "text.format.schema",
+        "object",
+    ),
+    "json schema name": (
+        request(text={"format": {"type": "json_schema", "name": "a b", "schema": {}}}),
+        "text.format.name",
+        "a-z",
+    ),
     "unknown tool type": (request(tools=[{"type": "functoin", "name": "f"}]), "tools.0.type", "expected one of"),
     "function tool name": (request(tools=[{**WEATHER, "name": "get weather"}]), "tools.0.name", "a-z"),
-    "custom tool syntax": (request(tools=[{**APPLY_PATCH, "format": {"type": "grammar", "syntax": "ebnf",
-                                                                     "definition": "x"}}]),
-                           "tools.0.format.syntax", "lark"),
+    "custom tool syntax": (
+        request(tools=[{**APPLY_PATCH, "format": {"type": "grammar", "syntax": "ebnf", "definition": "x"}}]),
+        "tools.0.format.syntax",
+        "lark",
+    ),
     "namespace without tools": (request(tools=[{"type": "namespace", "name": "ns"}]), "tools.0.tools", "required"),
-    "namespace of hosted tools": (request(tools=[{"type": "namespace", "name": "ns", "tools": [{"type": "mcp"}]}]),
-                                  "tools.0.tools.0.type", "custom, function"),
+    "namespace of hosted tools": (
+        request(tools=[{"type": "namespace", "name": "ns", "tools": [{"type": "mcp"}]}]),
+        "tools.0.tools.0.type",
+        "custom, function",
+    ),
     "tool_choice any": (request(tools=[WEATHER], tool_choice="any"), "tool_choice", "required"),
-    "tool_choice hosted": (request(tools=[WEATHER], tool_choice={"type": "web_search_preview"}), "tool_choice.type",
-                           "hosted tool"),
-    "tool_choice undeclared": (request(tools=[WEATHER], tool_choice={"type": "function", "name": "nope"}),
-                               "tool_choice.name", "no function tool named 'nope'"),
-    "tool_choice of the wrong kind": (request(tools=[WEATHER], tool_choice={"type": "custom", "name": "get_weather"}),
-                                      "tool_choice.name", "no custom tool"),
-    "allowed_tools mode": (request(tools=[WEATHER], tool_choice={"type": "allowed_tools", "mode": "none", "tools": []}),
-                           "tool_choice.mode", "required"),
+    "tool_choice hosted": (
+        request(tools=[WEATHER], tool_choice={"type": "web_search_preview"}),
+        "tool_choice.type",
+        "hosted tool",
+    ),
+    "tool_choice undeclared": (
+        request(tools=[WEATHER], tool_choice={"type": "function", "name": "nope"}),
+        "tool_choice.name",
+        "no function tool named 'nope'",
+    ),
+    "tool_choice of the wrong kind": (
+        request(tools=[WEATHER], tool_choice={"type": "custom", "name": "get_weather"}),
+        "tool_choice.name",
+        "no custom tool",
+    ),
+    "allowed_tools mode": (
+        request(tools=[WEATHER], tool_choice={"type": "allowed_tools", "mode": "none", "tools": []}),
+        "tool_choice.mode",
+        "required",
+    ),
 }
 
 

@@ -3,6 +3,7 @@
 Expectations are read from the recorded Anthropic bodies in tests/fixtures/anthropic;
 every response built is validated by the openai SDK's own Response model.
 """
+
 import copy
 import json
 
@@ -12,22 +13,50 @@ from openai.types.responses import Response
 from bridge.responses_to_messages.reasoning import thinking_block
 from bridge.responses_to_messages.request import Context
 from bridge.responses_to_messages.response import to_response
-from tests.fake_upstream import FIXTURES
 from tests.helpers import recorded
 
-BODIES = ["text.json", "tool_use.json", "thinking.json", "redacted_thinking.json", "refusal.json",
-          "stop_sequence.json", "max_tokens.json", "cache_usage.json", "pause_turn.json"]
+BODIES = [
+    "text.json",
+    "tool_use.json",
+    "thinking.json",
+    "redacted_thinking.json",
+    "refusal.json",
+    "stop_sequence.json",
+    "max_tokens.json",
+    "cache_usage.json",
+    "pause_turn.json",
+]
 RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
 # What a Response repeats of a request (the request translator fills Context.echo).
-ECHO = {"instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True,
-        "temperature": 1.0, "top_p": 1.0, "max_output_tokens": None,
-        "reasoning": {"effort": "medium", "summary": "auto"}, "text": {"format": {"type": "text"}},
-        "metadata": {}, "store": False, "truncation": "disabled", "user": None}
+ECHO = {
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_output_tokens": None,
+    "reasoning": {"effort": "medium", "summary": "auto"},
+    "text": {"format": {"type": "text"}},
+    "metadata": {},
+    "store": False,
+    "truncation": "disabled",
+    "user": None,
+}
 
 
 def context(**overrides):
-    return Context(**{"model": "gpt-5.5", "stream": False, "response_id": RESPONSE_ID,
-                      "created_at": 1700000000, "echo": ECHO, "tools": {}, **overrides})
+    return Context(
+        **{
+            "model": "gpt-5.5",
+            "stream": False,
+            "response_id": RESPONSE_ID,
+            "created_at": 1700000000,
+            "echo": ECHO,
+            "tools": {},
+            **overrides,
+        }
+    )
 
 
 def translate(message, **overrides):
@@ -61,8 +90,9 @@ def test_text_becomes_output_text_parts_of_one_assistant_message():
     message = recorded("anthropic/text.json")
     [item] = translate(message)["output"]
     assert (item["type"], item["role"], item["status"]) == ("message", "assistant", "completed")
-    assert item["content"] == [{"type": "output_text", "text": message["content"][0]["text"],
-                                "annotations": [], "logprobs": []}]
+    assert item["content"] == [
+        {"type": "output_text", "text": message["content"][0]["text"], "annotations": [], "logprobs": []}
+    ]
 
 
 def test_text_blocks_no_other_item_separates_are_parts_of_one_message_and_empty_text_is_left_out():
@@ -70,8 +100,9 @@ def test_text_blocks_no_other_item_separates_are_parts_of_one_message_and_empty_
     output = translate(message)["output"]
     assert [item["type"] for item in output] == ["reasoning", "message"]
     assert [part["text"] for part in output[1]["content"]] == [b["text"] for b in blocks(message, "text")]
-    split = with_blocks("text.json", {"type": "text", "text": "a"}, {"type": "text", "text": ""},
-                        {"type": "text", "text": "b"})
+    split = with_blocks(
+        "text.json", {"type": "text", "text": "a"}, {"type": "text", "text": ""}, {"type": "text", "text": "b"}
+    )
     [item] = translate(split)["output"]
     assert [part["text"] for part in item["content"]] == ["a", "b"]
 
@@ -86,8 +117,9 @@ def test_blocks_responses_cannot_show_are_left_out():
 def test_tool_use_becomes_a_function_call_with_the_tool_use_id_as_call_id_and_json_string_arguments():
     message = recorded("anthropic/tool_use.json")
     [tool_use] = blocks(message, "tool_use")
-    output = translate(message, tools={"get_weather": {"kind": "function", "name": "get_weather",
-                                                       "namespace": None}})["output"]
+    output = translate(message, tools={"get_weather": {"kind": "function", "name": "get_weather", "namespace": None}})[
+        "output"
+    ]
     assert [item["type"] for item in output] == ["message", "function_call"]
     call = output[1]
     assert (call["call_id"], call["name"], call["status"]) == (tool_use["id"], "get_weather", "completed")
@@ -96,30 +128,45 @@ def test_tool_use_becomes_a_function_call_with_the_tool_use_id_as_call_id_and_js
 
 
 def test_a_namespaced_tool_comes_back_under_the_clients_name_and_namespace():
-    message = with_blocks("tool_use.json", {"type": "tool_use", "id": "toolu_1", "name": "multi_agent_v1__close_agent",
-                                            "input": {"id": "a1"}})
-    tools = {"multi_agent_v1__close_agent": {"kind": "function", "name": "close_agent",
-                                             "namespace": "multi_agent_v1"}}
+    message = with_blocks(
+        "tool_use.json",
+        {"type": "tool_use", "id": "toolu_1", "name": "multi_agent_v1__close_agent", "input": {"id": "a1"}},
+    )
+    tools = {"multi_agent_v1__close_agent": {"kind": "function", "name": "close_agent", "namespace": "multi_agent_v1"}}
     [call] = translate(message, tools=tools)["output"]
     assert (call["type"], call["name"], call["namespace"], call["call_id"]) == (
-        "function_call", "close_agent", "multi_agent_v1", "toolu_1")
+        "function_call",
+        "close_agent",
+        "multi_agent_v1",
+        "toolu_1",
+    )
 
 
 def test_a_custom_tool_comes_back_as_a_custom_tool_call_whose_input_is_the_text():
-    patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello \"quoted\" \u00e9\n*** End Patch\n"
-    message = with_blocks("tool_use.json", {"type": "tool_use", "id": "toolu_2", "name": "apply_patch",
-                                            "input": {"input": patch}})
+    patch = '*** Begin Patch\n*** Add File: hello.txt\n+hello "quoted" \u00e9\n*** End Patch\n'
+    message = with_blocks(
+        "tool_use.json", {"type": "tool_use", "id": "toolu_2", "name": "apply_patch", "input": {"input": patch}}
+    )
     tools = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
     [call] = translate(message, tools=tools)["output"]
-    assert call == {"id": call["id"], "type": "custom_tool_call", "status": "completed", "call_id": "toolu_2",
-                    "name": "apply_patch", "input": patch}
+    assert call == {
+        "id": call["id"],
+        "type": "custom_tool_call",
+        "status": "completed",
+        "call_id": "toolu_2",
+        "name": "apply_patch",
+        "input": patch,
+    }
     assert call["id"].startswith("ctc_")
 
 
 def test_the_json_format_tool_comes_back_as_the_messages_output_text():
     answer = {"city": "Paris", "temperature": 21}
-    message = with_blocks("tool_use.json", {"type": "tool_use", "id": "toolu_3", "name": "json_answer",
-                                            "input": answer}, stop_reason="tool_use")
+    message = with_blocks(
+        "tool_use.json",
+        {"type": "tool_use", "id": "toolu_3", "name": "json_answer", "input": answer},
+        stop_reason="tool_use",
+    )
     response = translate(message, json_tool="json_answer")
     [item] = response["output"]
     assert item["type"] == "message" and json.loads(item["content"][0]["text"]) == answer
@@ -138,7 +185,8 @@ def test_thinking_text_is_a_summary_only_when_the_request_asked_for_one():
     message = recorded("anthropic/thinking.json")
     [thinking] = blocks(message, "thinking")
     assert translate(message, summary=True)["output"][0]["summary"] == [
-        {"type": "summary_text", "text": thinking["thinking"]}]
+        {"type": "summary_text", "text": thinking["thinking"]}
+    ]
     without = translate(message, summary=False)["output"][0]
     assert without["summary"] == [] and thinking_block(without["encrypted_content"]) == thinking
 
@@ -167,9 +215,12 @@ def test_max_tokens_is_status_incomplete_with_reason_max_output_tokens_and_the_l
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "max_output_tokens"}
     assert response["output"][-1]["status"] == "incomplete"
-    cut_call = with_blocks("tool_use.json", {"type": "text", "text": "Writing"},
-                           {"type": "tool_use", "id": "toolu_4", "name": "get_weather", "input": {}},
-                           stop_reason="max_tokens")
+    cut_call = with_blocks(
+        "tool_use.json",
+        {"type": "text", "text": "Writing"},
+        {"type": "tool_use", "id": "toolu_4", "name": "get_weather", "input": {}},
+        stop_reason="max_tokens",
+    )
     assert [item["status"] for item in translate(cut_call)["output"]] == ["completed", "incomplete"]
 
 
@@ -185,22 +236,30 @@ def test_usage_input_tokens_include_cache_reads_and_writes_shown_again_in_the_de
     prompt = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
     assert translate(recorded("anthropic/cache_usage.json"))["usage"] == {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": usage["cache_read_input_tokens"],
-                                 "cache_write_tokens": usage["cache_creation_input_tokens"]},
-        "output_tokens": usage["output_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": prompt + usage["output_tokens"]}
+        "input_tokens_details": {
+            "cached_tokens": usage["cache_read_input_tokens"],
+            "cache_write_tokens": usage["cache_creation_input_tokens"],
+        },
+        "output_tokens": usage["output_tokens"],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + usage["output_tokens"],
+    }
 
 
 def test_reasoning_tokens_are_anthropics_thinking_tokens():
     message = recorded("anthropic/thinking.json")
     assert translate(message)["usage"]["output_tokens_details"] == {
-        "reasoning_tokens": message["usage"]["output_tokens_details"]["thinking_tokens"]}
+        "reasoning_tokens": message["usage"]["output_tokens_details"]["thinking_tokens"]
+    }
 
 
 def test_item_ids_carry_their_type_prefix_are_stable_within_a_response_and_differ_between_responses():
-    message = with_blocks("thinking.json", *recorded("anthropic/thinking.json")["content"],
-                          {"type": "tool_use", "id": "toolu_5", "name": "get_weather", "input": {}},
-                          {"type": "tool_use", "id": "toolu_6", "name": "get_weather", "input": {}})
+    message = with_blocks(
+        "thinking.json",
+        *recorded("anthropic/thinking.json")["content"],
+        {"type": "tool_use", "id": "toolu_5", "name": "get_weather", "input": {}},
+        {"type": "tool_use", "id": "toolu_6", "name": "get_weather", "input": {}},
+    )
     ids = [item["id"] for item in translate(message)["output"]]
     assert [identifier.split("_")[0] for identifier in ids] == ["rs", "msg", "fc", "fc"]
     assert len(set(ids)) == 4 and ids == [item["id"] for item in translate(message)["output"]]

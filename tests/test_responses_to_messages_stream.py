@@ -5,6 +5,7 @@ each event parsed (and validated) as the SDK's ResponseStreamEvent. What it must
 up with is response.py's answer for the same message non-streamed, the message built
 from the recording by the anthropic SDK's own fold of it.
 """
+
 import copy
 import json
 import re
@@ -13,7 +14,8 @@ import sys
 
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
@@ -31,10 +33,21 @@ STREAMS = sorted(path.name for path in (FIXTURES / "anthropic").glob("*.sse"))
 COMPLETE = [name for name in STREAMS if name != "error_midstream_overloaded.sse"]
 CUT_OFF = ["cache_read.sse", "cache_write.sse", "max_tokens_mid_tool.sse"]  # stop_reason max_tokens
 RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
-ECHO = {"instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True,
-        "temperature": 1.0, "top_p": 1.0, "max_output_tokens": None, "reasoning": {"summary": "auto"},
-        "text": {"format": {"type": "text"}}, "metadata": {}, "store": False, "truncation": "disabled",
-        "user": None}
+ECHO = {
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_output_tokens": None,
+    "reasoning": {"summary": "auto"},
+    "text": {"format": {"type": "text"}},
+    "metadata": {},
+    "store": False,
+    "truncation": "disabled",
+    "user": None,
+}
 EVENT = TypeAdapter(ResponseStreamEvent)
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 # Codex 0.171 reads the retry delay of a rate_limit_exceeded failure with this pattern.
@@ -42,8 +55,18 @@ CODEX_RETRY_DELAY = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seco
 
 
 def context(**overrides):
-    return Context(**{"model": "gpt-5.5", "stream": True, "response_id": RESPONSE_ID, "created_at": 1700000000,
-                      "echo": ECHO, "tools": {}, "summary": True, **overrides})
+    return Context(
+        **{
+            "model": "gpt-5.5",
+            "stream": True,
+            "response_id": RESPONSE_ID,
+            "created_at": 1700000000,
+            "echo": ECHO,
+            "tools": {},
+            "summary": True,
+            **overrides,
+        }
+    )
 
 
 def run(upstream, **overrides):
@@ -101,15 +124,26 @@ def of_type(out, kind):
 def with_tool(name, tool_name, fragments):
     """tool_use.sse with its tool renamed and its input streamed as `fragments`."""
     pairs = recorded_events("anthropic/tool_use.sse")
-    starts = [i for i, (_, d) in enumerate(pairs) if d["type"] == "content_block_start"
-              and d["content_block"]["type"] == "tool_use"]
+    starts = [
+        i
+        for i, (_, d) in enumerate(pairs)
+        if d["type"] == "content_block_start" and d["content_block"]["type"] == "tool_use"
+    ]
     index = pairs[starts[0]][1]["index"]
     pairs[starts[0]][1]["content_block"]["name"] = tool_name
     kept = [pair for pair in pairs if not (pair[1]["type"] == "content_block_delta" and pair[1]["index"] == index)]
     position = kept.index(pairs[starts[0]]) + 1
-    deltas = [("content_block_delta", {"type": "content_block_delta", "index": index,
-                                       "delta": {"type": "input_json_delta", "partial_json": fragment}})
-              for fragment in fragments]
+    deltas = [
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": fragment},
+            },
+        )
+        for fragment in fragments
+    ]
     return kept[:position] + deltas + kept[position:]
 
 
@@ -132,8 +166,9 @@ def test_the_openai_sdks_fold_of_every_completed_stream_is_the_non_streamed_resp
 def test_the_deltas_add_up_to_what_the_done_events_carry(name):
     """For every item the upstream finished: a cut-off one carries only what its whole JSON held."""
     out = run(name)
-    cut = {e["output_index"] for e in of_type(out, "response.output_item.done")
-           if e["item"].get("status") == "incomplete"}
+    cut = {
+        e["output_index"] for e in of_type(out, "response.output_item.done") if e["item"].get("status") == "incomplete"
+    }
     sent = {}
     for event in out:
         if event["type"].endswith(".delta"):
@@ -206,10 +241,14 @@ def test_the_final_usage_counts_cache_reads_and_writes_as_input_and_thinking_as_
     assert usage["output_tokens_details"] == {"reasoning_tokens": 53}
     cached = run("cache_read.sse")[-1]["response"]["usage"]
     assert (cached["input_tokens"], cached["input_tokens_details"]) == (
-        11 + 1031, {"cached_tokens": 1031, "cache_write_tokens": 0})
+        11 + 1031,
+        {"cached_tokens": 1031, "cache_write_tokens": 0},
+    )
     written = run("cache_write.sse")[-1]["response"]["usage"]
     assert (written["input_tokens"], written["input_tokens_details"]) == (
-        18 + 1031, {"cached_tokens": 0, "cache_write_tokens": 1031})
+        18 + 1031,
+        {"cached_tokens": 0, "cache_write_tokens": 1031},
+    )
 
 
 def test_a_null_usage_count_in_message_delta_leaves_the_earlier_count_standing():
@@ -229,20 +268,25 @@ def test_tool_use_streams_as_a_function_call_under_the_clients_name_and_namespac
     out = run("tool_use.sse", tools=tools)
     [added] = [e["item"] for e in of_type(out, "response.output_item.added") if e["item"]["type"] == "function_call"]
     assert (added["call_id"], added["name"], added["namespace"], added["arguments"]) == (
-        "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", "weather", "")
+        "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+        "get_weather",
+        "weather",
+        "",
+    )
     [done] = of_type(out, "response.function_call_arguments.done")
     assert json.loads(done["arguments"]) == {"location": "Paris"}
-    assert "".join(e["delta"] for e in of_type(out, "response.function_call_arguments.delta")) == \
-        '{"location": "Paris"}'
+    assert (
+        "".join(e["delta"] for e in of_type(out, "response.function_call_arguments.delta")) == '{"location": "Paris"}'
+    )
 
 
-PATCH = '*** Begin Patch\n*** Add File: "a b".txt\n+caf\u00e9 \U0001F600 \\ tab\t\n*** End Patch\n'
+PATCH = '*** Begin Patch\n*** Add File: "a b".txt\n+caf\u00e9 \U0001f600 \\ tab\t\n*** End Patch\n'
 
 
 def test_a_custom_tools_input_text_is_decoded_and_forwarded_as_its_fragments_arrive():
     raw = json.dumps({"input": PATCH})  # escapes: \n \" \u00e9 \ud83d\ude00 \\ \t
-    opening, content = '{"input": "', raw[len('{"input": "'):-2]
-    fragments = [raw[i:i + 3] for i in range(0, len(raw), 3)]  # cuts inside every kind of escape
+    opening, content = '{"input": "', raw[len('{"input": "') : -2]
+    fragments = [raw[i : i + 3] for i in range(0, len(raw), 3)]  # cuts inside every kind of escape
     translator = StreamTranslator(context(tools=CUSTOM))
     arrived, sent = "", []
     for event, data in with_tool("tool_use.sse", "apply_patch", fragments):
@@ -250,7 +294,7 @@ def test_a_custom_tools_input_text_is_decoded_and_forwarded_as_its_fragments_arr
         if data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
             arrived += data["delta"]["partial_json"]
             sent += [e["delta"] for e in out if e["type"] == "response.custom_tool_call_input.delta"]
-            assert "".join(sent) == whole_text(arrived[len(opening):][:len(content)]), "all that is whole, at once"
+            assert "".join(sent) == whole_text(arrived[len(opening) :][: len(content)]), "all that is whole, at once"
     final = out[-1]["response"]  # message_stop came last
     [call] = [item for item in final["output"] if item["type"] == "custom_tool_call"]
     assert (call["name"], call["input"], call["call_id"]) == ("apply_patch", PATCH, "toolu_01NRLabsLyVHZPKxbKvkfSMn")
@@ -274,8 +318,10 @@ def whole_text(content):
 def test_a_custom_tools_input_deltas_always_join_to_its_text(text, cuts):
     raw = json.dumps({"input": text}, ensure_ascii=bool(len(cuts) % 2))
     points = sorted({0, len(raw), *[cut for cut in cuts if cut < len(raw)]})
-    out = run(with_tool("tool_use.sse", "apply_patch", [raw[a:b] for a, b in zip(points, points[1:])]),
-              tools=CUSTOM)
+    out = run(
+        with_tool("tool_use.sse", "apply_patch", [raw[a:b] for a, b in zip(points, points[1:], strict=False)]),
+        tools=CUSTOM,
+    )
     assert "".join(e["delta"] for e in of_type(out, "response.custom_tool_call_input.delta")) == text
     assert [e["input"] for e in of_type(out, "response.custom_tool_call_input.done")] == [text]
 
@@ -297,8 +343,10 @@ def test_the_json_format_tool_streams_as_the_messages_output_text():
 def test_thinking_streams_as_summary_text_only_when_a_summary_was_asked_for():
     shown, hidden = run("thinking.sse", summary=True), run("thinking.sse", summary=False)
     assert of_type(shown, "response.reasoning_summary_part.added")
-    assert "".join(e["delta"] for e in of_type(shown, "response.reasoning_summary_text.delta")) == \
-        of_type(shown, "response.reasoning_summary_text.done")[0]["text"]
+    assert (
+        "".join(e["delta"] for e in of_type(shown, "response.reasoning_summary_text.delta"))
+        == of_type(shown, "response.reasoning_summary_text.done")[0]["text"]
+    )
     assert not [e for e in hidden if e["type"].startswith("response.reasoning_summary")]
     for out in (shown, hidden):
         [reasoning] = [e["item"] for e in of_type(out, "response.output_item.done") if e["item"]["type"] == "reasoning"]
@@ -309,15 +357,20 @@ def test_thinking_streams_as_summary_text_only_when_a_summary_was_asked_for():
 def test_redacted_thinking_streams_as_a_reasoning_item_carrying_its_data():
     out = run("redacted_thinking.sse")
     items = [e["item"] for e in of_type(out, "response.output_item.done") if e["item"]["type"] == "reasoning"]
-    starts = [d["content_block"] for _, d in recorded_events("anthropic/redacted_thinking.sse") if d["type"] == "content_block_start"
-              and d["content_block"]["type"] == "redacted_thinking"]
+    starts = [
+        d["content_block"]
+        for _, d in recorded_events("anthropic/redacted_thinking.sse")
+        if d["type"] == "content_block_start" and d["content_block"]["type"] == "redacted_thinking"
+    ]
     assert [thinking_block(item["encrypted_content"]) for item in items] == starts
     assert all(item["summary"] == [] for item in items)
 
 
 def test_a_refusal_streams_as_a_refusal_part_of_the_message():
     out = run("refusal.sse")
-    [stop_details] = [d["delta"]["stop_details"] for _, d in recorded_events("anthropic/refusal.sse") if d["type"] == "message_delta"]
+    [stop_details] = [
+        d["delta"]["stop_details"] for _, d in recorded_events("anthropic/refusal.sse") if d["type"] == "message_delta"
+    ]
     assert [e["delta"] for e in of_type(out, "response.refusal.delta")] == [stop_details["explanation"]]
     assert out[-1]["type"] == "response.completed"
     assert out[-1]["response"]["output"][0]["content"] == [{"type": "refusal", "refusal": stop_details["explanation"]}]
@@ -339,8 +392,10 @@ def test_a_tool_call_cut_off_by_max_tokens_is_an_incomplete_item_with_the_json_r
     out = run("max_tokens_mid_tool.sse")
     [call] = [e["item"] for e in of_type(out, "response.output_item.done") if e["item"]["type"] == "function_call"]
     assert call["status"] == "incomplete"
-    assert json.loads(call["arguments"]) == {"filename": "taxes.txt", "lines_of_text": [
-        "# COMPREHENSIVE TAX GUIDE FOR INDIVIDUALS WITH MULTIPLE W-2s", "", "## INTRODUCTION", ""]}
+    assert json.loads(call["arguments"]) == {
+        "filename": "taxes.txt",
+        "lines_of_text": ["# COMPREHENSIVE TAX GUIDE FOR INDIVIDUALS WITH MULTIPLE W-2s", "", "## INTRODUCTION", ""],
+    }
 
 
 @pytest.mark.parametrize("name", COMPLETE)
@@ -390,8 +445,13 @@ def test_a_failure_keeps_the_items_already_done():
 
 
 def test_a_rate_limit_with_a_known_delay_fails_with_rate_limit_exceeded_and_the_delay_codex_reads():
-    _, [failed] = fail_midway(BridgeError("rate_limit", "Number of request tokens has exceeded your rate limit.",
-                                          upstream_headers={"retry-after": "2"}))
+    _, [failed] = fail_midway(
+        BridgeError(
+            "rate_limit",
+            "Number of request tokens has exceeded your rate limit.",
+            upstream_headers={"retry-after": "2"},
+        )
+    )
     error = failed["response"]["error"]
     assert error["code"] == "rate_limit_exceeded"
     assert CODEX_RETRY_DELAY.search(error["message"]).group(1) == "2"
@@ -399,9 +459,14 @@ def test_a_rate_limit_with_a_known_delay_fails_with_rate_limit_exceeded_and_the_
     assert without_delay["response"]["error"] == {"code": "rate_limit_exceeded", "message": "Rate limited"}
 
 
-@pytest.mark.parametrize("message", ["prompt is too long: 208310 tokens > 200000 maximum",
-                                     "input length and `max_tokens` exceed context limit: 180000 + 40000 > 200000, "
-                                     "decrease input length or `max_tokens` and try again"])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 208310 tokens > 200000 maximum",
+        "input length and `max_tokens` exceed context limit: 180000 + 40000 > 200000, "
+        "decrease input length or `max_tokens` and try again",
+    ],
+)
 def test_a_prompt_too_long_fails_with_context_length_exceeded(message):
     _, [failed] = fail_midway(BridgeError("invalid_request", message))
     assert failed["response"]["error"] == {"code": "context_length_exceeded", "message": message}
@@ -427,7 +492,10 @@ def test_nothing_goes_out_after_the_last_event():
 
 
 def test_the_translators_import_nothing_of_flask_requests_or_prometheus_client():
-    code = ("import sys; import bridge.responses_to_messages.response, bridge.responses_to_messages.stream; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'requests', 'prometheus_client'}))")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip() == "[]"
+    code = (
+        "import sys; import bridge.responses_to_messages.response, bridge.responses_to_messages.stream; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'requests', 'prometheus_client'}))"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )

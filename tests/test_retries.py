@@ -5,6 +5,7 @@ before any byte of an answer). Whatever the upstream answered goes back at once,
 headers the SDK retries by: `retry-after(-ms)`, `x-should-retry`, rate limits in the client's
 protocol. The counts are taken at the fake upstream.
 """
+
 import json
 import logging
 import time
@@ -14,8 +15,15 @@ import requests
 
 from bridge.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
 from tests.fake_upstream import FakeUpstream, Reply, fixture, json_reply
-from tests.helpers import (ANTHROPIC_HEADERS, EACH, MESSAGES_TO_CHAT, STREAMED_OR_NOT, full_backlog,
-                           is_anthropic_error, recorded_text)
+from tests.helpers import (
+    ANTHROPIC_HEADERS,
+    EACH,
+    MESSAGES_TO_CHAT,
+    STREAMED_OR_NOT,
+    full_backlog,
+    is_anthropic_error,
+    recorded_text,
+)
 
 QUICK = {"content-type": "application/json", "retry-after-ms": "1"}  # the SDKs wait 1 ms, not their backoff
 
@@ -29,7 +37,8 @@ def error_reply(direction, answer, **headers):
 @STREAMED_OR_NOT
 @pytest.mark.parametrize("answer", ["rate_limited", "overloaded"])
 def test_a_storm_of_429s_or_overloads_costs_the_upstream_only_the_sdks_own_retries(
-        start_bridge, fake, direction, stream, answer):
+    start_bridge, fake, direction, stream, answer
+):
     """Each SDK repeats a 429/5xx twice by default: three upstream calls for the user's one, not
     nine (three per SDK attempt), with the bridge's retries at their default."""
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
@@ -45,24 +54,38 @@ def test_x_should_retry_reaches_the_sdk_as_the_upstream_sent_it(start_bridge, fa
     """`false` stops the SDK on a 429 it would retry; `true` makes it retry even a 400."""
     live = start_bridge()
     status_error = json_reply({"error": {"type": "invalid_request_error", "message": "try again"}}, 400)
-    fake.default = error_reply(direction, "rate_limited", **{"x-should-retry": "false"}) if should_retry == "false" \
+    fake.default = (
+        error_reply(direction, "rate_limited", **{"x-should-retry": "false"})
+        if should_retry == "false"
         else Reply(status=400, body=status_error.body, headers={**QUICK, "x-should-retry": "true"})
+    )
     with pytest.raises(direction.sdk.APIStatusError) as caught:
         direction.create(direction.client(live.url, sdk_retries=True))
     assert caught.value.response.headers["x-should-retry"] == should_retry
     assert len(fake.requests) == calls
 
 
-OPENAI_LIMITS = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
-                 "x-ratelimit-reset-requests": "120ms", "x-ratelimit-limit-tokens": "30000",
-                 "x-ratelimit-remaining-tokens": "29000", "x-ratelimit-reset-tokens": "6m0s"}
+OPENAI_LIMITS = {
+    "x-ratelimit-limit-requests": "500",
+    "x-ratelimit-remaining-requests": "499",
+    "x-ratelimit-reset-requests": "120ms",
+    "x-ratelimit-limit-tokens": "30000",
+    "x-ratelimit-remaining-tokens": "29000",
+    "x-ratelimit-reset-tokens": "6m0s",
+}
 
 
 def anthropic_limits(reset):
-    return {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
-            "anthropic-ratelimit-requests-reset": reset, "anthropic-ratelimit-tokens-limit": "40000",
-            "anthropic-ratelimit-tokens-remaining": "39000", "anthropic-ratelimit-tokens-reset": reset,
-            "anthropic-ratelimit-input-tokens-limit": "30000", "anthropic-ratelimit-input-tokens-reset": reset}
+    return {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "49",
+        "anthropic-ratelimit-requests-reset": reset,
+        "anthropic-ratelimit-tokens-limit": "40000",
+        "anthropic-ratelimit-tokens-remaining": "39000",
+        "anthropic-ratelimit-tokens-reset": reset,
+        "anthropic-ratelimit-input-tokens-limit": "30000",
+        "anthropic-ratelimit-input-tokens-reset": reset,
+    }
 
 
 @EACH
@@ -70,8 +93,9 @@ def anthropic_limits(reset):
 def test_rate_limit_headers_reach_the_client_in_its_protocol(bridge, fake, direction, answer):
     reset_at = int(time.time()) + 3600
     limits = OPENAI_LIMITS if direction.upstream == "openai" else anthropic_limits(rfc3339(reset_at))
-    reply = fixture(f"{direction.upstream}/error_429.json" if answer == "rate_limited" else
-                    f"{direction.upstream}/text.json")
+    reply = fixture(
+        f"{direction.upstream}/error_429.json" if answer == "rate_limited" else f"{direction.upstream}/text.json"
+    )
     reply.headers = {**reply.headers, **limits}
     fake.reply(reply)
     client = direction.client(bridge.url)
@@ -85,16 +109,22 @@ def test_rate_limit_headers_reach_the_client_in_its_protocol(bridge, fake, direc
     after = time.time()
     if direction is MESSAGES_TO_CHAT:
         assert not [name for name in headers if name.startswith("x-ratelimit-")]
-        assert (headers["anthropic-ratelimit-requests-limit"], headers["anthropic-ratelimit-requests-remaining"],
-                headers["anthropic-ratelimit-tokens-limit"], headers["anthropic-ratelimit-tokens-remaining"]) == \
-            ("500", "499", "30000", "29000")
+        assert (
+            headers["anthropic-ratelimit-requests-limit"],
+            headers["anthropic-ratelimit-requests-remaining"],
+            headers["anthropic-ratelimit-tokens-limit"],
+            headers["anthropic-ratelimit-tokens-remaining"],
+        ) == ("500", "499", "30000", "29000")
         reset = rfc3339_seconds(headers["anthropic-ratelimit-tokens-reset"])  # 6m0s from the moment it passed
         assert rfc3339_seconds(rfc3339(before + 360)) <= reset <= rfc3339_seconds(rfc3339(after + 360))
     else:
         assert not [name for name in headers if name.startswith("anthropic-ratelimit-")]
-        assert (headers["x-ratelimit-limit-requests"], headers["x-ratelimit-remaining-requests"],
-                headers["x-ratelimit-limit-tokens"], headers["x-ratelimit-remaining-tokens"]) == \
-            ("50", "49", "40000", "39000")
+        assert (
+            headers["x-ratelimit-limit-requests"],
+            headers["x-ratelimit-remaining-requests"],
+            headers["x-ratelimit-limit-tokens"],
+            headers["x-ratelimit-remaining-tokens"],
+        ) == ("50", "49", "40000", "39000")
         left = duration_seconds(headers["x-ratelimit-reset-tokens"])
         assert reset_at - after <= left <= reset_at - before + 0.001
 
@@ -121,8 +151,11 @@ def test_a_refused_connection_is_retried_until_the_upstream_listens(start_bridge
     logger.addHandler(opener)
     try:
         late.reply(fixture(f"{direction.upstream}/text.sse"))
-        live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.05, **{
-            direction.base_url_setting: direction.upstream_base(late.server.server_address[1])})
+        live = start_bridge(
+            BRIDGE_RETRIES=2,
+            BRIDGE_RETRY_BACKOFF=0.05,
+            **{direction.base_url_setting: direction.upstream_base(late.server.server_address[1])},
+        )
         items = list(direction.ask(live.url, stream=True))
     finally:
         logger.removeHandler(opener)
@@ -135,8 +168,12 @@ def test_a_refused_connection_is_retried_until_the_upstream_listens(start_bridge
 def test_a_connect_timeout_is_retried(start_bridge, caplog):
     caplog.set_level(logging.INFO, logger="bridge.upstream")
     with full_backlog() as port:
-        live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", BRIDGE_CONNECT_TIMEOUT=0.2,
-                            BRIDGE_RETRIES=1, BRIDGE_RETRY_BACKOFF=0.01)
+        live = start_bridge(
+            BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
+            BRIDGE_CONNECT_TIMEOUT=0.2,
+            BRIDGE_RETRIES=1,
+            BRIDGE_RETRY_BACKOFF=0.01,
+        )
         reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert is_anthropic_error(reply, 504, "api_error")
     retries = [r.getMessage() for r in caplog.records if r.name == "bridge.upstream"]
@@ -168,8 +205,10 @@ def test_a_200_whose_body_breaks_mid_read_is_a_502_and_never_sent_again(start_br
 def test_a_200_whose_body_stalls_mid_read_is_a_504_and_never_sent_again(start_bridge, fake, direction):
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01, BRIDGE_READ_TIMEOUT=1)
     body = fixture(f"{direction.upstream}/text.json").body
-    fake.reply(Reply(events=[body[:40], body[40:]], headers={"content-type": "application/json"}, stall_after=1,
-                     stall_for=3), fixture(f"{direction.upstream}/text.json"))
+    fake.reply(
+        Reply(events=[body[:40], body[40:]], headers={"content-type": "application/json"}, stall_after=1, stall_for=3),
+        fixture(f"{direction.upstream}/text.json"),
+    )
     with pytest.raises(direction.sdk.InternalServerError) as caught:
         direction.ask(live.url)
     assert direction.is_error(caught.value.response, 504, "api_error")

@@ -1,4 +1,5 @@
 """schemas.load_fields: what Schema.load returns, for the schemas the tagged unions load with it."""
+
 import pytest
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
@@ -19,8 +20,13 @@ def parts_of(value):
             yield from parts_of(item)
 
 
-TOP_LEVEL = [anthropic._MESSAGES, anthropic._COUNT_TOKENS, anthropic._MODEL_LIST_QUERY, openai._CHAT,
-             responses._RESPONSES]
+TOP_LEVEL = [
+    anthropic._MESSAGES,
+    anthropic._COUNT_TOKENS,
+    anthropic._MODEL_LIST_QUERY,
+    openai._CHAT,
+    responses._RESPONSES,
+]
 
 
 def schemas_loaded_field_by_field():
@@ -53,12 +59,31 @@ SCHEMAS = schemas_loaded_field_by_field()
 
 def test_every_schema_loaded_field_by_field_is_found():
     names = {type(s).__name__ for s in SCHEMAS}
-    assert {"MessagesRequest", "CountTokensRequest", "ChatRequest",
-            "TextBlock", "ToolUseBlock", "ToolResultBlock", "UserMessage", "CustomTool",  # Messages
-            "TextPart", "ImagePart", "ToolCall", "AssistantMessage", "FunctionTool",
-            "FunctionDefinition", "FunctionCall", "Metadata",  # Chat
-            "ResponsesRequest", "InputFile", "NamespaceTool", "CustomToolCall", "AssistantMessage", "Grammar",
-            "JsonSchemaFormat", "ReasoningItem"} <= names  # Responses
+    assert {
+        "MessagesRequest",
+        "CountTokensRequest",
+        "ChatRequest",
+        "TextBlock",
+        "ToolUseBlock",
+        "ToolResultBlock",
+        "UserMessage",
+        "CustomTool",  # Messages
+        "TextPart",
+        "ImagePart",
+        "ToolCall",
+        "AssistantMessage",
+        "FunctionTool",
+        "FunctionDefinition",
+        "FunctionCall",
+        "Metadata",  # Chat
+        "ResponsesRequest",
+        "InputFile",
+        "NamespaceTool",
+        "CustomToolCall",
+        "Grammar",
+        "JsonSchemaFormat",
+        "ReasoningItem",
+    } <= names  # Responses
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{type(s).__module__.rsplit('.', 1)[1]}.{type(s).__name__}")
@@ -128,14 +153,29 @@ SAMPLES = [
     (anthropic.ToolUseBlock(), {"type": "tool_use", "id": "", "input": "x"}),
     (anthropic.ToolResultBlock(), {"tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}], "is_error": True}),
     (anthropic.ToolResultBlock(), {"tool_use_id": "t1", "content": [{"type": "text"}, 5], "is_error": "yes"}),
-    (openai.AssistantMessage(), {"role": "assistant", "content": None, "annotations": [], "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+    (
+        openai.AssistantMessage(),
+        {
+            "role": "assistant",
+            "content": None,
+            "annotations": [],
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+    ),
     (openai.AssistantMessage(), {"role": "assistant", "tool_calls": [{"type": "function", "function": {}}]}),
     (openai.UserMessage(), {"role": "user", "content": [{"type": "text", "text": "hi", "extra": 1}], "name": "n"}),
     (openai._CHAT, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "extra": 1}),
     (openai._CHAT, {"messages": "hi", "temperature": 3, "n": 2, "audio": None}),
-    (anthropic._MESSAGES, {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
-                           "metadata": {"user_id": "u"}, "extra": 1}),
+    (
+        anthropic._MESSAGES,
+        {
+            "model": "m",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"user_id": "u"},
+            "extra": 1,
+        },
+    ),
     (anthropic._MESSAGES, {"model": "", "messages": [], "stream": "yes"}),
     (anthropic._MESSAGES, ["not", "an", "object"]),
     (openai.FunctionTool(), {"type": "function", "function": {"name": "get weather", "parameters": [], "x": 1}}),
@@ -156,20 +196,38 @@ def test_load_fields_returns_or_raises_what_schema_load_does(schema, value):
         assert load_fields(schema, value) == expected
 
 
-@pytest.mark.parametrize("validate, body, expected", [
-    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "temperature": "0.5",
-                                   "messages": [{"role": "user", "content": "x"}]}, "temperature: Not a valid number."),
-    (openai.validate_chat, {"model": "m", "temperature": "0.5",
-                            "messages": [{"role": "user", "content": "x"}]}, "temperature: Not a valid number."),
-    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "messages": [{"role": "critic", "content": "x"}]},
-     "messages.0.role: 'critic' is not a supported message role; expected one of: assistant, system, user"),
-    (openai.validate_chat, {"model": "m", "messages": [{"role": "critic", "content": "x"}]},
-     "messages.0.role: 'critic' is not a supported message role; expected one of: "
-     "assistant, developer, system, tool, user"),
-    (anthropic.validate_messages, {"model": "m", "max_tokens": 1, "messages": [7]},
-     "messages.0: expected an object, got number"),
-    (openai.validate_chat, {"model": "m", "messages": [7]}, "messages.0: expected an object, got number"),
-])
+@pytest.mark.parametrize(
+    "validate, body, expected",
+    [
+        (
+            anthropic.validate_messages,
+            {"model": "m", "max_tokens": 1, "temperature": "0.5", "messages": [{"role": "user", "content": "x"}]},
+            "temperature: Not a valid number.",
+        ),
+        (
+            openai.validate_chat,
+            {"model": "m", "temperature": "0.5", "messages": [{"role": "user", "content": "x"}]},
+            "temperature: Not a valid number.",
+        ),
+        (
+            anthropic.validate_messages,
+            {"model": "m", "max_tokens": 1, "messages": [{"role": "critic", "content": "x"}]},
+            "messages.0.role: 'critic' is not a supported message role; expected one of: assistant, system, user",
+        ),
+        (
+            openai.validate_chat,
+            {"model": "m", "messages": [{"role": "critic", "content": "x"}]},
+            "messages.0.role: 'critic' is not a supported message role; expected one of: "
+            "assistant, developer, system, tool, user",
+        ),
+        (
+            anthropic.validate_messages,
+            {"model": "m", "max_tokens": 1, "messages": [7]},
+            "messages.0: expected an object, got number",
+        ),
+        (openai.validate_chat, {"model": "m", "messages": [7]}, "messages.0: expected an object, got number"),
+    ],
+)
 def test_both_fronts_refuse_in_the_same_words(validate, body, expected):
     """One toolkit: a number is a number on every front, and an unknown tag is said one way."""
     with pytest.raises(BridgeError) as caught:

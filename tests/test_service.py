@@ -2,6 +2,7 @@
 
 Each error must come back as JSON in the protocol of the client that asked.
 """
+
 import json
 import re
 import socket
@@ -33,6 +34,7 @@ def test_every_response_carries_a_request_id_and_a_sane_incoming_one_is_kept(bri
 def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request_id(bridge, fake, monkeypatch):
     def broken(*args):
         raise RuntimeError("a bug in a translation rule")
+
     monkeypatch.setattr("bridge.messages_to_chat.routes.to_chat_request", broken)
     body = {"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     failed = requests.post(f"{bridge.url}/v1/messages", json=body, headers={"x-request-id": "trace-42"})
@@ -55,11 +57,14 @@ def test_wrong_method_is_a_json_405(bridge):
     assert is_openai_error(requests.get(f"{bridge.url}/v1/chat/completions"), 405)
 
 
-@pytest.mark.parametrize("path, check", [
-    ("/v1/messages", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
-    ("/v1/messages/count_tokens", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
-    ("/v1/chat/completions", is_openai_error),
-])
+@pytest.mark.parametrize(
+    "path, check",
+    [
+        ("/v1/messages", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
+        ("/v1/messages/count_tokens", lambda r, s: is_anthropic_error(r, s, "invalid_request_error")),
+        ("/v1/chat/completions", is_openai_error),
+    ],
+)
 def test_bodies_that_are_not_a_json_object_are_rejected_in_the_clients_protocol(bridge, path, check):
     url = bridge.url + path
     json_type = {"content-type": "application/json"}
@@ -73,25 +78,43 @@ def test_bodies_that_are_not_a_json_object_are_rejected_in_the_clients_protocol(
     assert requests.get(f"{bridge.url}/healthz").status_code == 200
 
 
-@pytest.mark.parametrize("path, tool", [
-    ("/v1/messages", lambda deep: {"name": "t", "input_schema": {"type": "object", "default": deep}}),
-    ("/v1/chat/completions", lambda deep: {"type": "function", "function": {
-        "name": "t", "parameters": {"type": "object", "default": deep}}}),
-])
+@pytest.mark.parametrize(
+    "path, tool",
+    [
+        ("/v1/messages", lambda deep: {"name": "t", "input_schema": {"type": "object", "default": deep}}),
+        (
+            "/v1/chat/completions",
+            lambda deep: {
+                "type": "function",
+                "function": {"name": "t", "parameters": {"type": "object", "default": deep}},
+            },
+        ),
+    ],
+)
 def test_a_body_nested_near_the_parsers_limit_is_answered_or_a_400_never_a_500(bridge, fake, path, tool):
     """orjson reads 1,024 levels; the json module, which writes what orjson cannot (over 255
     levels), runs out of stack short of that: such a body is the client's problem, a 400."""
     for depth in range(900, 1030, 6):
         fake.reply(fixture("openai/text.json" if path == "/v1/messages" else "anthropic/text.json"))
-        body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
-                "tools": [tool("DEEP")]}
+        body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], "tools": [tool("DEEP")]}
         raw = json.dumps(body).replace('"DEEP"', "[" * depth + "]" * depth)
-        reply = requests.post(bridge.url + path, data=raw, headers={
-            **ANTHROPIC_HEADERS, "content-type": "application/json"})
-        in_protocol = (is_anthropic_error(reply, 400, "invalid_request_error") if path == "/v1/messages"
-                       else is_openai_error(reply, 400)) if reply.status_code == 400 else False
-        assert reply.status_code == 200 or (in_protocol and "nested too deeply" in reply.text), \
-            (depth, reply.status_code, reply.text[:200])
+        reply = requests.post(
+            bridge.url + path, data=raw, headers={**ANTHROPIC_HEADERS, "content-type": "application/json"}
+        )
+        in_protocol = (
+            (
+                is_anthropic_error(reply, 400, "invalid_request_error")
+                if path == "/v1/messages"
+                else is_openai_error(reply, 400)
+            )
+            if reply.status_code == 400
+            else False
+        )
+        assert reply.status_code == 200 or (in_protocol and "nested too deeply" in reply.text), (
+            depth,
+            reply.status_code,
+            reply.text[:200],
+        )
     assert requests.get(f"{bridge.url}/healthz").status_code == 200
 
 
@@ -107,8 +130,9 @@ def test_a_body_over_the_limit_is_a_413_in_the_clients_protocol(start_bridge):
 def test_client_keys_are_required_when_configured(start_bridge, fake):
     live = start_bridge(BRIDGE_CLIENT_KEYS="ci:sk-good")
     assert is_anthropic_error(requests.post(f"{live.url}/v1/messages", json={}), 401, "authentication_error")
-    assert is_openai_error(requests.post(f"{live.url}/v1/chat/completions", json={},
-                                         headers={"authorization": "Bearer sk-bad"}), 401)
+    assert is_openai_error(
+        requests.post(f"{live.url}/v1/chat/completions", json={}, headers={"authorization": "Bearer sk-bad"}), 401
+    )
     assert requests.get(f"{live.url}/healthz").status_code == 200
     fake.reply(json_reply({"data": []}))
     ok = requests.get(f"{live.url}/v1/models", headers={"authorization": "Bearer sk-good"})
@@ -135,9 +159,16 @@ def test_a_held_upstream_key_replaces_the_clients_key(start_bridge, fake):
 
 def test_only_allow_listed_headers_go_upstream(bridge, fake):
     fake.reply(json_reply({"data": []}))
-    requests.get(f"{bridge.url}/v1/models", headers={
-        "cookie": "session=1", "x-forwarded-for": "10.0.0.1", "connection": "keep-alive, x-secret",
-        "x-secret": "1", **ANTHROPIC_HEADERS})
+    requests.get(
+        f"{bridge.url}/v1/models",
+        headers={
+            "cookie": "session=1",
+            "x-forwarded-for": "10.0.0.1",
+            "connection": "keep-alive, x-secret",
+            "x-secret": "1",
+            **ANTHROPIC_HEADERS,
+        },
+    )
     sent = set(fake.last.headers)
     assert not sent & {"cookie", "x-forwarded-for", "x-secret", "anthropic-version"}
 
@@ -161,8 +192,9 @@ def test_an_html_502_from_a_load_balancer_becomes_a_json_502(bridge, fake):
 def test_an_overloaded_upstream_is_529_for_anthropic_clients_and_503_for_openai_clients(bridge, fake):
     fake.reply(fixture("anthropic/error_529.json"), fixture("openai/error_503.json"))
     assert is_openai_error(requests.get(f"{bridge.url}/v1/models"), 503)
-    assert is_anthropic_error(requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS),
-                              529, "overloaded_error")
+    assert is_anthropic_error(
+        requests.get(f"{bridge.url}/v1/models", headers=ANTHROPIC_HEADERS), 529, "overloaded_error"
+    )
 
 
 def test_connection_refused_is_a_502_and_a_silent_upstream_a_504(start_bridge, fake):
@@ -174,18 +206,20 @@ def test_connection_refused_is_a_502_and_a_silent_upstream_a_504(start_bridge, f
     assert is_anthropic_error(reply, 502, "api_error") and "connect" in reply.json()["error"]["message"]
     slow = start_bridge(BRIDGE_READ_TIMEOUT=1)
     fake.reply(Reply(body=b"{}", delay_headers=1.5))
-    assert is_anthropic_error(requests.get(f"{slow.url}/v1/models", headers=ANTHROPIC_HEADERS),
-                              504, "api_error")
+    assert is_anthropic_error(requests.get(f"{slow.url}/v1/models", headers=ANTHROPIC_HEADERS), 504, "api_error")
 
 
-@pytest.mark.parametrize("name, status", [("error_503.json", 529), ("error_429.json", 429),
-                                          ("error_500.json", 500), ("error_401.json", 401)])
+@pytest.mark.parametrize(
+    "name, status", [("error_503.json", 529), ("error_429.json", 429), ("error_500.json", 500), ("error_401.json", 401)]
+)
 def test_an_upstream_error_answer_goes_back_at_once_for_the_clients_sdk_to_retry(start_bridge, fake, name, status):
     """One retry budget per user call, the SDK's: the bridge asks the upstream once, whatever
     BRIDGE_RETRIES says (it counts connection attempts), and hands back the wait it asked for."""
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01, BRIDGE_RETRY_MAX_WAIT=1)
-    fake.reply(fixture(f"openai/{name}", headers={"content-type": "application/json", "retry-after": "0"}),
-               json_reply({"data": []}))
+    fake.reply(
+        fixture(f"openai/{name}", headers={"content-type": "application/json", "retry-after": "0"}),
+        json_reply({"data": []}),
+    )
     reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert reply.status_code == status and reply.headers["retry-after"] == "0"
     assert len(fake.requests) == 1

@@ -1,4 +1,5 @@
 """Settings: read once, validated, secrets never shown."""
+
 import hashlib
 import json
 
@@ -14,19 +15,22 @@ def test_defaults_need_no_environment():
     assert settings.client_keys == ()
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("BRIDGE_OPENAI_BASE_URL", "ftp://x"),
-    ("BRIDGE_ANTHROPIC_BASE_URL", "not a url"),
-    ("BRIDGE_OPENAI_BASE_URL", "http://user:sk-secret@vllm.internal/v1"),
-    ("BRIDGE_READ_TIMEOUT", "soon"),
-    ("BRIDGE_RETRIES", "-1"),
-    ("BRIDGE_OPENAI_STREAM_USAGE", "maybe"),
-    ("BRIDGE_OPENAI_MAX_TOKENS_PARAM", "max_output_tokens"),
-    ("BRIDGE_MODEL_MAP", "{not json"),
-    ("BRIDGE_MODEL_MAP", '{"a": 1}'),
-    ("BRIDGE_CLIENT_KEYS", "team:sha256:abc"),
-    ("BRIDGE_OPENAI_BASEURL", "http://typo"),
-])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("BRIDGE_OPENAI_BASE_URL", "ftp://x"),
+        ("BRIDGE_ANTHROPIC_BASE_URL", "not a url"),
+        ("BRIDGE_OPENAI_BASE_URL", "http://user:sk-secret@vllm.internal/v1"),
+        ("BRIDGE_READ_TIMEOUT", "soon"),
+        ("BRIDGE_RETRIES", "-1"),
+        ("BRIDGE_OPENAI_STREAM_USAGE", "maybe"),
+        ("BRIDGE_OPENAI_MAX_TOKENS_PARAM", "max_output_tokens"),
+        ("BRIDGE_MODEL_MAP", "{not json"),
+        ("BRIDGE_MODEL_MAP", '{"a": 1}'),
+        ("BRIDGE_CLIENT_KEYS", "team:sha256:abc"),
+        ("BRIDGE_OPENAI_BASEURL", "http://typo"),
+    ],
+)
 def test_a_bad_setting_stops_start_up_naming_the_variable(variable, value):
     with pytest.raises(SettingsError) as caught:
         load({variable: value})
@@ -49,8 +53,13 @@ def test_client_keys_are_kept_hashed_and_named():
 
 
 def test_upstream_keys_never_appear_in_the_settings_repr():
-    settings = load({"BRIDGE_OPENAI_API_KEY": "sk-secret-1", "BRIDGE_ANTHROPIC_API_KEY": "sk-secret-2",
-                     "BRIDGE_ALLOW_OPEN_RELAY": "1"})
+    settings = load(
+        {
+            "BRIDGE_OPENAI_API_KEY": "sk-secret-1",
+            "BRIDGE_ANTHROPIC_API_KEY": "sk-secret-2",
+            "BRIDGE_ALLOW_OPEN_RELAY": "1",
+        }
+    )
     assert "sk-secret" not in repr(settings)
 
 

@@ -1,4 +1,5 @@
 """The SSE decoder: every line ending, comments, multi-line data, events split across reads."""
+
 from bridge import sse
 
 

@@ -1,4 +1,5 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
+
 import threading
 import time
 
@@ -7,8 +8,8 @@ import requests
 
 from bench.processes import wait_for
 from bridge import sse, streaming
-from bridge.errors import ANTHROPIC, OPENAI
 from bridge.chat_to_messages.stream import StreamTranslator
+from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import CHAT_SSE, relay
 from tests.fake_upstream import Reply
 from tests.helpers import FRAMING, Echo, chat_to_messages_context, decoded
@@ -42,10 +43,13 @@ def test_a_silent_upstream_gets_keepalives_in_the_clients_protocol(fake):
     assert list(relay(response, Echo(OPENAI), FRAMING[OPENAI], ping_interval=0.1))[0].startswith(b": ")
 
 
-@pytest.mark.parametrize("protocol, check", [
-    (ANTHROPIC, lambda e: e.event == "error" and '"api_error"' in e.data),
-    (OPENAI, lambda e: e.event is None and e.data.startswith('{"error"')),
-])
+@pytest.mark.parametrize(
+    "protocol, check",
+    [
+        (ANTHROPIC, lambda e: e.event == "error" and '"api_error"' in e.data),
+        (OPENAI, lambda e: e.event is None and e.data.startswith('{"error"')),
+    ],
+)
 def test_an_upstream_dropped_mid_stream_ends_with_an_error_event(fake, protocol, check):
     response = open_stream(fake, '{"type":"a"}', '{"type":"b"}', drop_after=1)
     translator = Echo(protocol)
@@ -85,6 +89,7 @@ def test_closing_the_client_side_closes_the_upstream_at_once(fake):
 
 def test_a_reader_thread_serves_the_next_stream_once_its_own_has_ended(fake):
     """Starting a thread per stream costs more CPU than relaying a short stream's events."""
+
     def readers():
         return {t for t in threading.enumerate() if t.name == "upstream-reader"}
 
@@ -102,8 +107,12 @@ def test_a_reader_thread_serves_the_next_stream_once_its_own_has_ended(fake):
 def test_an_upstream_that_only_pings_still_gets_the_client_keepalives(fake):
     """A ping keeps the upstream's side alive; the client's side, which sees none, needs its own."""
     start = '{"type":"message_start","message":{"id":"msg_1","usage":{}}}'
-    fake.reply(Reply(events=[sse.encode(start, event="message_start")]
-                     + [sse.encode('{"type":"ping"}', event="ping")] * 6, pace=0.1))
+    fake.reply(
+        Reply(
+            events=[sse.encode(start, event="message_start")] + [sse.encode('{"type":"ping"}', event="ping")] * 6,
+            pace=0.1,
+        )
+    )
     response = requests.get(f"{fake.url}/stream", stream=True)
     translator = StreamTranslator(chat_to_messages_context(stream=True))
     chunks = list(relay(response, translator, CHAT_SSE, ping_interval=0.25))

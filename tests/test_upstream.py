@@ -1,4 +1,5 @@
 """The upstream client's shortcuts give what requests itself would, less what the bridge must not keep."""
+
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
@@ -9,14 +10,17 @@ from tests.fake_upstream import json_reply
 from tests.helpers import bridge_env
 
 
-@pytest.mark.parametrize("url", [
-    "http://upstream.internal/v1/chat/completions",
-    "http://upstream.internal:8080/v1/models?limit=1000",
-    "https://bücher.example/v1/messages?beta=true",
-    "http://upstream.internal/a path/with%20escapes",
-    "http://upstream.internal//v1/messages",
-    "http://upstream.internal",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://upstream.internal/v1/chat/completions",
+        "http://upstream.internal:8080/v1/models?limit=1000",
+        "https://bücher.example/v1/messages?beta=true",
+        "http://upstream.internal/a path/with%20escapes",
+        "http://upstream.internal//v1/messages",
+        "http://upstream.internal",
+    ],
+)
 def test_the_path_sent_is_the_one_requests_sends_without_a_proxy(url):
     prepared = _prepare("POST", url, {}, b"{}")
     assert _Adapter().request_url(prepared, {}) == HTTPAdapter().request_url(prepared, {})
@@ -24,16 +28,21 @@ def test_the_path_sent_is_the_one_requests_sends_without_a_proxy(url):
 
 def test_the_response_is_requests_own_less_the_upstreams_cookies(fake):
     headers = {"set-cookie": "session=upstream-marker; Path=/", "x-upstream": "kept"}
-    fake.reply(json_reply({"ok": True}, status=201, headers=headers),
-               json_reply({"ok": True}, status=201, headers=headers))
+    fake.reply(
+        json_reply({"ok": True}, status=201, headers=headers), json_reply({"ok": True}, status=201, headers=headers)
+    )
     url = f"{fake.url}/v1/messages"
     ours = Upstream(settings_module.load(bridge_env(fake))).request("POST", url, {"x-a": "1"}, {"a": 1})
     theirs = HTTPAdapter().send(_prepare("POST", url, {"x-a": "1"}, b'{"a":1}'))
 
     assert theirs.cookies.get("session") == "upstream-marker"  # what is left out below
     assert ours.cookies.get("session") is None
-    assert (ours.status_code, ours.reason, ours.url, ours.content) == \
-        (theirs.status_code, theirs.reason, theirs.url, theirs.content)
+    assert (ours.status_code, ours.reason, ours.url, ours.content) == (
+        theirs.status_code,
+        theirs.reason,
+        theirs.url,
+        theirs.content,
+    )
     assert dict(ours.headers) == dict(theirs.headers)
     assert ours.headers["X-UPSTREAM"] == "kept"  # still case-insensitive
     assert isinstance(ours, requests.Response) and ours.request.url == url

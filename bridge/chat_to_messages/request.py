@@ -5,6 +5,7 @@ translate. Where Anthropic is stricter than Chat (alternating roles,
 non-empty text, tool id characters, thinking rules) the request is adjusted
 here so that a valid Chat conversation is a valid Messages conversation.
 """
+
 import dataclasses
 import hashlib
 import re
@@ -15,13 +16,49 @@ from ..model_map import map_model
 from ..schemas.openai import DATA_URL, image_media_type
 
 # Parameters that only steer sampling or OpenAI's platform, with no Anthropic equivalent.
-HINTS = ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "service_tier", "store",
-         "prediction", "metadata", "verbosity", "prompt_cache_key", "prompt_cache_retention")
+HINTS = (
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "logit_bias",
+    "service_tier",
+    "store",
+    "prediction",
+    "metadata",
+    "verbosity",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+)
 # Fields this module reads; anything else the client sent is reported as dropped.
-KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
-         "stream", "stream_options", "stop", "tools", "tool_choice", "parallel_tool_calls",
-         "response_format", "reasoning_effort", "thinking", "user", "safety_identifier", "logprobs",
-         "top_logprobs", "modalities", "audio", "functions", "function_call", "web_search_options", *HINTS}
+KNOWN = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "n",
+    "stream",
+    "stream_options",
+    "stop",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+    "thinking",
+    "user",
+    "safety_identifier",
+    "logprobs",
+    "top_logprobs",
+    "modalities",
+    "audio",
+    "functions",
+    "function_call",
+    "web_search_options",
+    *HINTS,
+}
 
 # reasoning_effort -> Anthropic thinking budget. 1024 is Anthropic's minimum.
 MIN_THINKING_BUDGET = 1024
@@ -40,21 +77,25 @@ THINKING_TYPES = ("thinking", "redacted_thinking")
 @dataclasses.dataclass
 class Context:
     """What the response and stream translators need to know about the request."""
+
     stream: bool
-    model: str                      # the name the client asked for; responses carry it back
+    model: str  # the name the client asked for; responses carry it back
     created: int
     include_usage: bool = False
-    json_tool: str = None           # the tool whose input is the message content (response_format)
+    json_tool: str = None  # the tool whose input is the message content (response_format)
     dropped: list = dataclasses.field(default_factory=list)
 
 
 def to_messages_request(body, settings):
     """Translate a validated Chat body; returns (Anthropic body, Context)."""
     stream = bool(body.get("stream"))
-    context = Context(stream=stream, model=body["model"], created=int(time.time()),
-                      include_usage=stream and bool((body.get("stream_options") or {}).get("include_usage")))
-    context.dropped = [name for name in body if name not in KNOWN or
-                       (name in HINTS and body[name] is not None)]
+    context = Context(
+        stream=stream,
+        model=body["model"],
+        created=int(time.time()),
+        include_usage=stream and bool((body.get("stream_options") or {}).get("include_usage")),
+    )
+    context.dropped = [name for name in body if name not in KNOWN or (name in HINTS and body[name] is not None)]
     system, messages = conversation(body["messages"])
     out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
     if system:
@@ -64,9 +105,16 @@ def to_messages_request(body, settings):
     user = body.get("safety_identifier") or body.get("user")
     if user:
         out["metadata"] = {"user_id": opaque_user_id(user)}
-    out.update(thinking_and_max_tokens(out, context, body.get("max_completion_tokens") or body.get("max_tokens"),
-                                       settings.default_max_tokens, effort=body.get("reasoning_effort"),
-                                       thinking=body.get("thinking")))
+    out.update(
+        thinking_and_max_tokens(
+            out,
+            context,
+            body.get("max_completion_tokens") or body.get("max_tokens"),
+            settings.default_max_tokens,
+            effort=body.get("reasoning_effort"),
+            thinking=body.get("thinking"),
+        )
+    )
     if stream:
         out["stream"] = True
     return out, context
@@ -81,6 +129,7 @@ def opaque_user_id(user):
 
 # -- conversation --------------------------------------------------------------------------
 
+
 def conversation(chat_messages):
     """(system, messages): system/developer text hoisted, the rest as alternating turns."""
     system, turns = [], []
@@ -92,14 +141,16 @@ def conversation(chat_messages):
             append_turn(turns, "user", user_blocks(message["content"]))
         elif role == "tool":
             content = message["content"]
-            append_turn(turns, "user", [tool_result(message["tool_call_id"],
-                                                    content if isinstance(content, str) else text_blocks(content))])
+            append_turn(
+                turns,
+                "user",
+                [tool_result(message["tool_call_id"], content if isinstance(content, str) else text_blocks(content))],
+            )
         else:
             append_turn(turns, "assistant", assistant_blocks(message))
     finish_prefill(turns)
     if not turns:
-        raise invalid("messages: every user and assistant message is empty; there is nothing to answer",
-                      "messages")
+        raise invalid("messages: every user and assistant message is empty; there is nothing to answer", "messages")
     return system_value(system), turns
 
 
@@ -192,8 +243,11 @@ def _base64_source(media_type, data_url):
 
 def assistant_blocks(message):
     """Signed thinking first (Anthropic's order), then text, then tool_use blocks."""
-    blocks = [_thinking_block(block) for block in message.get("thinking_blocks") or []
-              if block["type"] == "redacted_thinking" or block.get("signature")]
+    blocks = [
+        _thinking_block(block)
+        for block in message.get("thinking_blocks") or []
+        if block["type"] == "redacted_thinking" or block.get("signature")
+    ]
     content = message.get("content")
     if isinstance(content, str):
         blocks.extend(text_blocks(content))
@@ -202,8 +256,14 @@ def assistant_blocks(message):
     if message.get("refusal"):
         blocks.extend(text_blocks(message["refusal"]))
     for call in message.get("tool_calls") or []:
-        blocks.append({"type": "tool_use", "id": anthropic_tool_id(call["id"]),
-                       "name": call["function"]["name"], "input": call["function"]["arguments"]})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": anthropic_tool_id(call["id"]),
+                "name": call["function"]["name"],
+                "input": call["function"]["arguments"],
+            }
+        )
     if all(block["type"] in THINKING_TYPES for block in blocks):
         return []  # Anthropic rejects an assistant turn that ends in thinking; reasoning alone says nothing
     return blocks
@@ -256,6 +316,7 @@ def finish_prefill(turns):
 
 # -- tools ---------------------------------------------------------------------------------
 
+
 def tools_and_choice(body, context):
     """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
     specs = [tool["function"] for tool in body.get("tools") or []]
@@ -265,8 +326,14 @@ def tools_and_choice(body, context):
     if any(spec.get("strict") for spec in specs):
         context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
-    return tool_request(tools, choice, response_format_tool(body.get("response_format")),
-                        body.get("parallel_tool_calls"), context, "response_format")
+    return tool_request(
+        tools,
+        choice,
+        response_format_tool(body.get("response_format")),
+        body.get("parallel_tool_calls"),
+        context,
+        "response_format",
+    )
 
 
 def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_param):
@@ -274,8 +341,11 @@ def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_
     client's tools, and parallel calls switched off when the client asked."""
     if json_tool:
         if any(tool["name"] == json_tool["name"] for tool in tools):
-            raise invalid(f"{format_param}: its tool name {json_tool['name']!r} is also the name of a "
-                          "function in tools; rename one of them", format_param)
+            raise invalid(
+                f"{format_param}: its tool name {json_tool['name']!r} is also the name of a "
+                "function in tools; rename one of them",
+                format_param,
+            )
         context.json_tool = json_tool["name"]
         # The answer must come through the JSON tool unless the client's own tools may be called
         # (then any tool: one of theirs, or the answer); a named choice stays as the client set it.
@@ -312,12 +382,18 @@ def response_format_tool(response_format):
     """The known technique for JSON output: a forced tool whose input is the answer."""
     kind = (response_format or {}).get("type")
     if kind == "json_object":
-        return {"name": JSON_OBJECT_TOOL, "description": "Respond with your answer as a JSON object.",
-                "input_schema": {"type": "object"}}
+        return {
+            "name": JSON_OBJECT_TOOL,
+            "description": "Respond with your answer as a JSON object.",
+            "input_schema": {"type": "object"},
+        }
     if kind == "json_schema":
         spec = response_format["json_schema"]
-        return {"name": spec["name"], "input_schema": _object_schema(spec.get("schema")),
-                "description": spec.get("description") or "Respond with your answer in this JSON format."}
+        return {
+            "name": spec["name"],
+            "input_schema": _object_schema(spec.get("schema")),
+            "description": spec.get("description") or "Respond with your answer in this JSON format.",
+        }
     return None
 
 
@@ -327,6 +403,7 @@ def _object_schema(schema):
 
 
 # -- sampling ------------------------------------------------------------------------------
+
 
 def sampling(body, context):
     """temperature capped to Anthropic's 0-1; top_p dropped beside it (Claude 4 refuses both)."""
@@ -352,8 +429,10 @@ def sampling(body, context):
 
 # -- thinking and max_tokens ---------------------------------------------------------------
 
-def thinking_and_max_tokens(out, context, cap, default_max_tokens, effort=None, thinking=None,
-                            effort_param="reasoning_effort"):
+
+def thinking_and_max_tokens(
+    out, context, cap, default_max_tokens, effort=None, thinking=None, effort_param="reasoning_effort"
+):
     """max_tokens, plus a thinking config when one was asked for and can be honoured.
 
     The client's reasoning `effort` (Chat `reasoning_effort`, Responses

@@ -8,6 +8,7 @@ exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
 and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others
 look for to trim the conversation; the message stays Anthropic's.
 """
+
 import collections
 import datetime
 
@@ -15,9 +16,15 @@ from .. import json_codec, overflow
 
 # Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
 # that paused) has no Chat meaning beyond "the turn ended here": stop.
-FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
-                  "max_tokens": "length", "model_context_window_exceeded": "length",
-                  "tool_use": "tool_calls", "refusal": "content_filter"}
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 STANDARD_REFUSAL = "The model declined to answer this request."
 
 
@@ -39,18 +46,25 @@ def to_chat_completion(message, context):
         elif kind == "redacted_thinking":
             signed.append(thinking_entry(block))
     finish = finish_reason(message.get("stop_reason"), bool(calls))
-    chat_message = {"role": "assistant", "content": "".join(text) if text else None,
-                    "refusal": refusal_text(message.get("stop_details")) if finish == "content_filter" else None}
+    chat_message = {
+        "role": "assistant",
+        "content": "".join(text) if text else None,
+        "refusal": refusal_text(message.get("stop_details")) if finish == "content_filter" else None,
+    }
     if calls:
         chat_message["tool_calls"] = calls
     if reasoning:
         chat_message["reasoning_content"] = "".join(reasoning)
     if signed:
         chat_message["thinking_blocks"] = signed
-    return {"id": completion_id(message.get("id")), "object": "chat.completion",
-            "created": context.created, "model": context.model,
-            "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
-            "usage": chat_usage(message.get("usage") or {})}
+    return {
+        "id": completion_id(message.get("id")),
+        "object": "chat.completion",
+        "created": context.created,
+        "model": context.model,
+        "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
+        "usage": chat_usage(message.get("usage") or {}),
+    }
 
 
 def openai_overflow(error, param="messages"):
@@ -97,9 +111,12 @@ def refusal_text(stop_details):
 def chat_usage(usage):
     """Chat's prompt_tokens include cached tokens (see token_counts)."""
     counts = token_counts(usage)
-    out = {"prompt_tokens": counts.input, "completion_tokens": counts.output,
-           "total_tokens": counts.input + counts.output,
-           "prompt_tokens_details": {"cached_tokens": counts.cache_read}}
+    out = {
+        "prompt_tokens": counts.input,
+        "completion_tokens": counts.output,
+        "total_tokens": counts.input + counts.output,
+        "prompt_tokens_details": {"cached_tokens": counts.cache_read},
+    }
     if counts.thinking is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": counts.thinking}
     return out
@@ -116,20 +133,29 @@ def token_counts(usage):
     iteration's; `iterations` holds every billed one, so those are summed.
     `thinking` is None when Anthropic does not say.
     """
+
     def total(name):
         parts = usage.get("iterations") if isinstance(usage.get("iterations"), list) else [usage]
         return sum(part.get(name) or 0 for part in parts if isinstance(part, dict))
 
     cache_read, cache_write = total("cache_read_input_tokens"), total("cache_creation_input_tokens")
-    return TokenCounts(input=total("input_tokens") + cache_read + cache_write, cache_read=cache_read,
-                       cache_write=cache_write, output=total("output_tokens"),
-                       thinking=(usage.get("output_tokens_details") or {}).get("thinking_tokens"))
+    return TokenCounts(
+        input=total("input_tokens") + cache_read + cache_write,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        output=total("output_tokens"),
+        thinking=(usage.get("output_tokens_details") or {}).get("thinking_tokens"),
+    )
 
 
 def to_openai_model(anthropic_model):
     """One Anthropic model object in OpenAI's shape."""
-    return {"id": anthropic_model["id"], "object": "model", "created": _epoch(anthropic_model.get("created_at")),
-            "owned_by": "anthropic"}
+    return {
+        "id": anthropic_model["id"],
+        "object": "model",
+        "created": _epoch(anthropic_model.get("created_at")),
+        "owned_by": "anthropic",
+    }
 
 
 def to_openai_model_list(anthropic_list, aliases):

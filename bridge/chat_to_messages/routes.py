@@ -1,4 +1,5 @@
 """POST /v1/chat/completions, served by an Anthropic Messages upstream."""
+
 from flask import Blueprint
 
 from ..http import bridge, forward, messages_upstream, read_json
@@ -16,5 +17,6 @@ bp = Blueprint("chat_to_messages", __name__)
 def create_chat_completion():
     body = schema.validate_chat(read_json())
     messages_body, context = to_messages_request(body, bridge().settings)
-    return forward(*messages_upstream(), messages_body, context, StreamTranslator, to_chat_completion, CHAT_SSE,
-                   openai_overflow)
+    return forward(
+        *messages_upstream(), messages_body, context, StreamTranslator, to_chat_completion, CHAT_SSE, openai_overflow
+    )

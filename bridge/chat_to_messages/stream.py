@@ -15,23 +15,33 @@ connection open. A stream that ends before message_stop is an error, never
 a made-up stop; an overflow reported mid-stream carries OpenAI's
 `context_length_exceeded` code.
 """
+
 import dataclasses
 
 from ..anthropic_stream import Block, MessagesStream
 from ..errors import OPENAI
-from .response import (arguments, chat_usage, completion_id, finish_reason, openai_overflow, refusal_text,
-                       thinking_entry, tool_call)
+from .response import (
+    arguments,
+    chat_usage,
+    completion_id,
+    finish_reason,
+    openai_overflow,
+    refusal_text,
+    thinking_entry,
+    tool_call,
+)
 
 
 @dataclasses.dataclass
 class _Block(Block):
-    tool_index: int = None    # Chat tool index, for kind "tool"
+    tool_index: int = None  # Chat tool index, for kind "tool"
     sent_input: bool = False  # a non-empty input fragment went out
     thinking: list = dataclasses.field(default_factory=list)
 
 
 class StreamTranslator(MessagesStream):
     """The Messages event grammar (bridge/anthropic_stream.py) read into Chat chunks."""
+
     block_type = _Block
     protocol = OPENAI
 
@@ -55,8 +65,9 @@ class StreamTranslator(MessagesStream):
         block = state.start
         if state.kind == "tool":
             state.tool_index, self.tool_calls = self.tool_calls, self.tool_calls + 1
-            return [self._chunk({"tool_calls": [{"index": state.tool_index, **tool_call(
-                block["id"], block["name"], "")}]})]
+            return [
+                self._chunk({"tool_calls": [{"index": state.tool_index, **tool_call(block["id"], block["name"], "")}]})
+            ]
         if state.kind == "text":
             return self.on_text(state, block.get("text"))
         if state.kind == "thinking":
@@ -68,8 +79,7 @@ class StreamTranslator(MessagesStream):
             # A tool without arguments streams only "": Chat still needs the JSON "{}".
             return self.on_input(state, arguments(state.start.get("input")))
         if state.kind == "thinking" and state.signature:
-            return self._signed({"type": "thinking", "thinking": "".join(state.thinking),
-                                 "signature": state.signature})
+            return self._signed({"type": "thinking", "thinking": "".join(state.thinking), "signature": state.signature})
         if state.kind == "redacted":
             return self._signed(state.start)
         return []
@@ -113,5 +123,11 @@ class StreamTranslator(MessagesStream):
         return self._envelope([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}])
 
     def _envelope(self, choices, **extra):
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.context.created,
-                "model": self.context.model, "choices": choices, **extra}
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.context.created,
+            "model": self.context.model,
+            "choices": choices,
+            **extra,
+        }

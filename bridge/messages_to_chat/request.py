@@ -45,6 +45,7 @@ where the two protocols place things differently:
   `compaction` is refused, since no signed compaction block can come back.
   The deprecated `output_format` is read as `output_config.format`.
 """
+
 import dataclasses
 import hashlib
 import itertools
@@ -63,11 +64,29 @@ MAX_STOP_SEQUENCES = 4
 _BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # Top-level fields this module translates; any other is reported as dropped.
-_READ = frozenset(("model", "messages", "system", "max_tokens", "temperature", "top_p", "stop_sequences",
-                   "metadata", "tools", "tool_choice", "thinking", "output_config", "output_format", "stream"))
+_READ = frozenset(
+    (
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "output_format",
+        "stream",
+    )
+)
 # Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
-_UNENFORCED = {"safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
-                             "on an OpenAI-compatible upstream; the request goes on without it"}
+_UNENFORCED = {
+    "safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
+    "on an OpenAI-compatible upstream; the request goes on without it"
+}
 _CACHE_CONTROL = itertools.repeat("cache_control")
 # Claude Code's stand-in tool that keeps Anthropic's deferred tool loading on; meaningless elsewhere.
 DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
@@ -76,12 +95,13 @@ DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
 @dataclasses.dataclass
 class Context:
     """What the response and stream translators need to know about the request."""
-    model: str                 # the name the client asked for; responses carry it back
+
+    model: str  # the name the client asked for; responses carry it back
     stream: bool
-    dropped: list              # request fields not forwarded, for x-bridge-dropped-params
-    tool_names: dict           # upstream tool name -> the client's name
+    dropped: list  # request fields not forwarded, for x-bridge-dropped-params
+    tool_names: dict  # upstream tool name -> the client's name
     stop_sequences: tuple
-    input_tokens: int          # estimate for a stream's message_start (0 when not streamed)
+    input_tokens: int  # estimate for a stream's message_start (0 when not streamed)
     warnings: list = dataclasses.field(default_factory=list)  # for the operator's log, once per request
 
 
@@ -95,8 +115,10 @@ def to_chat_request(body, settings):
     _refuse_stateful(body)
     names = {}
     dropped = [field for field in body if field not in _READ]
-    chat = {"model": map_model(settings.model_map, body["model"]),
-            "messages": _messages(body, names, settings.openai_reasoning_history, dropped)}
+    chat = {
+        "model": map_model(settings.model_map, body["model"]),
+        "messages": _messages(body, names, settings.openai_reasoning_history, dropped),
+    }
     chat[settings.openai_max_tokens_param] = _max_tokens(body["max_tokens"], settings.openai_max_tokens_cap)
     for field in ("temperature", "top_p"):
         if field in body:
@@ -111,17 +133,24 @@ def to_chat_request(body, settings):
     chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
     output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if output_format:
-        chat["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "structured_output", "schema": output_format["schema"]}}
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "structured_output", "schema": output_format["schema"]},
+        }
     stream = bool(body.get("stream"))
     if stream:
         chat["stream"] = True
         if settings.openai_stream_usage:
             chat["stream_options"] = {"include_usage": True}
-    context = Context(model=body["model"], stream=stream, dropped=list(dict.fromkeys(dropped)),
-                      tool_names={short: name for name, short in names.items()},
-                      stop_sequences=tuple(stop), input_tokens=count_tokens(body) if stream else 0,
-                      warnings=[_UNENFORCED[field] for field in _UNENFORCED if field in body])
+    context = Context(
+        model=body["model"],
+        stream=stream,
+        dropped=list(dict.fromkeys(dropped)),
+        tool_names={short: name for name, short in names.items()},
+        stop_sequences=tuple(stop),
+        input_tokens=count_tokens(body) if stream else 0,
+        warnings=[_UNENFORCED[field] for field in _UNENFORCED if field in body],
+    )
     return chat, context
 
 
@@ -132,15 +161,23 @@ def _refuse_stateful(body):
     on which both SDKs' tool runners stop threading and resend the whole conversation.
     """
     if "thread" in body:
-        raise BridgeError("invalid_request", "thread: this endpoint does not store conversations; send the "
-                          "full conversation in `messages` without `thread`", param="thread",
-                          details={"error_code": "thread_unsupported_request", "unsupported": []})
+        raise BridgeError(
+            "invalid_request",
+            "thread: this endpoint does not store conversations; send the "
+            "full conversation in `messages` without `thread`",
+            param="thread",
+            details={"error_code": "thread_unsupported_request", "unsupported": []},
+        )
     if body.get("compaction") is not None:
-        raise invalid("compaction: an OpenAI-compatible upstream cannot return a compaction block; "
-                      "summarize the conversation with a normal request instead", "compaction")
+        raise invalid(
+            "compaction: an OpenAI-compatible upstream cannot return a compaction block; "
+            "summarize the conversation with a normal request instead",
+            "compaction",
+        )
 
 
 # -- messages --------------------------------------------------------------------
+
 
 def _messages(body, names, reasoning_history, dropped):
     system = _texts(body.get("system"), dropped)
@@ -155,8 +192,7 @@ def _messages(body, names, reasoning_history, dropped):
             dropped.append("cache_control")
         if role == "assistant":
             _require_answered(unanswered)
-            unanswered = {b["id"]: f"messages.{i}.content.{j}"
-                          for j, b in enumerate(blocks) if b["type"] == "tool_use"}
+            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
             out.extend(_assistant_turn(blocks, names, reasoning_history))
         else:
             out.extend(_user_turn(i, blocks, unanswered, names))
@@ -195,8 +231,11 @@ def _join(texts):
 def _require_answered(unanswered):
     if unanswered:
         tool_id, path = next(iter(unanswered.items()))
-        raise invalid(f"{path}: tool_use {tool_id!r} has no tool_result in the next user message; "
-                      "every tool call must be answered before the conversation goes on", path)
+        raise invalid(
+            f"{path}: tool_use {tool_id!r} has no tool_result in the next user message; "
+            "every tool call must be answered before the conversation goes on",
+            path,
+        )
 
 
 def _assistant_turn(blocks, names, reasoning_history):
@@ -205,9 +244,16 @@ def _assistant_turn(blocks, names, reasoning_history):
         if block["type"] == "text" and block["text"]:
             texts.append(block["text"])
         elif block["type"] == "tool_use":
-            calls.append({"id": upstream_tool_id(block["id"]), "type": "function",
-                          "function": {"name": _upstream_name(block["name"], names),
-                                       "arguments": json_codec.dumps_text(block["input"])}})
+            calls.append(
+                {
+                    "id": upstream_tool_id(block["id"]),
+                    "type": "function",
+                    "function": {
+                        "name": _upstream_name(block["name"], names),
+                        "arguments": json_codec.dumps_text(block["input"]),
+                    },
+                }
+            )
         elif block["type"] == "thinking" and block["thinking"]:
             reasoning.append(block["thinking"])
     if not texts and not calls:
@@ -229,8 +275,10 @@ def _user_turn(i, blocks, unanswered, names):
             parts.extend(_user_parts(block, path))
             continue
         if unanswered.pop(block["tool_use_id"], None) is None:
-            raise invalid(f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the "
-                          "previous assistant message", f"{path}.tool_use_id")
+            raise invalid(
+                f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the previous assistant message",
+                f"{path}.tool_use_id",
+            )
         text, media = _tool_result(block, path, names)
         call_id = upstream_tool_id(block["tool_use_id"])
         tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
@@ -284,8 +332,11 @@ def _document_parts(block, path):
     source = block["source"]
     heading = [text for text in (block.get("title"), block.get("context")) if text]
     if source["type"] == "url":
-        raise invalid(f"{path}.source.url: an OpenAI-compatible upstream cannot fetch documents by URL; "
-                      "send the PDF as a base64 source", f"{path}.source.url")
+        raise invalid(
+            f"{path}.source.url: an OpenAI-compatible upstream cannot fetch documents by URL; "
+            "send the PDF as a base64 source",
+            f"{path}.source.url",
+        )
     if source["type"] == "text":
         texts = [*heading, source["data"]] if source["data"] else []
         return [{"type": "text", "text": _join(texts)}] if texts else []
@@ -306,6 +357,7 @@ def _flattened(parts):
 
 # -- tools -------------------------------------------------------------------------
 
+
 def _upstream_name(name, names):
     """The name OpenAI will accept for a tool, remembered so responses can restore it."""
     if name not in names:
@@ -317,8 +369,11 @@ def _tools(body, names, dropped):
     tools, declared = [], set()
     for i, tool in enumerate(body.get("tools") or []):
         if tool.get("type") not in (None, "custom"):
-            raise invalid(f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
-                          "OpenAI-compatible upstream cannot run it", f"tools.{i}.type")
+            raise invalid(
+                f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
+                "OpenAI-compatible upstream cannot run it",
+                f"tools.{i}.type",
+            )
         if "defer_loading" in tool:
             dropped.append("tools.defer_loading")  # every tool goes upstream inline
         if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
@@ -360,10 +415,14 @@ def _tool_choice(choice, names, declared):
 
 # -- sampling and the rest -------------------------------------------------------------
 
+
 def _stop_sequences(sequences):
     if len(sequences) > MAX_STOP_SEQUENCES:
-        raise invalid(f"stop_sequences: an OpenAI-compatible upstream accepts at most "
-                      f"{MAX_STOP_SEQUENCES} stop sequences, got {len(sequences)}", "stop_sequences")
+        raise invalid(
+            f"stop_sequences: an OpenAI-compatible upstream accepts at most "
+            f"{MAX_STOP_SEQUENCES} stop sequences, got {len(sequences)}",
+            "stop_sequences",
+        )
     return [s for s in sequences if s]
 
 

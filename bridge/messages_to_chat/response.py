@@ -23,6 +23,7 @@ Decisions:
   `invalid_request_error` in Anthropic's own words, the only ones Claude
   Code compacts on (anthropic_overflow).
 """
+
 import base64
 import binascii
 import datetime
@@ -64,14 +65,27 @@ def to_anthropic_message(completion, context):
         function = json_object(call.get("function"))
         if not function.get("name"):
             raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
-        content.append({"type": "tool_use", "id": client_tool_id(call.get("id")),
-                        "name": client_tool_name(context, function.get("name")),
-                        "input": tool_input(function.get("arguments"))})
+        content.append(
+            {
+                "type": "tool_use",
+                "id": client_tool_id(call.get("id")),
+                "name": client_tool_name(context, function.get("name")),
+                "input": tool_input(function.get("arguments")),
+            }
+        )
 
-    stop = stop_fields(choice.get("finish_reason"), bool(calls), bool(refusal),
-                       matched_stop(choice, context.stop_sequences))
-    return {"id": message_id(completion.get("id")), "type": "message", "role": "assistant",
-            "model": context.model, "content": content, **stop, "usage": usage(completion.get("usage"))}
+    stop = stop_fields(
+        choice.get("finish_reason"), bool(calls), bool(refusal), matched_stop(choice, context.stop_sequences)
+    )
+    return {
+        "id": message_id(completion.get("id")),
+        "type": "message",
+        "role": "assistant",
+        "model": context.model,
+        "content": content,
+        **stop,
+        "usage": usage(completion.get("usage")),
+    }
 
 
 def error_in_body(payload):
@@ -86,8 +100,9 @@ def error_in_body(payload):
         message, kind = str(error or payload)[:500], "api_error"
     detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None
     # A known kind keeps its own status (429 for a rate limit); anything else is a bad gateway.
-    return BridgeError(kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None,
-                       upstream_detail=detail)
+    return BridgeError(
+        kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None, upstream_detail=detail
+    )
 
 
 # Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
@@ -112,8 +127,10 @@ def anthropic_overflow(error, estimate):
         return error
     prompt = found.prompt if found.prompt is not None else estimate()
     if found.limit is not None and found.output and prompt < found.limit:
-        message = (f"input length and `max_tokens` exceed context limit: {prompt} + {found.output} > "
-                   f"{found.limit}, decrease input length or `max_tokens` and try again")
+        message = (
+            f"input length and `max_tokens` exceed context limit: {prompt} + {found.output} > "
+            f"{found.limit}, decrease input length or `max_tokens` and try again"
+        )
     else:
         limit = found.limit if found.limit is not None else prompt
         message = f"prompt is too long: {max(prompt, limit)} tokens > {limit} maximum"
@@ -124,8 +141,12 @@ def only_choice(choices):
     """The single choice of an answer; alternatives cannot be one Anthropic message."""
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
         count = len(choices) if isinstance(choices, list) else 0
-        raise BridgeError("api_error", f"upstream returned {count} choices; an Anthropic message carries "
-                          "exactly one answer (the bridge never asks for n>1)", status=502)
+        raise BridgeError(
+            "api_error",
+            f"upstream returned {count} choices; an Anthropic message carries "
+            "exactly one answer (the bridge never asks for n>1)",
+            status=502,
+        )
     return choices[0]
 
 
@@ -200,10 +221,12 @@ def usage(openai_usage):
     prompt = _count(openai_usage.get("prompt_tokens"))
     cached = _count(details.get("cached_tokens")) or _count(openai_usage.get("prompt_cache_hit_tokens"))
     written = _count(details.get("cache_write_tokens"))
-    return {"input_tokens": max(prompt - cached - written, 0),
-            "output_tokens": _count(openai_usage.get("completion_tokens")),
-            "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": cached}
+    return {
+        "input_tokens": max(prompt - cached - written, 0),
+        "output_tokens": _count(openai_usage.get("completion_tokens")),
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": cached,
+    }
 
 
 def _count(value):
@@ -255,7 +278,7 @@ def upstream_tool_id(client_id):
     stable hash, the same for the assistant's call and its tool message.
     """
     if client_id.startswith(_ENCODED_ID):
-        encoded = client_id[len(_ENCODED_ID):]
+        encoded = client_id[len(_ENCODED_ID) :]
         try:
             return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
         except (binascii.Error, UnicodeDecodeError):
@@ -273,8 +296,12 @@ def message_id(upstream_id):
 
 def to_anthropic_model(openai_model):
     """One OpenAI model object in Anthropic's shape; OpenAI has no display name, so the id is one."""
-    return {"type": "model", "id": openai_model["id"], "display_name": openai_model["id"],
-            "created_at": _rfc3339(openai_model.get("created"))}
+    return {
+        "type": "model",
+        "id": openai_model["id"],
+        "display_name": openai_model["id"],
+        "created_at": _rfc3339(openai_model.get("created")),
+    }
 
 
 def to_anthropic_model_list(openai_list, aliases, limit=20, after_id=None, before_id=None):
@@ -293,8 +320,12 @@ def to_anthropic_model_list(openai_list, aliases, limit=20, after_id=None, befor
         start = _position(ids, after_id, "after_id") + 1 if after_id is not None else 0
         end, has_more = start + limit, start + limit < len(ids)
     page = ids[start:end]
-    return {"data": [to_anthropic_model(upstream.get(model_id, {"id": model_id})) for model_id in page],
-            "has_more": has_more, "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
+    return {
+        "data": [to_anthropic_model(upstream.get(model_id, {"id": model_id})) for model_id in page],
+        "has_more": has_more,
+        "first_id": page[0] if page else None,
+        "last_id": page[-1] if page else None,
+    }
 
 
 def _position(ids, cursor, param):

@@ -1,4 +1,5 @@
 """POST /v1/messages and /v1/messages/count_tokens, served by an OpenAI-compatible upstream."""
+
 import logging
 
 from flask import Blueprint, request
@@ -24,10 +25,16 @@ def create_message():
     chat_body, context = to_chat_request(body, state.settings)
     for warning in context.warnings:
         log.warning("request %s: %s", observability.current().request_id, warning)
-    return forward(f"{state.settings.openai_base_url}/chat/completions",
-                   auth.openai_headers(state.settings, request.headers), chat_body, context,
-                   StreamTranslator, to_anthropic_message, ANTHROPIC_SSE,
-                   lambda error: anthropic_overflow(error, lambda: count_tokens(body)))
+    return forward(
+        f"{state.settings.openai_base_url}/chat/completions",
+        auth.openai_headers(state.settings, request.headers),
+        chat_body,
+        context,
+        StreamTranslator,
+        to_anthropic_message,
+        ANTHROPIC_SSE,
+        lambda error: anthropic_overflow(error, lambda: count_tokens(body)),
+    )
 
 
 @bp.post("/v1/messages/count_tokens")

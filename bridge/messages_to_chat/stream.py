@@ -26,6 +26,7 @@ Lifecycle (DESIGN.md section 3, message-placement.txt):
 - Chunks without choices before the answer (Azure prompt_filter_results),
   SSE comments, and anything after message_stop (moderation) are ignored.
 """
+
 import dataclasses
 
 from .. import translator
@@ -39,7 +40,7 @@ from .tokens import text_tokens
 class _Call:
     id: str
     name: str
-    pending: str = ""      # argument fragments that came before the name
+    pending: str = ""  # argument fragments that came before the name
     opened: bool = False
 
 
@@ -49,15 +50,15 @@ class StreamTranslator(translator.StreamTranslator):
     def __init__(self, context):
         self.context = context
         self.started = False
-        self.blocks = 0           # content blocks opened so far = index of the next one
-        self.open = None          # the open block: "thinking", "text" or a _Call
-        self.calls = {}           # OpenAI tool-call index -> the latest _Call with that index
+        self.blocks = 0  # content blocks opened so far = index of the next one
+        self.open = None  # the open block: "thinking", "text" or a _Call
+        self.calls = {}  # OpenAI tool-call index -> the latest _Call with that index
         self.tool_called = False
         self.refused = False
-        self.stop = None          # message_delta's stop fields, once the finish_reason came
-        self.usage = None         # the latest usage the upstream reported
-        self.output_tokens = 0    # estimate of what was streamed, for when no usage comes
-        self.done = False         # message_stop sent: the relay may end the response
+        self.stop = None  # message_delta's stop fields, once the finish_reason came
+        self.usage = None  # the latest usage the upstream reported
+        self.output_tokens = 0  # estimate of what was streamed, for when no usage comes
+        self.done = False  # message_stop sent: the relay may end the response
 
     def feed(self, event, payload):
         if self.done:
@@ -72,10 +73,16 @@ class StreamTranslator(translator.StreamTranslator):
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
         choices = payload.get("choices") or []
-        if not isinstance(choices, list) or len(choices) > 1 or (
-                choices and (not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0)):
-            raise BridgeError("api_error", "upstream streamed several choices; an Anthropic message "
-                              "carries exactly one answer", status=502)
+        if (
+            not isinstance(choices, list)
+            or len(choices) > 1
+            or (choices and (not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0))
+        ):
+            raise BridgeError(
+                "api_error",
+                "upstream streamed several choices; an Anthropic message carries exactly one answer",
+                status=502,
+            )
         if self.stop is not None:
             return self._end_message() if isinstance(payload.get("usage"), dict) else []
         if not choices:
@@ -86,8 +93,12 @@ class StreamTranslator(translator.StreamTranslator):
         out += self._delta(response.json_object(choice.get("delta")))
         if choice.get("finish_reason"):
             out += self._close()
-            self.stop = response.stop_fields(choice["finish_reason"], self.tool_called, self.refused,
-                                             response.matched_stop(choice, self.context.stop_sequences))
+            self.stop = response.stop_fields(
+                choice["finish_reason"],
+                self.tool_called,
+                self.refused,
+                response.matched_stop(choice, self.context.stop_sequences),
+            )
         return out
 
     def finish(self):
@@ -132,9 +143,12 @@ class StreamTranslator(translator.StreamTranslator):
         elif call.opened and call is not self.open:  # its block is closed
             if not arguments:
                 return []  # a repeat of a finished call's id or name adds nothing
-            raise BridgeError("api_error", f"upstream sent more arguments for tool call {index} after "
-                              "another block had started; Anthropic streams cannot interleave blocks",
-                              status=502)
+            raise BridgeError(
+                "api_error",
+                f"upstream sent more arguments for tool call {index} after "
+                "another block had started; Anthropic streams cannot interleave blocks",
+                status=502,
+            )
         else:
             call.id, call.name = call.id or call_id, call.name or name
         out = []
@@ -143,9 +157,15 @@ class StreamTranslator(translator.StreamTranslator):
                 call.pending += arguments
                 return []
             self.tool_called = True
-            out = self._switch(call, {"type": "tool_use", "id": response.client_tool_id(call.id),
-                                      "name": response.client_tool_name(self.context, call.name),
-                                      "input": {}})
+            out = self._switch(
+                call,
+                {
+                    "type": "tool_use",
+                    "id": response.client_tool_id(call.id),
+                    "name": response.client_tool_name(self.context, call.name),
+                    "input": {},
+                },
+            )
             call.opened = True
             arguments, call.pending = call.pending + arguments, ""
         if arguments:
@@ -176,24 +196,36 @@ class StreamTranslator(translator.StreamTranslator):
     # -- message -----------------------------------------------------------------
 
     def _message_start(self, chunk):
-        return {"type": "message_start", "message": {
-            "id": response.message_id(chunk.get("id")), "type": "message", "role": "assistant",
-            "model": self.context.model, "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": self.context.input_tokens, "output_tokens": 0,
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
+        return {
+            "type": "message_start",
+            "message": {
+                "id": response.message_id(chunk.get("id")),
+                "type": "message",
+                "role": "assistant",
+                "model": self.context.model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": self.context.input_tokens,
+                    "output_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                },
+            },
+        }
 
     def _end_message(self):
         if self.stop is None:
-            raise BridgeError("api_error", "upstream stream ended before a finish_reason; the answer "
-                              "is incomplete", status=502)
+            raise BridgeError(
+                "api_error", "upstream stream ended before a finish_reason; the answer is incomplete", status=502
+            )
         unnamed = [index for index, call in self.calls.items() if not call.opened]
         if unnamed:
-            raise BridgeError("api_error", f"upstream streamed tool call {unnamed[0]} without a name",
-                              status=502)
+            raise BridgeError("api_error", f"upstream streamed tool call {unnamed[0]} without a name", status=502)
         self.done = True
         if self.usage is not None:
             usage = response.usage(self.usage)
         else:
             usage = {"output_tokens": self.output_tokens}
         return [{"type": "message_delta", "delta": self.stop, "usage": usage}, {"type": "message_stop"}]
-

@@ -22,6 +22,7 @@ Method:
   its text.
 - Framing: 4 tokens a message, 10 a tool, 3 for the reply's priming.
 """
+
 import base64
 import binascii
 import math

@@ -9,6 +9,7 @@ base64url JSON. It is not encrypted: it holds what the client was shown anyway
 Anthropic can verify. Anything else (an OpenAI model's encrypted reasoning, a
 client's own string) does not decode, and the request translator drops it.
 """
+
 import base64
 import binascii
 import json
@@ -30,15 +31,19 @@ def thinking_block(value):
     """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours."""
     if not isinstance(value, str) or not value.startswith(_PREFIX):
         return None
-    encoded = value[len(_PREFIX):]
+    encoded = value[len(_PREFIX) :]
     try:
         block = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
     except (binascii.Error, ValueError):
         return None
     if not isinstance(block, dict):
         return None
-    if block.get("type") == "thinking" and isinstance(block.get("thinking"), str) \
-            and isinstance(block.get("signature"), str) and block["signature"]:
+    if (
+        block.get("type") == "thinking"
+        and isinstance(block.get("thinking"), str)
+        and isinstance(block.get("signature"), str)
+        and block["signature"]
+    ):
         return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
     if block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
         return {"type": "redacted_thinking", "data": block["data"]}

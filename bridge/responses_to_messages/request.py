@@ -92,14 +92,27 @@ Limits, reasoning, sampling
 `Context.echo` holds what an OpenAI Response repeats of its request, with
 OpenAI's defaults where the client sent nothing.
 """
+
 import dataclasses
 import time
 import uuid
 
-from ..chat_to_messages.request import (TOOL_CHOICES, anthropic_tool, anthropic_tool_id, append_turn,
-                                        finish_prefill, opaque_user_id, response_format_tool, sampling,
-                                        system_value, text_blocks, thinking_and_max_tokens, tool_request,
-                                        tool_result, user_blocks)
+from ..chat_to_messages.request import (
+    TOOL_CHOICES,
+    anthropic_tool,
+    anthropic_tool_id,
+    append_turn,
+    finish_prefill,
+    opaque_user_id,
+    response_format_tool,
+    sampling,
+    system_value,
+    text_blocks,
+    thinking_and_max_tokens,
+    tool_request,
+    tool_result,
+    user_blocks,
+)
 from ..errors import invalid
 from ..model_map import map_model
 from ..schemas.responses import HOSTED_TOOLS, declared_tools, input_items
@@ -107,10 +120,36 @@ from ..tool_names import safe_tool_name
 from .reasoning import thinking_block
 
 # Top-level fields this module reads (or the schema refuses); any other is reported as dropped.
-KNOWN = {"model", "input", "instructions", "stream", "stream_options", "max_output_tokens", "max_tool_calls",
-         "temperature", "top_p", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "text",
-         "include", "user", "safety_identifier", "metadata", "client_metadata", "prompt_cache_key", "service_tier",
-         "truncation", "store", "background", "previous_response_id", "conversation", "prompt"}
+KNOWN = {
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "stream_options",
+    "max_output_tokens",
+    "max_tool_calls",
+    "temperature",
+    "top_p",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "include",
+    "user",
+    "safety_identifier",
+    "metadata",
+    "client_metadata",
+    "prompt_cache_key",
+    "service_tier",
+    "truncation",
+    "store",
+    "background",
+    "previous_response_id",
+    "conversation",
+    "prompt",
+}
 # The user turn put before a history that opens with the assistant: Anthropic wants a user turn first.
 STARTED = "(The conversation starts here.)"
 _CACHE = {"type": "ephemeral"}
@@ -121,17 +160,18 @@ _EFFORTS = {"max": "xhigh"}
 @dataclasses.dataclass
 class Context:
     """What the response and stream translators need to know about the request."""
-    model: str                 # the name the client asked for; the response carries it back
+
+    model: str  # the name the client asked for; the response carries it back
     stream: bool
-    response_id: str           # resp_<32 hex>, minted per request: nothing is stored
-    created_at: int            # unix seconds
-    echo: dict                 # request parameters a Response object repeats (instructions, tools,
-                               # tool_choice, parallel_tool_calls, temperature, top_p,
-                               # max_output_tokens, reasoning, text, metadata, store, truncation, user)
-    tools: dict                # upstream (Anthropic) tool name -> {"kind": "function" | "custom",
-                               # "name": the client's name, "namespace": str or None}
-    json_tool: str = None      # the forced tool whose input is the answer (text.format json_*)
-    summary: bool = False      # reasoning.summary asked for: thinking text shown as summary_text
+    response_id: str  # resp_<32 hex>, minted per request: nothing is stored
+    created_at: int  # unix seconds
+    echo: dict  # request parameters a Response object repeats (instructions, tools,
+    # tool_choice, parallel_tool_calls, temperature, top_p,
+    # max_output_tokens, reasoning, text, metadata, store, truncation, user)
+    tools: dict  # upstream (Anthropic) tool name -> {"kind": "function" | "custom",
+    # "name": the client's name, "namespace": str or None}
+    json_tool: str = None  # the forced tool whose input is the answer (text.format json_*)
+    summary: bool = False  # reasoning.summary asked for: thinking text shown as summary_text
     dropped: list = dataclasses.field(default_factory=list)  # for x-bridge-dropped-params
 
 
@@ -139,25 +179,43 @@ def to_messages_request(body, settings):
     """Translate a validated Responses body; returns (Anthropic body, Context)."""
     stream = bool(body.get("stream"))
     reasoning = body.get("reasoning") or {}
-    context = Context(model=body["model"], stream=stream, response_id=f"resp_{uuid.uuid4().hex}",
-                      created_at=int(time.time()), echo=echo(body), tools={}, dropped=dropped_options(body),
-                      summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")))
+    context = Context(
+        model=body["model"],
+        stream=stream,
+        response_id=f"resp_{uuid.uuid4().hex}",
+        created_at=int(time.time()),
+        echo=echo(body),
+        tools={},
+        dropped=dropped_options(body),
+        summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
+    )
     tools, names = declare_tools(body, context)
     system, messages = conversation(body.get("instructions"), input_items(body), names, context)
     out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
     if system:
         out["system"] = system
     choice, tools = tool_choice(body.get("tool_choice"), tools, context) if tools else (None, tools)
-    out.update(tool_request(tools, choice, response_format_tool(_response_format(body)),
-                            body.get("parallel_tool_calls"), context, "text.format"))
+    out.update(
+        tool_request(
+            tools,
+            choice,
+            response_format_tool(_response_format(body)),
+            body.get("parallel_tool_calls"),
+            context,
+            "text.format",
+        )
+    )
     out.update(sampling({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
         out["metadata"] = {"user_id": opaque_user_id(user)}
     cap = body.get("max_output_tokens") or settings.responses_default_max_tokens
     effort = reasoning.get("effort")
-    out.update(thinking_and_max_tokens(out, context, cap, cap, effort=_EFFORTS.get(effort, effort),
-                                       effort_param="reasoning.effort"))
+    out.update(
+        thinking_and_max_tokens(
+            out, context, cap, cap, effort=_EFFORTS.get(effort, effort), effort_param="reasoning.effort"
+        )
+    )
     if body.get("prompt_cache_key"):
         cache_breakpoints(out)
     if stream:
@@ -169,16 +227,39 @@ def to_messages_request(body, settings):
 def echo(body):
     """The request parameters an OpenAI Response repeats, with OpenAI's defaults where the client sent none."""
     reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
-    defaults = {"tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "temperature": 1.0, "top_p": 1.0,
-                "truncation": "disabled", "metadata": {}, "top_logprobs": 0}
-    shown = {name: body.get(name) for name in ("instructions", "max_output_tokens", "max_tool_calls", "user",
-                                               "safety_identifier", "prompt_cache_key")}
+    defaults = {
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "metadata": {},
+        "top_logprobs": 0,
+    }
+    shown = {
+        name: body.get(name)
+        for name in (
+            "instructions",
+            "max_output_tokens",
+            "max_tool_calls",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+        )
+    }
     shown.update({name: default if body.get(name) is None else body[name] for name, default in defaults.items()})
-    shown.update(reasoning={"effort": reasoning.get("effort"),
-                            "summary": reasoning.get("summary") or reasoning.get("generate_summary")},
-                 text={"format": text.get("format") or {"type": "text"},
-                       "verbosity": text.get("verbosity") or "medium"},
-                 store=False, background=False, service_tier="default", previous_response_id=None)
+    shown.update(
+        reasoning={
+            "effort": reasoning.get("effort"),
+            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
+        },
+        text={"format": text.get("format") or {"type": "text"}, "verbosity": text.get("verbosity") or "medium"},
+        store=False,
+        background=False,
+        service_tier="default",
+        previous_response_id=None,
+    )
     return shown
 
 
@@ -203,6 +284,7 @@ def dropped_options(body):
 
 
 # -- conversation --------------------------------------------------------------------------
+
 
 def conversation(instructions, items, names, context):
     """(system, messages): the leading system text hoisted, the items as alternating turns."""
@@ -248,15 +330,19 @@ def _blocks(item, names):
     if kind == "message":
         if item["role"] == "assistant":
             content = item["content"]
-            parts = content if isinstance(content, str) else [
-                {"text": part.get("text", part.get("refusal", ""))} for part in content]
+            parts = (
+                content
+                if isinstance(content, str)
+                else [{"text": part.get("text", part.get("refusal", ""))} for part in content]
+            )
             return "assistant", text_blocks(parts)
         return "user", user_blocks(item["content"])  # user, or system/developer past the leading run
     if kind in ("function_call", "custom_tool_call"):
         name = names.get((item.get("namespace"), item["name"])) or upstream_name(item.get("namespace"), item["name"])
         arguments = item["arguments"] if kind == "function_call" else {"input": item["input"]}
-        return "assistant", [{"type": "tool_use", "id": anthropic_tool_id(item["call_id"]), "name": name,
-                              "input": arguments}]
+        return "assistant", [
+            {"type": "tool_use", "id": anthropic_tool_id(item["call_id"]), "name": name, "input": arguments}
+        ]
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = item["output"]
         return "user", [tool_result(item["call_id"], output if isinstance(output, str) else user_blocks(output))]
@@ -277,6 +363,7 @@ def cache_breakpoints(out):
 
 
 # -- tools ---------------------------------------------------------------------------------
+
 
 def upstream_name(namespace, name):
     """A namespaced tool's name flattened to one Anthropic accepts."""
@@ -324,8 +411,7 @@ def custom_input_schema(input_format):
     about = "The tool's whole input: free-form text, not JSON."
     if (input_format or {}).get("type") == "grammar":
         about += f" It must match this {input_format['syntax']} grammar:\n{input_format['definition']}"
-    return {"type": "object", "properties": {"input": {"type": "string", "description": about}},
-            "required": ["input"]}
+    return {"type": "object", "properties": {"input": {"type": "string", "description": about}}, "required": ["input"]}
 
 
 def tool_choice(choice, tools, context):
@@ -335,16 +421,24 @@ def tool_choice(choice, tools, context):
     if choice["type"] == "allowed_tools":
         kept = [tool for tool in tools if _allowed(context.tools[tool["name"]], choice["tools"])]
         return {"type": TOOL_CHOICES[choice["mode"]]}, kept
-    matches = sorted((info["namespace"] is not None, name) for name, info in context.tools.items()
-                     if info["kind"] == choice["type"] and info["name"] == choice["name"])
+    matches = sorted(
+        (info["namespace"] is not None, name)
+        for name, info in context.tools.items()
+        if info["kind"] == choice["type"] and info["name"] == choice["name"]
+    )
     return {"type": "tool", "name": matches[0][1]}, tools  # the top-level tool first, if any
 
 
 def _allowed(info, entries):
     """Whether an allowed_tools entry ({"type": "function" | "custom", "name"}, or a namespace) lists the tool."""
-    return any(entry.get("type") == info["kind"] and entry.get("name") == info["name"]
-               and entry.get("namespace") in (None, info["namespace"])
-               or entry.get("type") == "namespace" and entry.get("name") == info["namespace"] for entry in entries)
+    return any(
+        entry.get("type") == info["kind"]
+        and entry.get("name") == info["name"]
+        and entry.get("namespace") in (None, info["namespace"])
+        or entry.get("type") == "namespace"
+        and entry.get("name") == info["namespace"]
+        for entry in entries
+    )
 
 
 def _response_format(body):

@@ -29,6 +29,7 @@ prefix and the response id's hex with the output index, so the streamed and the
 non-streamed answer agree. The stream translator (stream.py) builds its items and
 the final response from these same helpers.
 """
+
 import json
 import re
 
@@ -72,15 +73,26 @@ def to_response(message, context):
     status, incomplete_details = outcome(message.get("stop_reason"))
     if status == "incomplete" and output and "status" in output[-1]:
         output[-1]["status"] = "incomplete"
-    return envelope(context, status, output, usage=usage(message.get("usage") or {}),
-                    incomplete_details=incomplete_details)
+    return envelope(
+        context, status, output, usage=usage(message.get("usage") or {}), incomplete_details=incomplete_details
+    )
 
 
 def envelope(context, status, output, *, usage=None, error=None, incomplete_details=None):
     """The response object around `output`, in every state the stream announces too."""
-    return {"id": context.response_id, "object": "response", "created_at": context.created_at,
-            "status": status, "error": error, "incomplete_details": incomplete_details,
-            "model": context.model, "output": output, "usage": usage, **REQUIRED_ECHO, **context.echo}
+    return {
+        "id": context.response_id,
+        "object": "response",
+        "created_at": context.created_at,
+        "status": status,
+        "error": error,
+        "incomplete_details": incomplete_details,
+        "model": context.model,
+        "output": output,
+        "usage": usage,
+        **REQUIRED_ECHO,
+        **context.echo,
+    }
 
 
 def outcome(stop_reason):
@@ -114,9 +126,12 @@ def refusal_part(text):
 def reasoning_item(identifier, block, summary):
     """Thinking text is a summary only when asked for; the block itself always rides in encrypted_content."""
     text = block.get("thinking") if block.get("type") == "thinking" else ""
-    return {"id": identifier, "type": "reasoning",
-            "summary": [summary_text(text)] if summary and text else [],
-            "encrypted_content": encrypted_content({**block, "signature": block.get("signature") or ""})}
+    return {
+        "id": identifier,
+        "type": "reasoning",
+        "summary": [summary_text(text)] if summary and text else [],
+        "encrypted_content": encrypted_content({**block, "signature": block.get("signature") or ""}),
+    }
 
 
 def summary_text(text):
@@ -127,11 +142,23 @@ def call_item(context, output_index, call_id, upstream_name, tool_input, status=
     """A function_call, or a custom_tool_call for a custom tool, under the client's own tool name."""
     tool = context.tools.get(upstream_name) or {"kind": "function", "name": upstream_name, "namespace": None}
     if tool["kind"] == "custom":
-        item = {"id": item_id(context, "custom_tool_call", output_index), "type": "custom_tool_call",
-                "status": status, "call_id": call_id, "name": tool["name"], "input": custom_input(tool_input)}
+        item = {
+            "id": item_id(context, "custom_tool_call", output_index),
+            "type": "custom_tool_call",
+            "status": status,
+            "call_id": call_id,
+            "name": tool["name"],
+            "input": custom_input(tool_input),
+        }
     else:
-        item = {"id": item_id(context, "function_call", output_index), "type": "function_call",
-                "status": status, "call_id": call_id, "name": tool["name"], "arguments": arguments(tool_input)}
+        item = {
+            "id": item_id(context, "function_call", output_index),
+            "type": "function_call",
+            "status": status,
+            "call_id": call_id,
+            "name": tool["name"],
+            "arguments": arguments(tool_input),
+        }
     if tool.get("namespace"):
         item["namespace"] = tool["namespace"]
     return item
@@ -157,11 +184,13 @@ def custom_input(tool_input):
 def usage(anthropic_usage):
     """Responses usage: input includes cache reads and writes (see token_counts)."""
     counts = token_counts(anthropic_usage)
-    return {"input_tokens": counts.input,
-            "input_tokens_details": {"cached_tokens": counts.cache_read, "cache_write_tokens": counts.cache_write},
-            "output_tokens": counts.output,
-            "output_tokens_details": {"reasoning_tokens": counts.thinking or 0},
-            "total_tokens": counts.input + counts.output}
+    return {
+        "input_tokens": counts.input,
+        "input_tokens_details": {"cached_tokens": counts.cache_read, "cache_write_tokens": counts.cache_write},
+        "output_tokens": counts.output,
+        "output_tokens_details": {"reasoning_tokens": counts.thinking or 0},
+        "total_tokens": counts.input + counts.output,
+    }
 
 
 def response_error(error):

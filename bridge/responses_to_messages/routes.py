@@ -6,6 +6,7 @@ one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (C
 retries a 503 at once only with it, else 30 times over 25 s), and a context overflow is a
 400 with `code: "context_length_exceeded"` (Codex then says the context is full).
 """
+
 from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
@@ -22,8 +23,10 @@ bp = Blueprint("responses_to_messages", __name__)
 
 # Seconds an overloaded upstream's 503 asks the client to wait when the upstream named none.
 OVERLOADED_RETRY_AFTER = "1"
-_NOT_STORED = ("bridge stores no responses, so there is none to {}: send the full conversation "
-               "in `input` of each POST /v1/responses")
+_NOT_STORED = (
+    "bridge stores no responses, so there is none to {}: send the full conversation "
+    "in `input` of each POST /v1/responses"
+)
 
 
 @bp.post("/v1/responses")
@@ -31,8 +34,9 @@ _NOT_STORED = ("bridge stores no responses, so there is none to {}: send the ful
 def create_response():
     body = validate_responses(read_json())
     messages_body, context = to_messages_request(body, bridge().settings)
-    return forward(*messages_upstream(), messages_body, context, StreamTranslator, to_response, RESPONSES_SSE,
-                   client_error)
+    return forward(
+        *messages_upstream(), messages_body, context, StreamTranslator, to_response, RESPONSES_SSE, client_error
+    )
 
 
 @bp.get("/v1/responses/<response_id>")

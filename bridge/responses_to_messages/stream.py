@@ -27,6 +27,7 @@ upstream `event: error` raises BridgeError, and so does a stream that ends
 before message_stop; `fail` then ends the client's stream with `response.failed`,
 its error code one Codex acts on (response.response_error).
 """
+
 import dataclasses
 import json
 import re
@@ -35,13 +36,27 @@ from .. import json_codec
 from ..anthropic_stream import Block, MessagesStream, broken_stream
 from ..chat_to_messages.response import refusal_text
 from ..errors import OPENAI
-from .response import (arguments, call_item, envelope, item_id, message_item, outcome,
-                       output_text, reasoning_item, refusal_part, refused, response_error,
-                       summary_text, usage)
+from .response import (
+    arguments,
+    call_item,
+    envelope,
+    item_id,
+    message_item,
+    outcome,
+    output_text,
+    reasoning_item,
+    refusal_part,
+    refused,
+    response_error,
+    summary_text,
+    usage,
+)
 
 # A call item's events and the field its deltas build.
-CALL_EVENTS = {"function_call": ("response.function_call_arguments", "arguments"),
-               "custom_tool_call": ("response.custom_tool_call_input", "input")}
+CALL_EVENTS = {
+    "function_call": ("response.function_call_arguments", "arguments"),
+    "custom_tool_call": ("response.custom_tool_call_input", "input"),
+}
 # How a custom tool's input JSON opens: the request translator declares `{"input": string}`.
 _INPUT_OPENING = re.compile(r'\s*\{\s*"input"\s*:\s*"')
 _HIGH_SURROGATES = ("d8", "d9", "da", "db")
@@ -50,19 +65,20 @@ _HIGH_SURROGATES = ("d8", "d9", "da", "db")
 @dataclasses.dataclass
 class _Item:
     """An output item from output_item.added to output_item.done."""
+
     index: int
     type: str
     id: str
-    done: dict = None                                      # the item as output_item.done carries it
+    done: dict = None  # the item as output_item.done carries it
     parts: list = dataclasses.field(default_factory=list)  # a message's content, each part as done
 
 
 @dataclasses.dataclass
 class _Block(Block):
-    item: _Item = None        # the item it feeds, once it feeds one
-    part: int = None          # its content index in a message (text, json)
+    item: _Item = None  # the item it feeds, once it feeds one
+    part: int = None  # its content index in a message (text, json)
     fragments: list = dataclasses.field(default_factory=list)  # thinking or input JSON so far
-    sent: str = ""            # what its deltas sent
+    sent: str = ""  # what its deltas sent
     summary_open: bool = False
     custom: "_InputText" = None
     finished: bool = False
@@ -70,6 +86,7 @@ class _Block(Block):
 
 class StreamTranslator(MessagesStream):
     """The Messages event grammar (bridge/anthropic_stream.py) read into Responses events."""
+
     block_type = _Block
     protocol = OPENAI
 
@@ -77,9 +94,9 @@ class StreamTranslator(MessagesStream):
         super().__init__(context.json_tool)
         self.context = context
         self.sequence = 0
-        self.opened = False       # response.created is out
-        self.items = []           # every item added so far; the last may be open
-        self.output = []          # the items done, for the final response
+        self.opened = False  # response.created is out
+        self.items = []  # every item added so far; the last may be open
+        self.output = []  # the items done, for the final response
 
     def fail(self, error):
         """The events that end the stream after `error`: response.failed with the items done so far."""
@@ -104,8 +121,9 @@ class StreamTranslator(MessagesStream):
         if state.kind == "tool":
             return self._open_call(state)
         if state.kind in ("thinking", "redacted"):
-            out = self._open_item(state, "reasoning", lambda identifier: {"id": identifier, "type": "reasoning",
-                                                                          "summary": []})
+            out = self._open_item(
+                state, "reasoning", lambda identifier: {"id": identifier, "type": "reasoning", "summary": []}
+            )
             return out + self.on_thinking(state, block.get("thinking"))
         return []
 
@@ -115,16 +133,19 @@ class StreamTranslator(MessagesStream):
             out += self._refusal(refusal_text(self.stop_details))
         status, incomplete_details = outcome(self.stop_reason)
         out += self._close_item(status == "incomplete")
-        final = envelope(self.context, status, list(self.output), usage=usage(self.usage),
-                         incomplete_details=incomplete_details)
+        final = envelope(
+            self.context, status, list(self.output), usage=usage(self.usage), incomplete_details=incomplete_details
+        )
         return [*out, self._event(f"response.{status}", response=final)]
 
     # -- items and parts -------------------------------------------------------------------
 
     def _open_response(self):
         self.opened = True
-        return [self._event(kind, response=envelope(self.context, "in_progress", []))
-                for kind in ("response.created", "response.in_progress")]
+        return [
+            self._event(kind, response=envelope(self.context, "in_progress", []))
+            for kind in ("response.created", "response.in_progress")
+        ]
 
     def _open_item(self, state, item_type, added):
         """Close the open item and announce the next, which `state` feeds; `added(id)` is it as announced."""
@@ -181,9 +202,12 @@ class StreamTranslator(MessagesStream):
         out = self._open_part(state, refusal_part(""))
         where = self._where(state)
         state.item.parts[state.part] = refusal_part(text)
-        return [*out, self._event("response.refusal.delta", **where, delta=text),
-                self._event("response.refusal.done", **where, refusal=text),
-                self._event("response.content_part.done", **where, part=refusal_part(text))]
+        return [
+            *out,
+            self._event("response.refusal.delta", **where, delta=text),
+            self._event("response.refusal.done", **where, refusal=text),
+            self._event("response.content_part.done", **where, part=refusal_part(text)),
+        ]
 
     # -- fragments -------------------------------------------------------------------------
 
@@ -233,32 +257,36 @@ class StreamTranslator(MessagesStream):
         if state.kind in ("text", "json"):
             text = state.sent if state.kind == "text" else arguments(self._tool_input(state))
             item.parts[state.part] = output_text(text)
-            return [*self._rest(state, text),
-                    self._event("response.output_text.done", **where, text=text, logprobs=[]),
-                    self._event("response.content_part.done", **where, part=output_text(text))]
+            return [
+                *self._rest(state, text),
+                self._event("response.output_text.done", **where, text=text, logprobs=[]),
+                self._event("response.content_part.done", **where, part=output_text(text)),
+            ]
         if state.kind == "tool":
             block = state.start
-            item.done = call_item(self.context, item.index, block.get("id"), block.get("name"),
-                                  self._tool_input(state))
+            item.done = call_item(self.context, item.index, block.get("id"), block.get("name"), self._tool_input(state))
             kind, field = CALL_EVENTS[item.type]
             named = {"name": item.done["name"]} if field == "arguments" else {}
-            return [*self._rest(state, item.done[field]),
-                    self._event(kind + ".done", **where, **named, **{field: item.done[field]})]
+            return [
+                *self._rest(state, item.done[field]),
+                self._event(kind + ".done", **where, **named, **{field: item.done[field]}),
+            ]
         thinking = {"type": "thinking", "thinking": "".join(state.fragments), "signature": state.signature}
-        item.done = reasoning_item(item.id, thinking if state.kind == "thinking" else state.start,
-                                   self.context.summary)
+        item.done = reasoning_item(item.id, thinking if state.kind == "thinking" else state.start, self.context.summary)
         if not state.summary_open:
             return []
         text = thinking["thinking"]
         where = {"item_id": item.id, "output_index": item.index, "summary_index": 0}
-        return [self._event("response.reasoning_summary_text.done", **where, text=text),
-                self._event("response.reasoning_summary_part.done", **where, part=summary_text(text))]
+        return [
+            self._event("response.reasoning_summary_text.done", **where, text=text),
+            self._event("response.reasoning_summary_part.done", **where, part=summary_text(text)),
+        ]
 
     def _rest(self, state, value):
         """The delta for what the final value adds to what the deltas sent, when it continues it."""
         if len(value) <= len(state.sent) or not value.startswith(state.sent):
             return []
-        rest, state.sent = value[len(state.sent):], value
+        rest, state.sent = value[len(state.sent) :], value
         return [self._delta(state, rest)]
 
     def _tool_input(self, state):
@@ -298,7 +326,7 @@ class _InputText:
 
     def __init__(self):
         self.raw = ""
-        self.start = None   # where the string's content begins in raw, once seen
+        self.start = None  # where the string's content begins in raw, once seen
         self.closed = False
 
     def feed(self, fragment):
@@ -311,7 +339,7 @@ class _InputText:
                 return ""
             self.start = opening.end()
         end = self._whole(self.start)
-        piece, self.start = self.raw[self.start:end], end
+        piece, self.start = self.raw[self.start : end], end
         try:
             return json.loads(f'"{piece}"')
         except ValueError:  # not JSON string content: leave it to the block's end
@@ -329,10 +357,10 @@ class _InputText:
             if char != "\\":
                 position += 1
                 continue
-            width = 6 if raw[position + 1:position + 2] == "u" else 2
-            if width == 6 and raw[position + 2:position + 4].lower() in _HIGH_SURROGATES:
+            width = 6 if raw[position + 1 : position + 2] == "u" else 2
+            if width == 6 and raw[position + 2 : position + 4].lower() in _HIGH_SURROGATES:
                 # A high surrogate decodes with the low one that follows it as one character.
-                after = raw[position + 6:position + 8]
+                after = raw[position + 6 : position + 8]
                 if after in ("", "\\"):
                     return position
                 if after == "\\u":

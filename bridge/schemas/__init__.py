@@ -19,6 +19,7 @@ the same words:
 - `load_fields`, `deserialize`, `List`, `Nested`: marshmallow's loading
   without the machinery that validation of thousands of blocks pays for.
 """
+
 import functools
 
 import marshmallow
@@ -96,8 +97,9 @@ class Tagged(fields.Field):
 def refusal(error):
     """A ValidationError as the one 400 that names every bad field by its dotted path."""
     problems = list(_flatten(error.messages))
-    return invalid("; ".join(f"{path}: {message}" if path else message for path, message in problems),
-                   param=problems[0][0] or None)
+    return invalid(
+        "; ".join(f"{path}: {message}" if path else message for path, message in problems), param=problems[0][0] or None
+    )
 
 
 def load_request(schema, body, checks=()):

@@ -7,6 +7,7 @@ tagged unions (`type`, `role`); Claude Code's newer fields (tool_reference
 blocks, defer_loading, thinking.display, a system message's output_config)
 are validated here and handled by the translator.
 """
+
 from marshmallow import ValidationError, fields, validate
 
 from ..errors import invalid
@@ -29,6 +30,7 @@ class Content(fields.Field):
 
 
 # -- content blocks ------------------------------------------------------------
+
 
 class TextBlock(Schema):
     text = fields.String(required=True)
@@ -60,8 +62,11 @@ class ContentSource(Schema):
 
 
 class DocumentBlock(Schema):
-    source = Tagged({"base64": Base64Source(), "url": UrlSource(), "text": PlainTextSource(),
-                     "content": ContentSource()}, what="document source", required=True)
+    source = Tagged(
+        {"base64": Base64Source(), "url": UrlSource(), "text": PlainTextSource(), "content": ContentSource()},
+        what="document source",
+        required=True,
+    )
     title = fields.String(allow_none=True)
     context = fields.String(allow_none=True)
 
@@ -86,19 +91,27 @@ class ToolUseBlock(Schema):
 
 class ToolReferenceBlock(Schema):
     """A tool that tool search loaded (Claude Code's ToolSearch): `{"type": "tool_reference", "tool_name"}`."""
+
     tool_name = fields.String(required=True, validate=validate.Length(min=1))
 
 
 class ToolResultBlock(Schema):
     tool_use_id = fields.String(required=True, validate=validate.Length(min=1))
-    content = Content(Tagged({**_TEXT, **_IMAGE, **_DOCUMENT, "tool_reference": ToolReferenceBlock()},
-                             what="tool_result content block"))
+    content = Content(
+        Tagged(
+            {**_TEXT, **_IMAGE, **_DOCUMENT, "tool_reference": ToolReferenceBlock()}, what="tool_result content block"
+        )
+    )
     is_error = Flag()
 
 
 USER_BLOCKS = {**_TEXT, **_IMAGE, **_DOCUMENT, "tool_result": ToolResultBlock()}
-ASSISTANT_BLOCKS = {**_TEXT, "thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock(),
-                    "tool_use": ToolUseBlock()}
+ASSISTANT_BLOCKS = {
+    **_TEXT,
+    "thinking": ThinkingBlock(),
+    "redacted_thinking": RedactedThinkingBlock(),
+    "tool_use": ToolUseBlock(),
+}
 
 
 class OutputFormat(Schema):
@@ -106,8 +119,7 @@ class OutputFormat(Schema):
 
 
 class OutputConfig(Schema):
-    effort = fields.String(allow_none=True,
-                           validate=validate.OneOf(["low", "medium", "high", "xhigh", "max"]))
+    effort = fields.String(allow_none=True, validate=validate.OneOf(["low", "medium", "high", "xhigh", "max"]))
     format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
 
@@ -126,6 +138,7 @@ class SystemMessage(Schema):
 
 # -- tools and options -----------------------------------------------------------
 
+
 class CustomTool(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1))
     description = fields.String()
@@ -135,6 +148,7 @@ class CustomTool(Schema):
 
 class ServerTool(Schema):
     """A versioned Anthropic tool (web_search_20250305...): validated here, refused by the translator."""
+
     name = fields.String(required=True)
 
 
@@ -173,15 +187,22 @@ class Metadata(Schema):
 class CountTokensRequest(Schema):
     model = fields.String(required=True, validate=validate.Length(min=1))
     messages = List(
-        Tagged({"user": UserMessage(), "assistant": AssistantMessage(), "system": SystemMessage()},
-               key="role", what="message"),
-        required=True, validate=validate.Length(min=1, error="must contain at least one message"))
+        Tagged(
+            {"user": UserMessage(), "assistant": AssistantMessage(), "system": SystemMessage()},
+            key="role",
+            what="message",
+        ),
+        required=True,
+        validate=validate.Length(min=1, error="must contain at least one message"),
+    )
     system = Content(Tagged(_TEXT, what="system content block"))
     tools = List(ToolField())
-    tool_choice = Tagged({"auto": ChoiceAuto(), "any": ChoiceAuto(), "tool": ChoiceTool(),
-                          "none": Schema()}, what="tool_choice")
-    thinking = Tagged({"enabled": ThinkingEnabled(), "adaptive": ThinkingAdaptive(), "disabled": Schema()},
-                      what="thinking")
+    tool_choice = Tagged(
+        {"auto": ChoiceAuto(), "any": ChoiceAuto(), "tool": ChoiceTool(), "none": Schema()}, what="tool_choice"
+    )
+    thinking = Tagged(
+        {"enabled": ThinkingEnabled(), "adaptive": ThinkingAdaptive(), "disabled": Schema()}, what="thinking"
+    )
     output_config = Nested(OutputConfig)
     output_format = Tagged({"json_schema": OutputFormat()}, what="output format", allow_none=True)
 
@@ -198,6 +219,7 @@ class MessagesRequest(CountTokensRequest):
 
 class ModelListQuery(Schema):
     """GET /v1/models' paging, from the query string: limit is a string there."""
+
     limit = fields.Integer(validate=validate.Range(min=1, max=1000))
     after_id = fields.String()
     before_id = fields.String()

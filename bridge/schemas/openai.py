@@ -12,6 +12,7 @@ unknown fields inside messages and parts are ignored, because clients echo
 whole response messages back (`annotations`, `reasoning_content`, SDK-only
 fields), and so are those Anthropic has no place for (`name`, image `detail`).
 """
+
 import base64
 import json
 import re
@@ -44,16 +45,20 @@ class OneOrMany(fields.Field):
 
 def must_be_absent(reason):
     """A field that is fine when absent or null and refused with `reason` otherwise."""
+
     def check(value):
         if value is not None:
             raise ValidationError(reason)
+
     return fields.Raw(allow_none=True, validate=check)
 
 
 # -- content parts -------------------------------------------------------------------------
 
+
 class Part(Schema):
     """A content part; Anthropic's prompt-caching marker may ride on it."""
+
     cache_control = fields.Dict(allow_none=True)
 
 
@@ -74,16 +79,19 @@ def image_media_type(match):
         return match["media_type"]
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
-    return next((media_type for signature, media_type in _SIGNATURES if head.startswith(signature)),
-                match["media_type"])
+    return next(
+        (media_type for signature, media_type in _SIGNATURES if head.startswith(signature)), match["media_type"]
+    )
 
 
 def valid_image_url(url):
     match = DATA_URL.match(url)
     if match:
         if image_media_type(match) not in IMAGE_TYPES:
-            raise ValidationError(f"image type {match['media_type']!r} is not supported by the Anthropic "
-                                  f"upstream; use one of {', '.join(IMAGE_TYPES)}")
+            raise ValidationError(
+                f"image type {match['media_type']!r} is not supported by the Anthropic "
+                f"upstream; use one of {', '.join(IMAGE_TYPES)}"
+            )
     elif not url.startswith(("https://", "http://")):
         raise ValidationError("must be an http(s) URL or a base64 data URL (data:image/png;base64,...)")
 
@@ -101,13 +109,16 @@ def valid_pdf_data_url(value):
     if not match:
         raise ValidationError("must be a base64 data URL (data:application/pdf;base64,...)")
     if match["media_type"] != "application/pdf":
-        raise ValidationError(f"file type {match['media_type']!r} is not supported by the Anthropic "
-                              "upstream; only application/pdf documents are")
+        raise ValidationError(
+            f"file type {match['media_type']!r} is not supported by the Anthropic "
+            "upstream; only application/pdf documents are"
+        )
 
 
 class File(Schema):
-    file_id = must_be_absent("files uploaded to OpenAI cannot be read by the Anthropic upstream; "
-                              "send the document inline as file_data")
+    file_id = must_be_absent(
+        "files uploaded to OpenAI cannot be read by the Anthropic upstream; send the document inline as file_data"
+    )
     file_data = fields.String(required=True, validate=valid_pdf_data_url)
     filename = fields.String(allow_none=True)
 
@@ -122,8 +133,11 @@ class RefusalPart(Schema):
 
 _AUDIO_INPUT = "audio input is not supported by the Anthropic upstream"
 TEXT_PARTS = Tagged({"text": TextPart()}, what="content part")
-USER_PARTS = Tagged({"text": TextPart(), "image_url": ImagePart(), "file": FilePart()}, what="content part",
-                         refused={"input_audio": _AUDIO_INPUT})
+USER_PARTS = Tagged(
+    {"text": TextPart(), "image_url": ImagePart(), "file": FilePart()},
+    what="content part",
+    refused={"input_audio": _AUDIO_INPUT},
+)
 ASSISTANT_PARTS = Tagged({"text": TextPart(), "refusal": RefusalPart()}, what="content part")
 
 
@@ -133,6 +147,7 @@ def string_or_parts(parts, **kwargs):
 
 
 # -- messages ------------------------------------------------------------------------------
+
 
 class SystemMessage(Schema):
     content = string_or_parts(TEXT_PARTS, required=True)
@@ -154,7 +169,7 @@ class ObjectText(fields.String):
         try:
             parsed = json.loads(text)
         except ValueError as exc:
-            raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})")
+            raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})") from None
         if not isinstance(parsed, dict):
             raise ValidationError(f"must be a JSON object encoded as a string, got {json_type(parsed)}")
         return parsed
@@ -179,18 +194,22 @@ class RedactedThinkingBlock(Schema):
     data = fields.String(required=True)
 
 
-_CUSTOM_CALL = ("custom tool calls carry free-form text, which Anthropic tool_use blocks cannot "
-                "express; use function tools")
+_CUSTOM_CALL = (
+    "custom tool calls carry free-form text, which Anthropic tool_use blocks cannot express; use function tools"
+)
 
 
 class AssistantMessage(Schema):
     content = string_or_parts(ASSISTANT_PARTS, allow_none=True)
     refusal = fields.String(allow_none=True)
-    tool_calls = List(Tagged({"function": ToolCall()}, what="tool call", refused={"custom": _CUSTOM_CALL}),
-                             allow_none=True)
+    tool_calls = List(
+        Tagged({"function": ToolCall()}, what="tool call", refused={"custom": _CUSTOM_CALL}), allow_none=True
+    )
     # The bridge's extension: signed thinking blocks echoed back from an earlier response.
-    thinking_blocks = List(Tagged({"thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock()},
-                                  what="thinking block"), allow_none=True)
+    thinking_blocks = List(
+        Tagged({"thinking": ThinkingBlock(), "redacted_thinking": RedactedThinkingBlock()}, what="thinking block"),
+        allow_none=True,
+    )
     function_call = must_be_absent("legacy function calling is not supported; use tool_calls")
     audio = must_be_absent("audio output is not supported by the Anthropic upstream")
 
@@ -202,13 +221,24 @@ class ToolMessage(Schema):
 
 _SYSTEM = SystemMessage()
 MESSAGE = Tagged(
-    {"system": _SYSTEM, "developer": _SYSTEM, "user": UserMessage(),
-     "assistant": AssistantMessage(), "tool": ToolMessage()}, key="role", what="message",
-    refused={"function": 'role "function" (legacy function calling) is not supported: its results '
-                         'carry no tool_call_id to link them to a call; use tool_calls and role "tool"'})
+    {
+        "system": _SYSTEM,
+        "developer": _SYSTEM,
+        "user": UserMessage(),
+        "assistant": AssistantMessage(),
+        "tool": ToolMessage(),
+    },
+    key="role",
+    what="message",
+    refused={
+        "function": 'role "function" (legacy function calling) is not supported: its results '
+        'carry no tool_call_id to link them to a call; use tool_calls and role "tool"'
+    },
+)
 
 
 # -- tools and options ---------------------------------------------------------------------
+
 
 class FunctionDefinition(Schema):
     name = fields.String(required=True, validate=NAME)
@@ -230,7 +260,7 @@ class NamedToolChoice(Schema):
 
 
 class ToolChoice(fields.Field):
-    """"auto" | "none" | "required" | a named choice, which `named` (a Tagged on `type`) validates:
+    """ "auto" | "none" | "required" | a named choice, which `named` (a Tagged on `type`) validates:
     Chat's {"type": "function", "function": {"name": ...}}, the Responses API's own shapes."""
 
     def __init__(self, named, what, **kwargs):
@@ -245,9 +275,14 @@ class ToolChoice(fields.Field):
         return self.named.deserialize(value, attr, data, **kwargs)
 
 
-CHAT_TOOL_CHOICE = Tagged({"function": NamedToolChoice()}, what="tool choice", refused={
-    "custom": "custom tool choices are not supported; only function tools can be chosen",
-    "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model may call"})
+CHAT_TOOL_CHOICE = Tagged(
+    {"function": NamedToolChoice()},
+    what="tool choice",
+    refused={
+        "custom": "custom tool choices are not supported; only function tools can be chosen",
+        "allowed_tools": "allowed_tools tool choices are not supported; send only the tools the model may call",
+    },
+)
 
 
 def _object_root(schema):
@@ -258,6 +293,7 @@ def _object_root(schema):
 
 class JsonSchemaFormat(Schema):
     """Chat's response_format.json_schema; the Responses API's text.format, where the same fields sit flat."""
+
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
     schema = fields.Dict(allow_none=True, validate=_object_root)
@@ -274,8 +310,10 @@ class StreamOptions(Schema):
 
 def _thinking(value):
     if not isinstance(value, dict) or value.get("type") not in ("enabled", "disabled", "adaptive"):
-        raise ValidationError("must be Anthropic's thinking object: {\"type\": \"enabled\", \"budget_tokens\": N}, "
-                              "{\"type\": \"adaptive\"} or {\"type\": \"disabled\"}")
+        raise ValidationError(
+            'must be Anthropic\'s thinking object: {"type": "enabled", "budget_tokens": N}, '
+            '{"type": "adaptive"} or {"type": "disabled"}'
+        )
     budget = value.get("budget_tokens")
     if value["type"] == "enabled" and (type(budget) is not int or budget < 1024):
         raise ValidationError("budget_tokens must be an integer of at least 1024 when thinking is enabled")
@@ -293,9 +331,11 @@ def _no_audio_modality(value):
 
 def must_be_false(reason):
     """A field refused with `reason` when it is set (true, non-zero)."""
+
     def check(value):
         if value:
             raise ValidationError(reason)
+
     return check
 
 
@@ -304,24 +344,38 @@ NO_LOGPROBS = "log probabilities are not available from the Anthropic upstream"
 
 class ChatRequest(Schema):
     """The request's declared fields; validate_chat keeps the others, for the translator to report as dropped."""
+
     model = fields.String(required=True, validate=validate.Length(min=1))
     messages = List(MESSAGE, required=True)
     max_tokens = Integer(allow_none=True, validate=validate.Range(min=1))
     max_completion_tokens = Integer(allow_none=True, validate=validate.Range(min=1))
     temperature = Number(allow_none=True, validate=validate.Range(0, 2))
     top_p = Number(allow_none=True, validate=validate.Range(0, 1))
-    top_k = Integer(allow_none=True, validate=validate.Range(min=0))  # Anthropic's own, passed by the openai SDK's extra_body
+    top_k = Integer(
+        allow_none=True, validate=validate.Range(min=0)
+    )  # Anthropic's own, passed by the openai SDK's extra_body
     n = Integer(allow_none=True, validate=_one)
     stream = Flag(allow_none=True)
     stream_options = Nested(StreamOptions, allow_none=True)
     stop = OneOrMany(fields.String(), fields.String(), allow_none=True)
-    tools = List(Tagged({"function": FunctionTool()}, what="tool", refused={
-        "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
-                  "use function tools"}), allow_none=True)
+    tools = List(
+        Tagged(
+            {"function": FunctionTool()},
+            what="tool",
+            refused={
+                "custom": "custom tools take free-form text input, which Anthropic tools cannot express; "
+                "use function tools"
+            },
+        ),
+        allow_none=True,
+    )
     tool_choice = ToolChoice(CHAT_TOOL_CHOICE, "function", allow_none=True)
     parallel_tool_calls = Flag(allow_none=True)
-    response_format = Tagged({"text": Schema(), "json_object": Schema(),
-                              "json_schema": ResponseFormatJsonSchema()}, what="response format", allow_none=True)
+    response_format = Tagged(
+        {"text": Schema(), "json_object": Schema(), "json_schema": ResponseFormatJsonSchema()},
+        what="response format",
+        allow_none=True,
+    )
     reasoning_effort = fields.String(allow_none=True, validate=validate.OneOf(REASONING_EFFORTS))
     thinking = fields.Raw(allow_none=True, validate=_thinking)  # Anthropic's own, via extra_body
     user = fields.String(allow_none=True)
@@ -338,8 +392,14 @@ class ChatRequest(Schema):
 def _check_conversation(request):
     messages = request["messages"]
     if not any(m["role"] in ("user", "assistant", "tool") for m in messages):
-        raise ValidationError({"messages": ["must contain at least one user or assistant message; system "
-                                            "and developer messages alone leave nothing to answer"]})
+        raise ValidationError(
+            {
+                "messages": [
+                    "must contain at least one user or assistant message; system "
+                    "and developer messages alone leave nothing to answer"
+                ]
+            }
+        )
     _check_tool_links(messages)
 
 
@@ -348,8 +408,7 @@ def _check_chosen_tool(request):
     if isinstance(choice, dict) and request.get("tools"):
         name = choice["function"]["name"]
         if name not in {tool["function"]["name"] for tool in request["tools"]}:
-            raise ValidationError({"tool_choice": {"function": {"name": [
-                f"no function named {name!r} in tools"]}}})
+            raise ValidationError({"tool_choice": {"function": {"name": [f"no function named {name!r} in tools"]}}})
 
 
 def _check_tool_links(messages):
@@ -368,15 +427,19 @@ def _check_tool_links(messages):
         if role == "tool":
             call_id = message["tool_call_id"]
             if call_id not in pending:
-                errors[index] = {"tool_call_id": [
-                    f"{call_id!r} does not answer a tool call of the assistant message before it"
-                    if caller is not None else
-                    'a role "tool" message must follow an assistant message with tool_calls']}
+                errors[index] = {
+                    "tool_call_id": [
+                        f"{call_id!r} does not answer a tool call of the assistant message before it"
+                        if caller is not None
+                        else 'a role "tool" message must follow an assistant message with tool_calls'
+                    ]
+                }
             pending.pop(call_id, None)
             continue
         for call_id, position in pending.items():
-            errors.setdefault(caller, {}).setdefault("tool_calls", {})[position] = {"id": [
-                f'tool call {call_id!r} has no role "tool" message answering it']}
+            errors.setdefault(caller, {}).setdefault("tool_calls", {})[position] = {
+                "id": [f'tool call {call_id!r} has no role "tool" message answering it']
+            }
         pending, caller = {}, None
         if role == "assistant" and message.get("tool_calls"):
             caller = index

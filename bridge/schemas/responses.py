@@ -23,27 +23,58 @@ x-bridge-dropped-params. Unknown top-level fields are kept for that report;
 unknown fields inside items, parts and tools are ignored, since clients echo
 whole output items back (`id`, `status`, `annotations`, `phase`...).
 """
+
 from marshmallow import ValidationError, fields, validate
 
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
-from .openai import (NAME, NO_LOGPROBS, REASONING_EFFORTS, JsonSchemaFormat, ObjectText, RefusalPart,
-                     ToolChoice, must_be_absent, must_be_false, string_or_parts, valid_image_url, valid_pdf_data_url)
+from .openai import (
+    NAME,
+    NO_LOGPROBS,
+    REASONING_EFFORTS,
+    JsonSchemaFormat,
+    ObjectText,
+    RefusalPart,
+    ToolChoice,
+    must_be_absent,
+    must_be_false,
+    string_or_parts,
+    valid_image_url,
+    valid_pdf_data_url,
+)
 
 EFFORTS = (*REASONING_EFFORTS, "max")
 SUMMARIES = ("auto", "concise", "detailed")
 # Tools OpenAI runs itself (or, for shell/apply_patch/local_shell, through item types of
 # their own): no Anthropic equivalent here, so the translator drops them and says so.
-HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
-                "file_search", "computer", "computer_use", "computer_use_preview", "mcp", "code_interpreter",
-                "image_generation", "local_shell", "shell", "apply_patch", "tool_search",
-                "programmatic_tool_calling")
+HOSTED_TOOLS = (
+    "web_search",
+    "web_search_preview",
+    "web_search_2025_08_26",
+    "web_search_preview_2025_03_11",
+    "file_search",
+    "computer",
+    "computer_use",
+    "computer_use_preview",
+    "mcp",
+    "code_interpreter",
+    "image_generation",
+    "local_shell",
+    "shell",
+    "apply_patch",
+    "tool_search",
+    "programmatic_tool_calling",
+)
 CALLS = ("function_call", "custom_tool_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output")
 _STATELESS = "bridge stores nothing: send the full conversation in `input`"
-_URL_FILE = ("files uploaded to OpenAI cannot be read by the Anthropic upstream; send the document "
-             "inline as file_data (data:application/pdf;base64,...) or as file_url")
-_URL_IMAGE = ("images uploaded to OpenAI cannot be read by the Anthropic upstream; send the image as "
-              "image_url (a base64 data URL or an http(s) URL)")
+_URL_FILE = (
+    "files uploaded to OpenAI cannot be read by the Anthropic upstream; send the document "
+    "inline as file_data (data:application/pdf;base64,...) or as file_url"
+)
+_URL_IMAGE = (
+    "images uploaded to OpenAI cannot be read by the Anthropic upstream; send the image as "
+    "image_url (a base64 data URL or an http(s) URL)"
+)
 
 
 def _http_url(value):
@@ -52,6 +83,7 @@ def _http_url(value):
 
 
 # -- content parts -------------------------------------------------------------------------
+
 
 class InputText(Schema):
     text = fields.String(required=True)
@@ -64,20 +96,24 @@ class InputImage(Schema):
 
 class InputFile(Schema):
     """A PDF, inline (file_data) or by URL (file_url); _check_input requires one of them."""
+
     file_id = must_be_absent(_URL_FILE)
     file_data = fields.String(validate=valid_pdf_data_url)
     file_url = fields.String(validate=_http_url)
     filename = fields.String(allow_none=True)
 
 
-USER_PARTS = Tagged({"input_text": InputText(), "input_image": InputImage(), "input_file": InputFile()},
-                    what="content part",
-                    refused={"input_audio": "audio input is not supported by the Anthropic upstream"})
+USER_PARTS = Tagged(
+    {"input_text": InputText(), "input_image": InputImage(), "input_file": InputFile()},
+    what="content part",
+    refused={"input_audio": "audio input is not supported by the Anthropic upstream"},
+)
 SYSTEM_PARTS = Tagged({"input_text": InputText()}, what="content part")
 ASSISTANT_PARTS = Tagged({"output_text": InputText(), "refusal": RefusalPart()}, what="content part")
 
 
 # -- input items ---------------------------------------------------------------------------
+
 
 class UserMessage(Schema):
     content = string_or_parts(USER_PARTS, required=True)
@@ -92,8 +128,11 @@ class AssistantMessage(Schema):
 
 
 _SYSTEM = SystemMessage()
-MESSAGE = Tagged({"user": UserMessage(), "system": _SYSTEM, "developer": _SYSTEM, "assistant": AssistantMessage()},
-                 key="role", what="message")
+MESSAGE = Tagged(
+    {"user": UserMessage(), "system": _SYSTEM, "developer": _SYSTEM, "assistant": AssistantMessage()},
+    key="role",
+    what="message",
+)
 
 
 class Call(Schema):
@@ -135,6 +174,7 @@ class Item(Tagged):
 
 # -- tools ---------------------------------------------------------------------------------
 
+
 class FunctionTool(Schema):
     name = fields.String(required=True, validate=NAME)
     description = fields.String(allow_none=True)
@@ -162,26 +202,46 @@ class NamespaceTool(Schema):
 
 
 _HOSTED = Schema()
-TOOL = Tagged({"function": FunctionTool(), "custom": CustomTool(), "namespace": NamespaceTool(),
-               **{kind: _HOSTED for kind in HOSTED_TOOLS}}, what="tool")
+TOOL = Tagged(
+    {
+        "function": FunctionTool(),
+        "custom": CustomTool(),
+        "namespace": NamespaceTool(),
+        **{kind: _HOSTED for kind in HOSTED_TOOLS},
+    },
+    what="tool",
+)
 
 
 class ToolList(Schema):
     """additional_tools (Codex's code mode declares its tools there) and tool_search_output items."""
+
     tools = List(TOOL, required=True)
 
 
-ITEM = Item({"function_call": FunctionCall(), "custom_tool_call": CustomToolCall(),
-             "function_call_output": CallOutput(), "custom_tool_call_output": CallOutput(),
-             "reasoning": ReasoningItem(), "additional_tools": ToolList(), "tool_search_output": ToolList(),
-             "tool_search_call": Schema(), "web_search_call": Schema()},
-            refused={"item_reference": f"item references point at items a server stored; {_STATELESS}, the "
-                                       "referenced items included",
-                     "compaction": "a compaction item carries context only OpenAI can decrypt; send the "
-                                   "conversation it summarized (or a summary of your own) as input items"})
+ITEM = Item(
+    {
+        "function_call": FunctionCall(),
+        "custom_tool_call": CustomToolCall(),
+        "function_call_output": CallOutput(),
+        "custom_tool_call_output": CallOutput(),
+        "reasoning": ReasoningItem(),
+        "additional_tools": ToolList(),
+        "tool_search_output": ToolList(),
+        "tool_search_call": Schema(),
+        "web_search_call": Schema(),
+    },
+    refused={
+        "item_reference": f"item references point at items a server stored; {_STATELESS}, the "
+        "referenced items included",
+        "compaction": "a compaction item carries context only OpenAI can decrypt; send the "
+        "conversation it summarized (or a summary of your own) as input items",
+    },
+)
 
 
 # -- options -------------------------------------------------------------------------------
+
 
 class NamedTool(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1))
@@ -193,10 +253,14 @@ class AllowedTools(Schema):
 
 
 # "auto" | "none" | "required" | {"type": "function" | "custom", "name"} | allowed_tools
-NAMED_TOOL_CHOICE = Tagged({"function": NamedTool(), "custom": NamedTool(), "allowed_tools": AllowedTools()},
-                           what="tool choice", refused={kind: f"{kind} is a hosted tool, which the Anthropic "
-                                                              "upstream does not run; choose a function or custom tool"
-                                                        for kind in HOSTED_TOOLS})
+NAMED_TOOL_CHOICE = Tagged(
+    {"function": NamedTool(), "custom": NamedTool(), "allowed_tools": AllowedTools()},
+    what="tool choice",
+    refused={
+        kind: f"{kind} is a hosted tool, which the Anthropic upstream does not run; choose a function or custom tool"
+        for kind in HOSTED_TOOLS
+    },
+)
 
 
 class ReasoningConfig(Schema):
@@ -208,8 +272,11 @@ class ReasoningConfig(Schema):
 
 
 class TextConfig(Schema):
-    format = Tagged({"text": Schema(), "json_object": Schema(), "json_schema": JsonSchemaFormat()},
-                    what="text format", allow_none=True)
+    format = Tagged(
+        {"text": Schema(), "json_object": Schema(), "json_schema": JsonSchemaFormat()},
+        what="text format",
+        allow_none=True,
+    )
     verbosity = fields.String(allow_none=True, validate=validate.OneOf(("low", "medium", "high")))
 
 
@@ -224,6 +291,7 @@ def _no_logprobs_include(values):
 
 class ResponsesRequest(Schema):
     """The request's declared fields; validate_responses keeps the others, for the translator to report."""
+
     model = fields.String(required=True, validate=validate.Length(min=1))
     input = string_or_parts(ITEM, required=True)
     instructions = fields.String(allow_none=True)
@@ -248,15 +316,19 @@ class ResponsesRequest(Schema):
     service_tier = fields.String(allow_none=True)
     truncation = fields.String(allow_none=True, validate=validate.OneOf(("auto", "disabled")))
     store = Flag(allow_none=True)  # accepted and ignored: nothing is ever stored
-    background = Flag(allow_none=True, validate=must_be_false(
-        f"background responses are stored for polling; {_STATELESS} without background (stream it if it is long)"))
+    background = Flag(
+        allow_none=True,
+        validate=must_be_false(
+            f"background responses are stored for polling; {_STATELESS} without background (stream it if it is long)"
+        ),
+    )
     previous_response_id = must_be_absent(f"{_STATELESS} instead of previous_response_id")
     conversation = must_be_absent(f"{_STATELESS} instead of a conversation")
-    prompt = must_be_absent("stored prompts live on OpenAI's servers; send the prompt's text as instructions and "
-                            "input")
+    prompt = must_be_absent("stored prompts live on OpenAI's servers; send the prompt's text as instructions and input")
 
 
 # -- whole-request checks ------------------------------------------------------------------
+
 
 def input_items(request):
     """`input` as a list of items: a string is one user message."""
@@ -267,19 +339,31 @@ def input_items(request):
 def _check_input(request):
     """Something to answer, documents that say where they are, and every tool call linked."""
     items = input_items(request)
-    if not any(item["type"] in (*CALLS, *OUTPUTS) or item["type"] == "message" and item["role"] in (
-            "user", "assistant") and item["content"] for item in items):
-        raise ValidationError({"input": ["must contain at least one user or assistant message or tool call; "
-                                         "instructions and system or developer messages alone leave nothing "
-                                         "to answer"]})
+    if not any(
+        item["type"] in (*CALLS, *OUTPUTS)
+        or item["type"] == "message"
+        and item["role"] in ("user", "assistant")
+        and item["content"]
+        for item in items
+    ):
+        raise ValidationError(
+            {
+                "input": [
+                    "must contain at least one user or assistant message or tool call; "
+                    "instructions and system or developer messages alone leave nothing "
+                    "to answer"
+                ]
+            }
+        )
     errors = {}
     for index, item in enumerate(items):
         parts = item.get("content") if item["type"] == "message" else item.get("output")
         for position, part in enumerate(parts if isinstance(parts, list) else []):
             if part["type"] == "input_file" and not (part.get("file_data") or part.get("file_url")):
                 key = "content" if item["type"] == "message" else "output"
-                errors.setdefault(index, {}).setdefault(key, {})[position] = {"file_data": [
-                    "missing: send the document as file_data (a base64 data URL) or file_url"]}
+                errors.setdefault(index, {}).setdefault(key, {})[position] = {
+                    "file_data": ["missing: send the document as file_data (a base64 data URL) or file_url"]
+                }
     errors.update(_tool_link_errors(items))
     if errors:
         raise ValidationError({"input": dict(sorted(errors.items()))})
@@ -300,13 +384,16 @@ def _tool_link_errors(items):
         assistant = kind in (*CALLS, "reasoning", "end") or kind == "message" and item["role"] == "assistant"
         if assistant and (answering or kind == "end"):
             for call_id, position in pending.items():
-                errors[position] = {"call_id": [f"call {call_id!r} has no {items[position]['type']}_output "
-                                                "answering it before the conversation goes on"]}
+                errors[position] = {
+                    "call_id": [
+                        f"call {call_id!r} has no {items[position]['type']}_output "
+                        "answering it before the conversation goes on"
+                    ]
+                }
             pending, answering = {}, False
         if kind in CALLS:
             if item["call_id"] in pending:
-                errors[index] = {"call_id": [f"{item['call_id']!r} is the call_id of an earlier call of the "
-                                             "same turn"]}
+                errors[index] = {"call_id": [f"{item['call_id']!r} is the call_id of an earlier call of the same turn"]}
             pending[item["call_id"]] = index
         elif kind in OUTPUTS:
             if pending.pop(item["call_id"], None) is None:
@@ -321,8 +408,11 @@ def declared_tools(request):
     """(path, tool, namespace tool or None) of every tool the request declares: `tools`, and the
     tools of additional_tools and tool_search_output items; a namespace gives each of its tools."""
     lists = [("tools", request.get("tools") or [])]
-    lists += [(f"input.{i}.tools", item["tools"]) for i, item in enumerate(input_items(request))
-              if item["type"] in ("additional_tools", "tool_search_output")]
+    lists += [
+        (f"input.{i}.tools", item["tools"])
+        for i, item in enumerate(input_items(request))
+        if item["type"] in ("additional_tools", "tool_search_output")
+    ]
     for path, tools in lists:
         for i, tool in enumerate(tools):
             if tool["type"] == "namespace":
@@ -335,10 +425,12 @@ def declared_tools(request):
 def _check_chosen_tool(request):
     choice = request.get("tool_choice")
     if isinstance(choice, dict) and choice["type"] in ("function", "custom"):
-        if not any(tool["type"] == choice["type"] and tool["name"] == choice["name"]
-                   for _, tool, _ in declared_tools(request)):
-            raise ValidationError({"tool_choice": {"name": [f"no {choice['type']} tool named {choice['name']!r} "
-                                                            "in tools"]}})
+        if not any(
+            tool["type"] == choice["type"] and tool["name"] == choice["name"] for _, tool, _ in declared_tools(request)
+        ):
+            raise ValidationError(
+                {"tool_choice": {"name": [f"no {choice['type']} tool named {choice['name']!r} in tools"]}}
+            )
 
 
 _RESPONSES = ResponsesRequest()
