@@ -7,9 +7,16 @@ import pytest
 
 TRANSLATORS = [
     f"bridge.{direction}.{stage}"
-    for direction in ("chat_to_messages", "messages_to_chat")
+    for direction in ("chat_to_messages", "messages_to_chat", "responses_to_messages")
     for stage in ("request", "response", "stream")
-] + ["bridge.messages_to_chat.tokens"]
+] + [
+    "bridge.messages_to_chat.tokens",
+    "bridge.translator",
+    "bridge.anthropic_stream",
+    "bridge.schemas.anthropic",
+    "bridge.schemas.openai",
+    "bridge.schemas.responses",
+]
 WEB_AND_NETWORK = ("flask", "werkzeug", "requests", "urllib3", "prometheus_client")
 
 
