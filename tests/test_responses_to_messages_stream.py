@@ -487,4 +487,3 @@ def test_nothing_goes_out_after_the_last_event():
     assert translator.done
     assert translator.feed("message_stop", {"type": "message_stop"}) == []
     assert translator.fail(BridgeError("api_error", "late")) == [] and translator.finish() == []
-
