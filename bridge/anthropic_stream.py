@@ -51,8 +51,6 @@ class MessagesStream(translator.StreamTranslator):
         kind = payload.get("type") or event_name
         if kind == "error":
             raise self.reword(error_event(payload))
-        if kind == "ping":
-            return self.on_ping()
         handler = _HANDLERS.get(kind)
         if handler is None:
             return []  # event types newer than this code are skipped
@@ -71,9 +69,6 @@ class MessagesStream(translator.StreamTranslator):
     def reword(self, error):
         """An upstream's `event: error` in the words the client acts on (a context overflow)."""
         return error
-
-    def on_ping(self):
-        return []
 
     def on_message_start(self, message):
         return []
@@ -143,8 +138,9 @@ class MessagesStream(translator.StreamTranslator):
         return []
 
     def _message_stop(self, payload):
+        out = self.on_message_stop()  # may raise: the translator's fail() must still end the stream
         self.done = True
-        return self.on_message_stop()
+        return out
 
     def _block(self, index):
         if index not in self.blocks:

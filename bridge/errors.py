@@ -39,7 +39,8 @@ _KIND_OF_TYPE = {
 # An upstream status -> its kind: the table's own, and what the other statuses mean.
 _KIND_OF_STATUS = {**{spec.status: kind for kind, spec in KINDS.items()}, 503: "overloaded", 422: "invalid_request"}
 # Upstream statuses a client is told as they are: they mean the same in both protocols.
-_KEPT_STATUSES = {*(spec.status for spec in KINDS.values())} - {500} | {422, 502}
+# 408 and 409 too: both SDKs retry them, and the retries are theirs (upstream.py).
+_KEPT_STATUSES = {*(spec.status for spec in KINDS.values())} - {500} | {408, 409, 422, 502}
 
 # Anthropic clients know 529 as "overloaded"; the openai SDK only maps 5xx
 # generically, and 503 is what OpenAI-side tooling expects for the same thing.

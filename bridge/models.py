@@ -59,7 +59,14 @@ def _upstream_models_url(protocol):
 def _upstream_list(protocol):
     url, headers = _upstream_models_url(protocol)
     query = "?limit=1000" if protocol == OPENAI else ""  # Anthropic pages, 20 by default
-    return read_json(bridge().upstream.request("GET", url + query, headers))
+    listed = read_json(bridge().upstream.request("GET", url + query, headers))
+    if not isinstance(listed, dict) or not isinstance(listed.get("data", []), list):
+        raise BridgeError(
+            "api_error",
+            "upstream answered its model list with JSON that is not an object with a data array",
+            status=502,
+        )
+    return listed
 
 
 def _upstream_model(protocol, model_id):

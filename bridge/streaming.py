@@ -73,7 +73,7 @@ def relay(response, translator, framing, ping_interval):
     upstream = _Ending(response)
     events = queue.SimpleQueue()
     READERS.run(lambda: _read(response, events.put))
-    quiet_since = time.monotonic()  # when the client last got anything
+    quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write: the reader hands over each upstream
     # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
@@ -96,19 +96,23 @@ def relay(response, translator, framing, ping_interval):
                     for item in translator.feed(event.event, _payload(event)):
                         record.saw(item)
                         pending.append(frame(item))
+            now = time.monotonic()
             if pending:
-                quiet_since = time.monotonic()
+                quiet_since = written_at = now
                 keepalive = framing.keepalive
                 yield _take(pending)
-            elif time.monotonic() - quiet_since >= ping_interval:
-                # An upstream ping (or an event with nothing for the client) keeps only the
-                # upstream's side of the connection alive: the client's side needs its own.
-                quiet_since = time.monotonic()
-                yield keepalive
-            elif arrived is None:
-                yield _PROBE
             if ended or translator.done:
                 break  # done: no keep-alive after the client's last event, no wait for [DONE]
+            if now - quiet_since >= ping_interval:
+                # An upstream ping (or an event with nothing for the client) keeps only the
+                # upstream's side of the connection alive: the client's side needs its own.
+                quiet_since = written_at = now
+                yield keepalive
+            elif now - written_at >= PROBE_INTERVAL:
+                # Upstream events with nothing for the client (thinking it is not shown) are no
+                # write either: without one, a client that left goes unnoticed.
+                written_at = now
+                yield _PROBE
         for item in translator.finish():
             record.saw(item)
             pending.append(frame(item))

@@ -46,6 +46,8 @@ def test_other_names_upstreams_use_read_as_their_kind(name, kind):
         (507, "api_error", 502),
         (504, "timeout", 504),
         (418, "invalid_request", None),
+        (408, "invalid_request", 408),
+        (409, "invalid_request", 409),
     ],
 )
 def test_an_upstream_status_gives_its_kind_and_what_the_client_is_told(status, kind, told):

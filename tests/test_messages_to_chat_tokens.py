@@ -157,3 +157,11 @@ def test_estimate_is_at_or_above_a_recorded_count_for_a_request_with_tools():
 def test_every_recorded_request_is_counted_without_error(path):
     request = json.loads(path.read_text())["body"]
     assert count_tokens(request) > len(json.dumps(request.get("system", ""))) / 4
+
+
+def test_a_structured_output_schema_counts_whichever_field_carries_it():
+    """The deprecated output_format is translated like output_config.format, so it counts like it."""
+    schema = {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}
+    plain = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    with_config = count_tokens({**plain, "output_config": {"format": schema}})
+    assert count_tokens({**plain, "output_format": schema}) == with_config > count_tokens(plain)

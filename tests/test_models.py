@@ -378,3 +378,13 @@ def test_the_access_line_and_metrics_name_the_route_without_v1(start_bridge, fak
         "model": "gpt-4o",
     }
     assert requests_counted(live, "messages_to_chat") == before + 1
+
+
+@pytest.mark.parametrize("listed", [["gpt-4o"], {"data": "gpt-4o"}])
+@pytest.mark.parametrize("anthropic_client_asks", [True, False], ids=["anthropic", "openai"])
+def test_an_upstream_list_that_is_not_an_object_with_a_data_array_is_a_502(bridge, fake, listed, anthropic_client_asks):
+    fake.reply(json_reply(listed))
+    headers = {"anthropic-version": "2023-06-01"} if anthropic_client_asks else {}
+    reply = requests.get(f"{bridge.url}/v1/models", headers=headers)
+    assert reply.status_code == 502 and "model list" in reply.text
+    assert ("type" in reply.json()) == anthropic_client_asks  # the Anthropic shape has a top-level type

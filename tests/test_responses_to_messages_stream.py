@@ -463,10 +463,13 @@ def test_a_rate_limit_with_a_known_delay_fails_with_rate_limit_exceeded_and_the_
         "prompt is too long: 208310 tokens > 200000 maximum",
         "input length and `max_tokens` exceed context limit: 180000 + 40000 > 200000, "
         "decrease input length or `max_tokens` and try again",
+        "This model's maximum context length is 200000 tokens. However, you requested 210000 tokens.",
     ],
 )
 def test_a_prompt_too_long_fails_with_context_length_exceeded(message):
-    _, [failed] = fail_midway(BridgeError("invalid_request", message))
+    """Recognised as the other fronts recognise an overflow (bridge/overflow.py), whoever worded it."""
+    detail = {"type": "invalid_request_error", "message": message}
+    _, [failed] = fail_midway(BridgeError("invalid_request", message, upstream_detail=detail))
     assert failed["response"]["error"] == {"code": "context_length_exceeded", "message": message}
 
 
@@ -487,3 +490,21 @@ def test_nothing_goes_out_after_the_last_event():
     assert translator.done
     assert translator.feed("message_stop", {"type": "message_stop"}) == []
     assert translator.fail(BridgeError("api_error", "late")) == [] and translator.finish() == []
+
+
+def test_a_failure_in_the_last_events_still_ends_the_stream_with_response_failed():
+    """message_stop's own events can fail (a tool input that is no JSON): fail() must still answer."""
+    translator = StreamTranslator(context())
+    start = recorded_events("anthropic/text.sse")[0]
+    block = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+    translator.feed(*start)
+    translator.feed("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
+    translator.feed(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "]]garbage"}},
+    )
+    translator.feed("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}})
+    with pytest.raises(BridgeError) as caught:
+        translator.feed("message_stop", {"type": "message_stop"})
+    out = translator.fail(caught.value)
+    assert [e["type"] for e in out] == ["response.failed"] and translator.done

@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import sse, streaming
+from bridge import sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import CHAT_SSE, relay
@@ -118,3 +118,22 @@ def test_an_upstream_that_only_pings_still_gets_the_client_keepalives(fake):
     chunks = list(relay(response, translator, CHAT_SSE, ping_interval=0.25))
     assert chunks[0].startswith(b"data: {")  # the role chunk
     assert CHAT_SSE.keepalive in chunks[1:], chunks
+
+
+class Silent(translator.StreamTranslator):
+    """A translator for which the upstream's events hold nothing for the client (unshown thinking)."""
+
+    protocol = ANTHROPIC
+
+    def feed(self, name, payload):
+        return []
+
+    def finish(self):
+        return []
+
+
+def test_a_client_is_probed_while_upstream_events_bring_it_nothing(fake):
+    """Events that arrive but produce no write must not stop the probes that notice a client gone."""
+    response = open_stream(fake, *['{"type":"thinking"}'] * 8, pace=0.1)
+    chunks = list(relay(response, Silent(), FRAMING[ANTHROPIC], ping_interval=30))
+    assert streaming._PROBE in chunks, chunks

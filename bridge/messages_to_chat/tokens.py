@@ -47,7 +47,7 @@ def count_tokens(body):
     for tool in body.get("tools") or []:
         total += TOOL_TOKENS + text_tokens(tool.get("name", "")) + text_tokens(tool.get("description", ""))
         total += json_tokens({k: v for k, v in tool.items() if k not in ("name", "description", "cache_control")})
-    output_format = (body.get("output_config") or {}).get("format")
+    output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if output_format:
         total += json_tokens(output_format)
     return total

@@ -31,8 +31,8 @@ the final response from these same helpers.
 """
 
 import json
-import re
 
+from .. import overflow
 from ..chat_to_messages.response import FINISH_REASONS, refusal_text, token_counts
 from .reasoning import encrypted_content
 
@@ -41,7 +41,6 @@ ID_PREFIXES = {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc
 REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True}
 # Anthropic says so in an error message only: "prompt is too long: 208310 tokens > 200000 maximum",
 # "input length and `max_tokens` exceed context limit: 180000 + 40000 > 200000".
-CONTEXT_TOO_LONG = re.compile(r"prompt is too long|input length and `?max_tokens`? exceed context limit")
 
 
 def to_response(message, context):
@@ -206,7 +205,7 @@ def response_error(error):
         if seconds is not None:
             message = f"{message.rstrip('.')}. Please try again in {seconds:g}s."
         return {"code": "rate_limit_exceeded", "message": message}
-    if CONTEXT_TOO_LONG.search(message):
+    if error.code == "context_length_exceeded" or overflow.find(error.upstream_detail) is not None:
         return {"code": "context_length_exceeded", "message": message}
     return {"code": "server_error", "message": message}
 

@@ -339,7 +339,8 @@ class _InputText:
                 return ""
             self.start = opening.end()
         end = self._whole(self.start)
-        piece, self.start = self.raw[self.start : end], end
+        # Keep only what is not decoded yet: appending to the whole input would copy it per fragment.
+        piece, self.raw, self.start = self.raw[self.start : end], self.raw[end:], 0
         try:
             return json.loads(f'"{piece}"')
         except ValueError:  # not JSON string content: leave it to the block's end
