@@ -18,8 +18,8 @@ SDKs repeat a 429/5xx twice by default, so a bridge that retried them too
 would multiply every call (3 x 3 upstream calls). The bridge retries only
 what no client can see and what cannot have started a generation: a
 refused connection, a failed DNS lookup, a connect timeout, and a
-connection closed or reset before any byte of an answer (a pooled
-keep-alive connection the upstream had just closed), with capped doubling
+connection closed or reset before any byte of an answer and soon after the
+send (a pooled keep-alive connection the upstream had just closed), with capped doubling
 backoff. Once a status line came it never asks again: a 429/5xx goes back
 at once with the headers the SDK needs to retry well (ratelimit.py), and a
 body that breaks mid-read or a read timeout is an error, since the upstream
@@ -65,12 +65,14 @@ class Upstream:
         timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
         while True:
+            sent = time.monotonic()
             try:
                 response = self.adapter.send(prepared, stream=stream, timeout=timeout)
                 break
             except requests.RequestException as exc:
                 error = transport_error(exc)
-                if attempt >= self.settings.retries or not _before_any_answer(exc):
+                waited = time.monotonic() - sent
+                if attempt >= self.settings.retries or not _before_any_answer(exc, waited, self.settings):
                     raise error from None
             wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
             log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
@@ -86,8 +88,13 @@ class Upstream:
         return response
 
 
-def _before_any_answer(exc):
+def _before_any_answer(exc, waited, settings):
     """Whether a failed send left the upstream no chance to begin an answer: worth one more try.
+
+    A reset counts only when it came within the connect timeout of the send: a pooled
+    connection the upstream had closed is reset at once, while a non-streamed answer's status
+    line comes only after the whole generation, so a reset minutes later (a NAT or load
+    balancer dropping an idle connection) may follow a generation the upstream ran and billed.
 
     requests reports a refused connection, a failed lookup or a connect timeout as a
     MaxRetryError around a NewConnectionError (a connect timeout as ConnectTimeout), and a
@@ -102,7 +109,8 @@ def _before_any_answer(exc):
     if isinstance(cause, urllib3.exceptions.MaxRetryError):
         return isinstance(cause.reason, urllib3.exceptions.NewConnectionError)
     if isinstance(cause, urllib3.exceptions.ProtocolError) and cause.args:
-        return isinstance(cause.args[-1], (ConnectionResetError, BrokenPipeError))
+        reset = isinstance(cause.args[-1], (ConnectionResetError, BrokenPipeError))
+        return reset and waited <= settings.connect_timeout
     return False
 
 

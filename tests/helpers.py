@@ -22,9 +22,11 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
+import time
 
 import anthropic
 import httpx2
@@ -387,12 +389,15 @@ def recorded_text(direction):
 
 
 class SlammingDoor:
-    """A server that accepts each connection and closes it at once, counting them."""
+    """A server that accepts each connection and closes it at once, counting them; with
+    `after`, it reads the request and resets the connection that many seconds later, with no
+    answer, as a load balancer dropping an idle connection does mid-generation."""
 
-    def __init__(self):
+    def __init__(self, after=None):
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.accepted = 0
+        self.after = after
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -402,6 +407,10 @@ class SlammingDoor:
             except OSError:
                 return
             self.accepted += 1
+            if self.after is not None:
+                conn.recv(65536)
+                time.sleep(self.after)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
             conn.close()
 
     def close(self):

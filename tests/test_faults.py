@@ -463,3 +463,23 @@ def test_a_translator_bug_ends_the_stream_with_an_error_event_and_closes_the_ups
     assert (events[-1].event == "error") == (protocol == ANTHROPIC)
     wait_for(lambda: fake.closed_streams, "the upstream to be closed")
     assert "a translator bug" in caplog.text
+
+
+def test_a_reset_long_after_the_request_went_is_not_retried(start_bridge):
+    """The upstream had the request long enough to generate (and bill) an answer: never ask twice."""
+    door = SlammingDoor(after=0.5)
+    try:
+        live = start_bridge(
+            BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{door.port}/v1",
+            BRIDGE_RETRIES=3,
+            BRIDGE_RETRY_BACKOFF=0.01,
+            BRIDGE_CONNECT_TIMEOUT=0.2,
+        )
+        reply = requests.post(
+            f"{live.url}/v1/messages",
+            headers=ANTHROPIC_HEADERS,
+            json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+        )
+    finally:
+        door.close()
+    assert is_anthropic_error(reply, 502, "api_error") and door.accepted == 1
