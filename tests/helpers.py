@@ -44,6 +44,7 @@ from bridge.chat_to_messages.request import Context as ChatToMessagesContext
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.messages_to_chat.request import Context as MessagesToChatContext
 from bridge.overflow import Overflow
+from bridge.responses_to_messages.request import Context as ResponsesToMessagesContext
 from bridge.streaming import ANTHROPIC_SSE, CHAT_SSE
 from bridge.translator import DONE
 from tests.fake_upstream import FIXTURES, Reply, fixture
@@ -232,6 +233,38 @@ OVERFLOWS = {
 def chat_to_messages_context(**overrides):
     """What the chat_to_messages translators know of a plain request for gpt-4o."""
     return ChatToMessagesContext(**{"stream": False, "model": "gpt-4o", "created": 1700000000, **overrides})
+
+
+RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
+# What a Response repeats of a request, as the request translator fills Context.echo for a plain request.
+RESPONSES_ECHO = {
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_output_tokens": None,
+    "reasoning": {"effort": "medium", "summary": "auto"},
+    "text": {"format": {"type": "text"}},
+    "metadata": {},
+    "store": False,
+    "truncation": "disabled",
+    "user": None,
+}
+
+
+def responses_to_messages_context(**overrides):
+    """What the responses_to_messages translators know of a plain request for gpt-5.5."""
+    values = {
+        "model": "gpt-5.5",
+        "stream": False,
+        "response_id": RESPONSE_ID,
+        "created_at": 1700000000,
+        "echo": RESPONSES_ECHO,
+        "tools": {},
+    }
+    return ResponsesToMessagesContext(**{**values, **overrides})
 
 
 def messages_to_chat_context(**overrides):

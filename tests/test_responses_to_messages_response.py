@@ -11,9 +11,8 @@ import pytest
 from openai.types.responses import Response
 
 from bridge.responses_to_messages.reasoning import thinking_block
-from bridge.responses_to_messages.request import Context
 from bridge.responses_to_messages.response import to_response
-from tests.helpers import recorded
+from tests.helpers import RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
 
 BODIES = [
     "text.json",
@@ -26,41 +25,10 @@ BODIES = [
     "cache_usage.json",
     "pause_turn.json",
 ]
-RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
-# What a Response repeats of a request (the request translator fills Context.echo).
-ECHO = {
-    "instructions": None,
-    "tools": [],
-    "tool_choice": "auto",
-    "parallel_tool_calls": True,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "max_output_tokens": None,
-    "reasoning": {"effort": "medium", "summary": "auto"},
-    "text": {"format": {"type": "text"}},
-    "metadata": {},
-    "store": False,
-    "truncation": "disabled",
-    "user": None,
-}
-
-
-def context(**overrides):
-    return Context(
-        **{
-            "model": "gpt-5.5",
-            "stream": False,
-            "response_id": RESPONSE_ID,
-            "created_at": 1700000000,
-            "echo": ECHO,
-            "tools": {},
-            **overrides,
-        }
-    )
 
 
 def translate(message, **overrides):
-    response = to_response(message, context(**overrides))
+    response = to_response(message, responses_to_messages_context(**overrides))
     Response.model_validate(response)
     return response
 
@@ -82,7 +50,7 @@ def test_every_recorded_body_becomes_a_response_with_the_requests_id_model_and_p
     assert response["id"] == RESPONSE_ID and response["object"] == "response"
     assert response["created_at"] == 1700000000
     assert response["model"] == "gpt-5.5", "the response names the model the client asked for"
-    assert {key: response[key] for key in ECHO} == ECHO
+    assert {key: response[key] for key in RESPONSES_ECHO} == RESPONSES_ECHO
     assert response["error"] is None
 
 

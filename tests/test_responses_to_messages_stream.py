@@ -21,31 +21,14 @@ from pydantic import TypeAdapter
 
 from bridge.errors import BridgeError
 from bridge.responses_to_messages.reasoning import thinking_block
-from bridge.responses_to_messages.request import Context
 from bridge.responses_to_messages.response import to_response
 from bridge.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES
-from tests.helpers import recorded_events
+from tests.helpers import recorded_events, responses_to_messages_context
 
 STREAMS = sorted(path.name for path in (FIXTURES / "anthropic").glob("*.sse"))
 COMPLETE = [name for name in STREAMS if name != "error_midstream_overloaded.sse"]
 CUT_OFF = ["cache_read.sse", "cache_write.sse", "max_tokens_mid_tool.sse"]  # stop_reason max_tokens
-RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
-ECHO = {
-    "instructions": None,
-    "tools": [],
-    "tool_choice": "auto",
-    "parallel_tool_calls": True,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "max_output_tokens": None,
-    "reasoning": {"summary": "auto"},
-    "text": {"format": {"type": "text"}},
-    "metadata": {},
-    "store": False,
-    "truncation": "disabled",
-    "user": None,
-}
 EVENT = TypeAdapter(ResponseStreamEvent)
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 # Codex 0.171 reads the retry delay of a rate_limit_exceeded failure with this pattern.
@@ -53,18 +36,7 @@ CODEX_RETRY_DELAY = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seco
 
 
 def context(**overrides):
-    return Context(
-        **{
-            "model": "gpt-5.5",
-            "stream": True,
-            "response_id": RESPONSE_ID,
-            "created_at": 1700000000,
-            "echo": ECHO,
-            "tools": {},
-            "summary": True,
-            **overrides,
-        }
-    )
+    return responses_to_messages_context(**{"stream": True, "summary": True, **overrides})
 
 
 def run(upstream, **overrides):
