@@ -152,7 +152,8 @@ def answer(response, context, stream_translator, translate_body, framing):
         **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time()),
     }
     if context.stream:
-        events = relay(response, stream_translator(context), framing, bridge().settings.ping_interval)
+        settings = bridge().settings
+        events = relay(response, stream_translator(context), framing, settings.ping_interval, settings.max_event_bytes)
         return sse_response(events, headers)
     return json_response(translate_body(upstream.read_json(response), context), headers=headers)
 

@@ -3,17 +3,28 @@
 The decoder follows the WHATWG event-stream rules that matter on the wire:
 any of CRLF, LF or CR ends a line, `:` lines are comments, `data:` lines
 join with newlines, a blank line dispatches. It keeps only the unfinished
-tail between feeds, so memory stays flat however long the stream runs.
+event between feeds, so memory stays flat however long the stream runs, and
+an event that grows past `max_event` bytes is an upstream error: an endless
+event would otherwise hold memory and keep the client waiting for nothing.
+Its work is linear in the bytes it reads: a chunk that cannot end the
+unfinished event is only kept, not joined and searched with it again.
 """
 
 import collections
 
+from .errors import BridgeError
+
 Event = collections.namedtuple("Event", "event data")
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+# A blank line is at most 4 bytes ("\r\n\r\n"): 3 bytes before a chunk are enough to see one it ends.
+_EDGE = 3
 
 
 class Decoder:
-    def __init__(self):
-        self._tail = b""
+    def __init__(self, max_event=MAX_EVENT_BYTES):
+        self._parts = []  # the unfinished event's chunks
+        self._size = 0
+        self._max_event = max_event
 
     def feed(self, chunk):
         """Return the events completed by this chunk of bytes.
@@ -21,14 +32,24 @@ class Decoder:
         Whole events are cut at blank lines in one pass; only the unfinished event (and a
         "\r" that may be the first half of "\r\n") waits for the next chunk.
         """
-        buffer = self._tail + chunk
+        if self._parts:
+            if not _ends_an_event(b"".join(self._parts[-_EDGE:])[-_EDGE:] + chunk):
+                self._keep(chunk)
+                return []
+            self._parts.append(chunk)
+            buffer = b"".join(self._parts)
+            self._parts, self._size = [], 0
+        else:
+            buffer = chunk
         held = b""
         if b"\r" in buffer:
             if buffer.endswith(b"\r"):
                 buffer, held = buffer[:-1], b"\r"
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         blocks = buffer.split(b"\n\n")
-        self._tail = blocks.pop() + held
+        rest = blocks.pop() + held
+        if rest:
+            self._keep(rest)
         events = []
         for block in blocks:
             event = _event(block)
@@ -38,9 +59,25 @@ class Decoder:
 
     def close(self):
         """The event left when the stream ends without a final blank line."""
-        tail, self._tail = self._tail.replace(b"\r", b"\n"), b""
+        tail = b"".join(self._parts).replace(b"\r", b"\n")
+        self._parts, self._size = [], 0
         event = _event(tail)
         return [event] if event is not None else []
+
+    def _keep(self, data):
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size > self._max_event:
+            raise BridgeError(
+                "api_error",
+                f"upstream sent a stream event larger than {self._max_event} bytes (BRIDGE_MAX_EVENT_BYTES)",
+                status=502,
+            )
+
+
+def _ends_an_event(data):
+    """Whether `data` holds a blank line, in any of the line ends the rules allow."""
+    return b"\n\n" in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
 def _event(block):

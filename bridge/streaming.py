@@ -66,13 +66,13 @@ CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
 RESPONSES_SSE = Framing(_named_event, _named_event({"type": "keepalive"}), opening_keepalive=sse.comment())
 
 
-def relay(response, translator, framing, ping_interval):
+def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_EVENT_BYTES):
     """Yield the client's bytes for one upstream streaming response."""
     frame = framing.frame
     record = observability.current()
     upstream = _Ending(response)
     events = queue.SimpleQueue()
-    READERS.run(lambda: _read(response, events.put))
+    READERS.run(lambda: _read(response, events.put, max_event_bytes))
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write: the reader hands over each upstream
@@ -201,9 +201,9 @@ class _Readers:
 READERS = _Readers()
 
 
-def _read(response, put):
+def _read(response, put, max_event_bytes):
     """Reader thread: push lists of decoded events, then _END or the exception."""
-    decoder = sse.Decoder()
+    decoder = sse.Decoder(max_event_bytes)
     try:
         raw = response.raw
         while True:

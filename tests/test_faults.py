@@ -277,6 +277,23 @@ def test_a_connection_dropped_mid_stream_ends_with_an_error_event_and_is_not_ret
     assert "closed the connection" in error_body["message"]
 
 
+@EACH
+def test_an_endless_event_ends_the_stream_with_an_error_event_and_closes_the_upstream(start_bridge, fake, direction):
+    """An event that never ends would hold memory and keep the client waiting for nothing."""
+    live = start_bridge(BRIDGE_MAX_EVENT_BYTES=4096)
+    start = recorded_stream(direction).events[:2]
+    fake.reply(
+        Reply(
+            headers={"content-type": "text/event-stream"},
+            events=[*start, b"data: " + b"x" * 3000] + [b"x" * 3000] * 200,
+            pace=0.01,  # still writing when the bridge closes it
+        )
+    )
+    error_body = assert_ends_with_one_error_event(raw_events(live.url, direction), direction)
+    assert "BRIDGE_MAX_EVENT_BYTES" in error_body["message"]
+    wait_for(lambda: fake.closed_streams, "the upstream to be closed")
+
+
 MALFORMED_LINES = [
     b": a comment\n\n",
     b"id: 7\nretry: 1000\n\n",

@@ -1,6 +1,9 @@
 """The SSE decoder: every line ending, comments, multi-line data, events split across reads."""
 
+import pytest
+
 from bridge import sse
+from bridge.errors import BridgeError
 
 
 def decode_all(chunks):
@@ -43,3 +46,22 @@ def test_encode_frames_named_and_data_only_events():
     assert sse.encode('{"type":"ping"}', event="ping") == b'event: ping\ndata: {"type":"ping"}\n\n'
     assert sse.encode("[DONE]") == b"data: [DONE]\n\n"
     assert decode_all([sse.encode("x", event="e") + sse.comment()]) == [sse.Event("e", "x")]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_any_chunking_decodes_like_the_whole_body(ending):
+    """Byte by byte, and in pieces of every small size: a chunk that ends nothing is only kept."""
+    body = ("event: a\ndata: 1\n\n: comment\n\nevent: b\ndata: 2\ndata: 3\n\n" * 3).replace("\n", ending).encode()
+    whole = decode_all([body])
+    assert len(whole) == 6
+    for size in range(1, 9):
+        assert decode_all([body[i : i + size] for i in range(0, len(body), size)]) == whole
+
+
+def test_an_event_larger_than_the_limit_is_an_upstream_error():
+    decoder = sse.Decoder(max_event=1024)
+    assert decoder.feed(b"data: " + b"x" * 1000 + b"\n\n") == [sse.Event(None, "x" * 1000)]
+    decoder.feed(b"data: " + b"y" * 1000)
+    with pytest.raises(BridgeError) as caught:
+        decoder.feed(b"y" * 100)
+    assert caught.value.status == 502 and "BRIDGE_MAX_EVENT_BYTES" in caught.value.message
