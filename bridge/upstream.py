@@ -78,6 +78,18 @@ class Upstream:
             log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
             time.sleep(wait)
             attempt += 1
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # The bridge asks for identity; inflating what it did not ask for is how a small
+            # answer (a gzip bomb) becomes gigabytes in a worker.
+            response.close()
+            raise BridgeError(
+                "api_error",
+                f"upstream answered with content-encoding {encoding[:40]!r}, which the "
+                "bridge did not ask for (it asks for identity)",
+                status=502,
+                upstream_status=response.status_code,
+            )
         if response.status_code >= 300:
             raise answer_error(response)
         if not stream:

@@ -7,6 +7,7 @@ connect timeout, a connection closed before any byte of an answer. Anything the 
 answered goes back at once: the client's SDK owns the one retry budget of a user call.
 """
 
+import gzip
 import json
 import logging
 import socket
@@ -500,3 +501,16 @@ def test_a_reset_long_after_the_request_went_is_not_retried(start_bridge):
     finally:
         door.close()
     assert is_anthropic_error(reply, 502, "api_error") and door.accepted == 1
+
+
+@EACH
+@STREAMED_OR_NOT
+def test_a_content_encoding_the_bridge_did_not_ask_for_is_a_502_not_inflated(bridge, fake, direction, stream):
+    """The bridge asks for identity: a gzip answer (a bomb, or a misconfigured proxy) is refused unread."""
+    body = gzip.compress(b"0" * 10_000_000)  # ten megabytes in about ten kilobytes
+    fake.reply(Reply(body=body, headers={"content-type": "application/json", "content-encoding": "gzip"}))
+    reply = requests.post(
+        bridge.url + direction.path, json={**direction.body, "stream": stream}, headers=ANTHROPIC_HEADERS
+    )
+    assert direction.is_error(reply, 502, "api_error") and "content-encoding 'gzip'" in reply.text
+    assert len(fake.requests) == 1
