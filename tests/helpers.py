@@ -227,6 +227,29 @@ OVERFLOWS = {
 }
 
 
+# The recorded non-streamed Anthropic answers every OpenAI front translates.
+ANTHROPIC_BODIES = [
+    "text.json",
+    "tool_use.json",
+    "thinking.json",
+    "redacted_thinking.json",
+    "refusal.json",
+    "stop_sequence.json",
+    "max_tokens.json",
+    "cache_usage.json",
+    "pause_turn.json",
+]
+# An Anthropic upstream's recorded errors, and what an OpenAI client's SDK raises for each, at what status.
+OPENAI_CLIENT_ERRORS = [
+    ("error_400.json", openai.BadRequestError, 400),
+    ("error_401.json", openai.AuthenticationError, 401),
+    ("error_404.json", openai.NotFoundError, 404),
+    ("error_429.json", openai.RateLimitError, 429),
+    ("error_500.json", openai.InternalServerError, 500),
+    ("error_529.json", openai.InternalServerError, 503),
+]
+
+
 # -- translator contexts ----------------------------------------------------------------------------
 
 
@@ -836,6 +859,23 @@ BAD_CHAT_REQUESTS = {
 
 
 # -- the real client CLIs (tests/clients/package.json) ----------------------------------------------
+
+
+def run_cli(command, cwd, env, timeout):
+    """A real client's CLI run to its end with no input, or the test failed with what it printed."""
+    try:
+        return subprocess.run(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as expired:
+        printed = [
+            out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+            for out in (expired.stdout, expired.stderr)
+        ]
+        pytest.fail(
+            f"{os.path.basename(command[0])} did not finish in {timeout} s\nstdout:\n{printed[0]}\n"
+            f"stderr:\n{printed[1]}"
+        )
 
 
 def pinned_cli(name, executable, version, home):

@@ -18,6 +18,7 @@ from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import (
     ANTHROPIC_STREAMS,
     BAD_CHAT_REQUESTS,
+    OPENAI_CLIENT_ERRORS,
     anthropic_stream_message,
     chat_to_messages_context,
     openai_fold,
@@ -217,14 +218,7 @@ def test_a_client_gets_sse_comment_keepalives_while_the_upstream_only_pings(star
 
 # -- errors -------------------------------------------------------------------------------
 
-ERRORS = [
-    ("error_400.json", openai.BadRequestError, 400),
-    ("error_401.json", openai.AuthenticationError, 401),
-    ("error_404.json", openai.NotFoundError, 404),
-    ("error_429.json", openai.RateLimitError, 429),
-    ("error_500.json", openai.InternalServerError, 500),
-    ("error_529.json", openai.InternalServerError, 503),
-]
+ERRORS = OPENAI_CLIENT_ERRORS
 
 
 @pytest.mark.parametrize("name, error_class, status", ERRORS)

@@ -9,7 +9,7 @@ import pytest
 
 from bridge.chat_to_messages.response import STANDARD_REFUSAL, openai_overflow, to_chat_completion, to_openai_model_list
 from bridge.errors import OPENAI, BridgeError
-from tests.helpers import OVERFLOWS, recorded
+from tests.helpers import ANTHROPIC_BODIES, OVERFLOWS, recorded
 from tests.helpers import chat_to_messages_context as context
 
 # The spec's stop_reason -> finish_reason table (DESIGN.md section 4 and the seeds).
@@ -34,17 +34,7 @@ def blocks(message, kind):
 
 @pytest.mark.parametrize(
     "name",
-    [
-        "text.json",
-        "tool_use.json",
-        "thinking.json",
-        "redacted_thinking.json",
-        "refusal.json",
-        "stop_sequence.json",
-        "max_tokens.json",
-        "cache_usage.json",
-        "pause_turn.json",
-    ],
+    ANTHROPIC_BODIES,
 )
 def test_every_recorded_body_becomes_one_chat_choice(name):
     message, chat = translate(name)

@@ -13,13 +13,12 @@ import dataclasses
 import json
 import os
 import pathlib
-import subprocess
 import uuid
 
 import pytest
 
 from tests.fake_upstream import chat_stream, fixture
-from tests.helpers import pinned_cli
+from tests.helpers import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = "@anthropic-ai/claude-code"
@@ -71,19 +70,7 @@ class ClaudeCode:
             **QUIET,
         }
         command = [str(self.executable), "-p", prompt, "--debug-file", str(debug), *options]
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.project,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-            )
-        except subprocess.TimeoutExpired as expired:
-            unfinished = Run(expired.stdout or "", expired.stderr or "", [])
-            pytest.fail(f"claude -p did not finish in {TIMEOUT} s\n{unfinished.transcript}")
+        done = run_cli(command, self.project, env, TIMEOUT)
         log = debug.read_text(errors="replace").splitlines() if debug.exists() else []
         run = Run(done.stdout, done.stderr, [line for line in log if "API error" in line])
         assert done.returncode == 0, f"claude -p exited with {done.returncode}\n{run.transcript}"

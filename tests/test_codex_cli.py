@@ -15,12 +15,11 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 
 import pytest
 
 from tests.fake_upstream import messages_stream
-from tests.helpers import pinned_cli
+from tests.helpers import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = "@openai/codex"
@@ -96,19 +95,7 @@ stream_max_retries = 0
             **{name: NOWHERE for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
         }
         command = [str(self.executable), "exec", "--skip-git-repo-check", "--json", "-s", "danger-full-access", prompt]
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-            )
-        except subprocess.TimeoutExpired as expired:
-            unfinished = Run(expired.stdout or "", expired.stderr or "")
-            pytest.fail(f"codex exec did not finish in {TIMEOUT} s\n{unfinished.transcript}")
+        done = run_cli(command, self.work, env, TIMEOUT)
         run = Run(done.stdout, done.stderr)
         assert done.returncode == 0, f"codex exec exited with {done.returncode}\n{run.transcript}"
         return run

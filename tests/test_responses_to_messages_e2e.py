@@ -17,7 +17,7 @@ import requests
 from bridge import sse
 from bridge.schemas.anthropic import validate_messages
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import anthropic_stream_message, is_openai_error, recorded
+from tests.helpers import OPENAI_CLIENT_ERRORS, anthropic_stream_message, is_openai_error, recorded
 
 WEATHER = {
     "type": "function",
@@ -265,14 +265,7 @@ def test_reasoning_round_trips_as_the_same_signed_thinking_block(openai_client, 
 
 # -- errors -------------------------------------------------------------------------------
 
-ERRORS = [
-    ("error_400.json", openai.BadRequestError, 400),
-    ("error_401.json", openai.AuthenticationError, 401),
-    ("error_404.json", openai.NotFoundError, 404),
-    ("error_429.json", openai.RateLimitError, 429),
-    ("error_500.json", openai.InternalServerError, 500),
-    ("error_529.json", openai.InternalServerError, 503),
-]
+ERRORS = OPENAI_CLIENT_ERRORS
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])

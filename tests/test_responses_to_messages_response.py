@@ -12,19 +12,7 @@ from openai.types.responses import Response
 
 from bridge.responses_to_messages.reasoning import thinking_block
 from bridge.responses_to_messages.response import to_response
-from tests.helpers import RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
-
-BODIES = [
-    "text.json",
-    "tool_use.json",
-    "thinking.json",
-    "redacted_thinking.json",
-    "refusal.json",
-    "stop_sequence.json",
-    "max_tokens.json",
-    "cache_usage.json",
-    "pause_turn.json",
-]
+from tests.helpers import ANTHROPIC_BODIES, RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
 
 
 def translate(message, **overrides):
@@ -44,7 +32,7 @@ def with_blocks(name, *content, **fields):
     return message
 
 
-@pytest.mark.parametrize("name", BODIES)
+@pytest.mark.parametrize("name", ANTHROPIC_BODIES)
 def test_every_recorded_body_becomes_a_response_with_the_requests_id_model_and_parameters(name):
     response = translate(recorded(f"anthropic/{name}"))
     assert response["id"] == RESPONSE_ID and response["object"] == "response"
