@@ -5,12 +5,12 @@ a 413 (or 503) in the client's own protocol, with the service healthy afterwards
 import json
 import pathlib
 import socket
-import time
 
 import pytest
 import requests
 from hypothesis import given, settings, strategies
 
+from bench.processes import wait_for
 from bridge import limits
 from bridge.settings import Settings
 from tests.fake_upstream import fixture
@@ -168,6 +168,15 @@ def test_over_http_too_many_json_values_is_refused_before_parsing(start_bridge, 
     assert len(fake.requests) == 1
 
 
+def slot_taken(bridge):
+    """Whether the in-process bridge's one large-body slot is held, asked without holding it."""
+    slots = bridge.app.extensions["bridge"].large_body_slots
+    if slots.acquire(blocking=False):
+        slots.release()
+        return False
+    return True
+
+
 def test_a_large_body_that_finds_no_slot_free_is_a_503_with_retry_after_in_each_protocol(start_bridge, fake):
     """One slot, no wait: a large body still arriving holds it; the next is told to come back."""
     bridge = start_bridge(BRIDGE_LARGE_BODY_SLOTS=1, BRIDGE_LARGE_BODY_WAIT=0, BRIDGE_LARGE_BODY_BYTES=1024)
@@ -179,7 +188,7 @@ def test_a_large_body_that_finds_no_slot_free_is_a_503_with_retry_after_in_each_
             + f"Content-Length: {len(large)}\r\n\r\n".encode()
             + large[:100]
         )
-        time.sleep(0.5)  # the slow request is inside the slot, reading its body
+        wait_for(lambda: slot_taken(bridge), "the slow request to take the slot")
         for path, items, _ in FRONTS:
             refused = requests.post(
                 f"{bridge.url}{path}",
