@@ -9,6 +9,7 @@ same without `/v1`), never as an HTML page.
 import logging
 import re
 import secrets
+import threading
 import time
 import types
 
@@ -35,7 +36,11 @@ def create_app(settings=None):
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.extensions["bridge"] = types.SimpleNamespace(settings=settings, upstream=Upstream(settings))
+    app.extensions["bridge"] = types.SimpleNamespace(
+        settings=settings,
+        upstream=Upstream(settings),
+        large_body_slots=threading.BoundedSemaphore(settings.large_body_slots),  # http.large_body_slot
+    )
 
     app.register_blueprint(messages_to_chat_bp)
     app.register_blueprint(chat_to_messages_bp)

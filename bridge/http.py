@@ -1,5 +1,6 @@
 """Small request/response helpers shared by the routes of both directions."""
 
+import contextlib
 import json
 import math
 import re
@@ -7,9 +8,10 @@ import time
 from urllib.parse import quote
 
 from flask import Response, current_app, request
+from requests.structures import CaseInsensitiveDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import auth, json_codec, observability, ratelimit, upstream
+from . import auth, json_codec, limits, observability, ratelimit, upstream
 from .errors import BridgeError, invalid
 from .streaming import relay
 
@@ -21,8 +23,11 @@ def bridge():
     return current_app.extensions["bridge"]
 
 
-def read_json():
-    """The request body as a JSON object, or a 4xx that says what is wrong with it."""
+def read_json(items="messages"):
+    """The request body as a JSON object, or a 4xx that says what is wrong with it.
+
+    `items` names the request's list of messages (`input` for Responses), for the request limits.
+    """
     content_type = (request.mimetype or "").lower()
     if content_type != "application/json" and not content_type.endswith("+json"):
         raise BridgeError(
@@ -34,9 +39,46 @@ def read_json():
     if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
         # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
         raise RequestEntityTooLarge()
+    settings = bridge().settings
+    limits.check_values(raw, settings.max_json_values)
     body = parse_json(raw)
+    limits.check_parsed(body, items, settings)
     observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
     return body
+
+
+# Seconds a client refused a large-body slot is asked to wait before it tries again.
+LARGE_BODY_RETRY_AFTER = "1"
+
+
+@contextlib.contextmanager
+def large_body_slot():
+    """Hold one of this worker's large-body slots while the request is read, parsed and translated.
+
+    A body over BRIDGE_LARGE_BODY_BYTES, or of unknown length (chunked), may cost many times its
+    size until it is translated; the slots bound how many of them do so at once. With one GIL per
+    worker, more at once would take as long in all and hold more memory meanwhile. A request that
+    finds none free within BRIDGE_LARGE_BODY_WAIT gets a 503 with `retry-after`, which both SDKs
+    retry (not Anthropic's 529: that is the upstream's word, and Claude Code counts it towards
+    switching to a fallback model).
+    """
+    state = bridge()
+    size = request.content_length
+    if size is not None and size <= state.settings.large_body_bytes:
+        yield
+        return
+    if not state.large_body_slots.acquire(timeout=state.settings.large_body_wait):
+        raise BridgeError(
+            "overloaded",
+            f"the bridge is busy with other large requests (BRIDGE_LARGE_BODY_SLOTS={state.settings.large_body_slots}"
+            " per worker); try again shortly",
+            status=503,
+            upstream_headers=CaseInsensitiveDict({"retry-after": LARGE_BODY_RETRY_AFTER}),
+        )
+    try:
+        yield
+    finally:
+        state.large_body_slots.release()
 
 
 def parse_json(raw):

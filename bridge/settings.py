@@ -45,6 +45,13 @@ class Settings:
     openai_reasoning_history: bool = False
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
+    max_json_values: int = 1_000_000
+    max_messages: int = 50_000
+    max_content_blocks: int = 100_000
+    max_tools: int = 5_000
+    large_body_bytes: int = 256 * 1024
+    large_body_slots: int = 2
+    large_body_wait: float = 10.0
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
@@ -185,6 +192,13 @@ _PARSERS = {
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
+    "BRIDGE_MAX_JSON_VALUES": ("max_json_values", lambda n, v: _number(n, v, int, 1000)),
+    "BRIDGE_MAX_MESSAGES": ("max_messages", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_MAX_CONTENT_BLOCKS": ("max_content_blocks", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_MAX_TOOLS": ("max_tools", lambda n, v: _number(n, v, int, 0)),
+    "BRIDGE_LARGE_BODY_BYTES": ("large_body_bytes", lambda n, v: _number(n, v, int, 1024)),
+    "BRIDGE_LARGE_BODY_SLOTS": ("large_body_slots", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_LARGE_BODY_WAIT": ("large_body_wait", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),

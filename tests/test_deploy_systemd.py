@@ -67,6 +67,15 @@ def test_systemd_waits_longer_than_gunicorns_graceful_timeout():
     assert directive("KillMode") == "mixed"  # SIGTERM to the master only: it stops workers gracefully
 
 
+def test_memory_max_holds_every_worker_with_its_large_body_slots_full():
+    """The unit's sizing, as its comment explains it: the master, each worker idle with a stream
+    on every thread, and each worker's large-body slots full of the largest bodies the limits let in."""
+    master, worker, stream, body = 30, 33, 0.1, 160  # MiB, measured (README "Limits")
+    workers, threads = gunicorn_setting("workers"), gunicorn_setting("threads")
+    needed = master + workers * (worker + threads * stream + settings_module.Settings.large_body_slots * body)
+    assert int(directive("MemoryMax").removesuffix("M")) >= needed
+
+
 def test_the_runtime_directory_is_where_workers_share_metrics():
     assert directive("Environment=PROMETHEUS_MULTIPROC_DIR") == f"/run/{directive('RuntimeDirectory')}"
 

@@ -29,12 +29,32 @@ def test_defaults_need_no_environment():
         ("BRIDGE_MODEL_MAP", '{"a": 1}'),
         ("BRIDGE_CLIENT_KEYS", "team:sha256:abc"),
         ("BRIDGE_OPENAI_BASEURL", "http://typo"),
+        ("BRIDGE_MAX_JSON_VALUES", "999"),
+        ("BRIDGE_MAX_JSON_VALUES", "1e6"),
+        ("BRIDGE_MAX_MESSAGES", "0"),
+        ("BRIDGE_MAX_CONTENT_BLOCKS", "many"),
+        ("BRIDGE_MAX_TOOLS", "-1"),
+        ("BRIDGE_LARGE_BODY_BYTES", "1023"),
+        ("BRIDGE_LARGE_BODY_SLOTS", "0"),
+        ("BRIDGE_LARGE_BODY_WAIT", "-1"),
     ],
 )
 def test_a_bad_setting_stops_start_up_naming_the_variable(variable, value):
     with pytest.raises(SettingsError) as caught:
         load({variable: value})
     assert variable in str(caught.value)
+
+
+def test_request_limits_are_read_and_have_their_documented_defaults():
+    defaults = load({})
+    assert (defaults.max_json_values, defaults.max_messages, defaults.max_content_blocks, defaults.max_tools) == (
+        1_000_000,
+        50_000,
+        100_000,
+        5_000,
+    )
+    assert (defaults.large_body_bytes, defaults.large_body_slots, defaults.large_body_wait) == (262144, 2, 10.0)
+    assert load({"BRIDGE_MAX_TOOLS": "0", "BRIDGE_LARGE_BODY_WAIT": "0.5"}).max_tools == 0
 
 
 def test_an_upstream_key_without_client_keys_is_refused_as_an_open_relay():

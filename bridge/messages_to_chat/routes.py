@@ -5,7 +5,7 @@ import logging
 from flask import Blueprint, request
 
 from .. import auth, observability
-from ..http import bridge, forward, json_response, read_json
+from ..http import bridge, forward, json_response, large_body_slot, read_json
 from ..schemas import anthropic as schema
 from ..streaming import ANTHROPIC_SSE
 from .request import to_chat_request
@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 @bp.post("/messages")
 def create_message():
     state = bridge()
-    body = schema.validate_messages(read_json())
-    chat_body, context = to_chat_request(body, state.settings)
+    with large_body_slot():
+        body = schema.validate_messages(read_json())
+        chat_body, context = to_chat_request(body, state.settings)
     for warning in context.warnings:
         log.warning("request %s: %s", observability.current().request_id, warning)
     return forward(
@@ -40,5 +41,6 @@ def create_message():
 @bp.post("/v1/messages/count_tokens")
 @bp.post("/messages/count_tokens")
 def count_message_tokens():
-    body = schema.validate_count_tokens(read_json())
-    return json_response({"input_tokens": count_tokens(body)})
+    with large_body_slot():
+        tokens = count_tokens(schema.validate_count_tokens(read_json()))
+    return json_response({"input_tokens": tokens})

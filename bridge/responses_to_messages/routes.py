@@ -12,7 +12,7 @@ from requests.structures import CaseInsensitiveDict
 
 from ..chat_to_messages.response import openai_overflow
 from ..errors import BridgeError
-from ..http import bridge, forward, messages_upstream, read_json
+from ..http import bridge, forward, large_body_slot, messages_upstream, read_json
 from ..schemas.responses import validate_responses
 from ..streaming import RESPONSES_SSE
 from .request import to_messages_request
@@ -32,8 +32,9 @@ _NOT_STORED = (
 @bp.post("/v1/responses")
 @bp.post("/responses")
 def create_response():
-    body = validate_responses(read_json())
-    messages_body, context = to_messages_request(body, bridge().settings)
+    with large_body_slot():
+        body = validate_responses(read_json("input"))
+        messages_body, context = to_messages_request(body, bridge().settings)
     return forward(
         *messages_upstream(), messages_body, context, StreamTranslator, to_response, RESPONSES_SSE, client_error
     )
