@@ -45,6 +45,10 @@ class Settings:
     openai_reasoning_history: bool = False
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
+    client_stall_timeout: float = 60.0
+    client_header_timeout: float = 10.0
+    client_body_timeout: float = 60.0
+    max_requests_per_client: int = 0
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
@@ -185,6 +189,10 @@ _PARSERS = {
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
+    "BRIDGE_CLIENT_STALL_TIMEOUT": ("client_stall_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_CLIENT_HEADER_TIMEOUT": ("client_header_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_CLIENT_BODY_TIMEOUT": ("client_body_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),
@@ -226,5 +234,10 @@ def load(environ=None):
             "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
             "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
             "if the network in front of the bridge already restricts who can call it."
+        )
+    if settings.max_requests_per_client and not settings.client_keys:
+        raise SettingsError(
+            "BRIDGE_MAX_REQUESTS_PER_CLIENT counts requests by client key, but BRIDGE_CLIENT_KEYS is empty: "
+            "without client keys the bridge cannot tell clients apart. Set BRIDGE_CLIENT_KEYS, or leave it at 0."
         )
     return settings
