@@ -24,9 +24,10 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   On a reload (SIGHUP) the master and the new workers keep the socket open and accepting.
 
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
-finish_request, murder_pending, handle, handle_request, set_accept_enabled, get_thread_pool
-and load_wsgi, and uses its pending_conns, poller and on_pending_socket_readable and TConn's
-initialized, data_ready and timeout. tests/test_worker.py fails on any other gunicorn version:
+finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
+handle_request, set_accept_enabled, get_thread_pool and load_wsgi, uses its pending_conns,
+keepalived_conns, nr_conns, poller, method_queue and accept, and TConn's initialized,
+data_ready and timeout. tests/test_worker.py fails on any other gunicorn version:
 read the new gthread.py against this list before changing GUNICORN_VERSION.
 """
 
@@ -59,6 +60,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.busy = 0  # requests held by the pool's threads, spare ones not counted
+        self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
         self.in_threads = set()  # connections a thread is serving, watched for read deadlines
         self.spare = None
         self.settings = None
@@ -85,9 +87,11 @@ class ThreadWorker(gthread.ThreadWorker):
         # A new connection's head deadline runs from its accept (wait_for_first_byte).
         head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
         conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
-        conn.over_capacity = self.busy >= self.cfg.threads
-        if not conn.over_capacity:
-            self.busy += 1
+        with self.busy_lock:
+            conn.over_capacity = self.busy >= self.cfg.threads
+            if not conn.over_capacity:
+                self.busy += 1
+        conn.holds_thread = not conn.over_capacity
         self.in_threads.add(conn)
         pool = self.spare if conn.over_capacity else self.tpool
         future = pool.submit(self.handle, conn)
@@ -103,10 +107,33 @@ class ThreadWorker(gthread.ThreadWorker):
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
+    def on_client_socket_readable(self, conn, client):
+        if not self.closed_by_client(conn, self.keepalived_conns):
+            super().on_client_socket_readable(conn, client)
+
+    def on_pending_socket_readable(self, conn, client):
+        if not self.closed_by_client(conn, self.pending_conns):
+            super().on_pending_socket_readable(conn, client)
+
+    def closed_by_client(self, conn, waiting):
+        """Close here a connection waiting on the poller that its client closed (nginx ending
+        an idle one, a port probe). gthread hands it to a thread to find the end, which counts
+        as busy meanwhile: a request arriving then for the last free thread would be refused."""
+        try:
+            if conn.sock.recv(1, socket.MSG_PEEK):
+                return False
+        except BlockingIOError:  # nothing to read after all
+            return False
+        except OSError:  # reset
+            pass
+        self.poller.unregister(conn.sock)
+        waiting.remove(conn)
+        self.nr_conns -= 1
+        conn.close()
+        return True
+
     def finish_request(self, conn, fs):
         self.in_threads.discard(conn)
-        if not conn.over_capacity:
-            self.busy -= 1
         super().finish_request(conn, fs)
 
     def murder_pending(self):
@@ -130,7 +157,19 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def handle(self, conn):
         self.serving.conn = conn
-        return super().handle(conn)
+        try:
+            return super().handle(conn)
+        finally:
+            self.free(conn)
+
+    def free(self, conn):
+        """Count the request's thread free: when the answer's last byte is handed to gunicorn,
+        before the client can see the end (its next request must not find the thread busy),
+        or when handle() returns. Not from finish_request: the main loop runs that later."""
+        if conn.holds_thread:
+            conn.holds_thread = False
+            with self.busy_lock:
+                self.busy -= 1
 
     def handle_request(self, req, conn):
         try:
@@ -163,7 +202,7 @@ class ThreadWorker(gthread.ThreadWorker):
             start_response = _closing_if_cut(conn, start_response)
         else:
             conn.deadline = None
-        return app(environ, start_response)
+        return _FreeingAtEnd(app(environ, start_response), partial(self.free, conn))
 
     def set_accept_enabled(self, enabled):
         super().set_accept_enabled(enabled and self.alive)
@@ -180,6 +219,32 @@ class ThreadWorker(gthread.ThreadWorker):
                 self.accept(listener)  # gthread's: another worker taking it first is fine
             listener.close()
         self.sockets = []
+
+
+class _FreeingAtEnd:
+    """The app's answer, calling `free` after its last chunk (or when closed before it)."""
+
+    def __init__(self, body, free):
+        self._body = body
+        self._chunks = iter(body)
+        self._free = free
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._free()
+            raise
+
+    def close(self):
+        try:
+            if hasattr(self._body, "close"):
+                self._body.close()
+        finally:
+            self._free()
 
 
 class _Body:

@@ -131,6 +131,19 @@ def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_
     assert "Traceback" not in server.log()
 
 
+def test_requests_one_after_another_on_the_last_thread_are_never_refused(start, fake):
+    """A client sees an answer end before its thread has finished with it (access log, closing):
+    its next request, on a new connection, must not find that thread busy."""
+    server = start(BRIDGE_THREADS="1")
+    for _ in range(25):  # each a chance to catch the race
+        fake.reply(fixture("anthropic/text.sse"), fixture("anthropic/text.json"))
+        with requests.post(
+            f"{server.url}/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=10
+        ) as streamed:
+            assert streamed.status_code == 200 and b"[DONE]" in b"".join(streamed.iter_content(None))
+        assert post(server, "/v1/chat/completions", CHAT).status_code == 200
+
+
 def test_a_head_sent_a_byte_at_a_time_is_closed_at_the_header_deadline(start):
     server = start(BRIDGE_CLIENT_HEADER_TIMEOUT="1")
     head = b"GET /healthz HTTP/1.1\r\nHost: bridge\r\nX-Slow: " + b"a" * 100
