@@ -258,7 +258,8 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         f"- Python {env['python']}; {env['packages']}; {env['wrk']}",
         f"- bridge commit {env['commit']}",
         f"- gunicorn from deploy/gunicorn.conf.py: {g['worker_class']}, {g['workers']} workers × "
-        f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge); "
+        f"{g['threads']} threads, keepalive {g['keepalive']} s (same settings for relay and bridge, the relay "
+        "on gunicorn's gthread worker); "
         "the per-request and per-stream metrics run each proxy with one worker (`BRIDGE_WORKERS=1`) "
         "for the one core it is given, streams held and memory with the config as it is",
         f"- pinning: {pin_text}",

@@ -267,7 +267,7 @@ def hold_open(target, plan):
     results = target.send(
         model, True, total=plan.hold_streams, concurrency=plan.hold_streams, timeout=duration * 0.75, on_tick=tick
     )
-    served = sorted(r.ttfb * 1000 for r in results if r.first_byte)
+    served = sorted(r.ttfb * 1000 for r in results if r.first_byte and r.status == 200)  # not a 503
     settle(target.pid)
     return {
         "asked": plan.hold_streams,

@@ -85,7 +85,7 @@ def upstream():
 
 def gunicorn_argv(port, *app):
     """The command a proxy runs under: the bridge's own gunicorn config, pinned to its core.
-    Without `app`, gunicorn serves the one the config names (the bridge)."""
+    Without `app` (flags, then the app), gunicorn serves the one the config names (the bridge)."""
     argv = [
         str(BIN / "gunicorn"),
         "--config",
@@ -100,11 +100,13 @@ def gunicorn_argv(port, *app):
 
 
 def relay(upstream_url, workers=None):
-    """The reference relay; `workers` overrides the config's BRIDGE_WORKERS."""
+    """The reference relay; `workers` overrides the config's BRIDGE_WORKERS. On gunicorn's own
+    gthread worker: the config's (bridge/worker.py) serves only the bridge app, and what it
+    adds is part of what the bridge costs."""
     port = free_port()
     return Server(
         _name("relay", workers),
-        gunicorn_argv(port, "bench.relay:app"),
+        gunicorn_argv(port, "--worker-class", "gthread", "bench.relay:app"),
         _env({"BENCH_UPSTREAM": upstream_url}),
         port,
         _workers(workers),

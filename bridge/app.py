@@ -16,7 +16,7 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import auth, models, observability, ratelimit
+from . import admission, auth, models, observability, ratelimit
 from . import settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
@@ -63,6 +63,8 @@ def create_app(settings=None):
         record.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
             record.client = auth.authenticate(settings, request.headers) or None
+
+    admission.install(app, settings, exempt=_UNAUTHENTICATED)
 
     @app.after_request
     def add_request_id(response):

@@ -52,6 +52,10 @@ class Settings:
     large_body_bytes: int = 256 * 1024
     large_body_slots: int = 2
     large_body_wait: float = 10.0
+    client_stall_timeout: float = 60.0
+    client_header_timeout: float = 10.0
+    client_body_timeout: float = 60.0
+    max_requests_per_client: int = 0
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
@@ -199,6 +203,10 @@ _PARSERS = {
     "BRIDGE_LARGE_BODY_BYTES": ("large_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_LARGE_BODY_SLOTS": ("large_body_slots", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_LARGE_BODY_WAIT": ("large_body_wait", lambda n, v: _number(n, v, float, 0)),
+    "BRIDGE_CLIENT_STALL_TIMEOUT": ("client_stall_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_CLIENT_HEADER_TIMEOUT": ("client_header_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_CLIENT_BODY_TIMEOUT": ("client_body_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),
@@ -240,5 +248,10 @@ def load(environ=None):
             "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
             "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
             "if the network in front of the bridge already restricts who can call it."
+        )
+    if settings.max_requests_per_client and not settings.client_keys:
+        raise SettingsError(
+            "BRIDGE_MAX_REQUESTS_PER_CLIENT counts requests by client key, but BRIDGE_CLIENT_KEYS is empty: "
+            "without client keys the bridge cannot tell clients apart. Set BRIDGE_CLIENT_KEYS, or leave it at 0."
         )
     return settings

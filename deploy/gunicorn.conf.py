@@ -24,10 +24,12 @@ def _count(name, default):
 # The installed package's app factory, so what runs is what `pip install` put in the venv.
 wsgi_app = "bridge.app:create_app()"
 bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
-worker_class = "gthread"
+# gunicorn's gthread, with admission control and client deadlines (bridge/worker.py).
+worker_class = "bridge.worker.ThreadWorker"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
 # waiting - each open stream holds one thread for its whole life, so
-# workers x threads is how many requests run at once; more wait their turn.
+# workers x threads is how many requests run at once; more are refused at once
+# (503 with retry-after, health checks still answered).
 # gunicorn does not spread connections evenly over its workers, so each gets
 # threads for all the streams expected in total: 2 x 256 held 494 of a burst
 # of 512. Threads are started only when needed; an idle one costs ~60 KiB.

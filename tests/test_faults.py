@@ -374,7 +374,7 @@ def assert_upstream_closed_within_a_second(fake, left_at):
 @pytest.fixture(scope="module")
 def one_thread_gunicorn(fake, tmp_path_factory):
     """gunicorn from deploy/gunicorn.conf.py with one worker of one thread: a thread still
-    held by a departed client would leave every later request waiting."""
+    held by a departed client would have every later request refused (503)."""
     server = gunicorn(
         tmp_path_factory.mktemp("gunicorn"), fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_LOG_LEVEL="WARNING"
     )

@@ -37,6 +37,10 @@ def test_defaults_need_no_environment():
         ("BRIDGE_LARGE_BODY_BYTES", "1023"),
         ("BRIDGE_LARGE_BODY_SLOTS", "0"),
         ("BRIDGE_LARGE_BODY_WAIT", "-1"),
+        ("BRIDGE_CLIENT_HEADER_TIMEOUT", "0"),
+        ("BRIDGE_CLIENT_BODY_TIMEOUT", "a minute"),
+        ("BRIDGE_CLIENT_STALL_TIMEOUT", "0.5"),
+        ("BRIDGE_MAX_REQUESTS_PER_CLIENT", "-1"),
     ],
 )
 def test_a_bad_setting_stops_start_up_naming_the_variable(variable, value):
@@ -62,6 +66,14 @@ def test_an_upstream_key_without_client_keys_is_refused_as_an_open_relay():
         load({"BRIDGE_OPENAI_API_KEY": "sk-upstream"})
     assert load({"BRIDGE_OPENAI_API_KEY": "sk-upstream", "BRIDGE_ALLOW_OPEN_RELAY": "true"})
     assert load({"BRIDGE_OPENAI_API_KEY": "sk-upstream", "BRIDGE_CLIENT_KEYS": "ci:sk-client"})
+
+
+def test_a_per_client_cap_without_client_keys_is_refused():
+    """Without client keys every client is the same one: the cap would only be a smaller BRIDGE_THREADS."""
+    with pytest.raises(SettingsError, match="BRIDGE_MAX_REQUESTS_PER_CLIENT.*BRIDGE_CLIENT_KEYS"):
+        load({"BRIDGE_MAX_REQUESTS_PER_CLIENT": "8"})
+    assert load({"BRIDGE_MAX_REQUESTS_PER_CLIENT": "8", "BRIDGE_CLIENT_KEYS": "ci:sk-client"})
+    assert load({"BRIDGE_MAX_REQUESTS_PER_CLIENT": "0"}).max_requests_per_client == 0
 
 
 def test_client_keys_are_kept_hashed_and_named():

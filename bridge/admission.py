@@ -1,0 +1,108 @@
+"""Admission: requests turned away before any work is done for them, so that a busy bridge
+answers at once instead of making a client wait for a stream to end.
+
+Both refusals are errors in the client's protocol with `retry-after`, which both SDKs honour:
+
+- Over capacity: gunicorn's worker (bridge/worker.py) found every request thread busy and
+  served the request on a spare thread, marking its environ. Anything but the exempt paths
+  (/healthz, /readyz, /metrics) is the `overloaded` kind: Anthropic's own 529
+  overloaded_error, a 503 for OpenAI clients.
+- Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
+  flight (streamed or not: each holds a thread until its answer ends) gets a 429 for the next
+  one, before anything goes upstream. The count is per worker process: gunicorn's workers
+  share nothing, and a count across workers and VMs waits for Redis (DESIGN.md section 7).
+"""
+
+import threading
+
+from flask import request
+from requests.structures import CaseInsensitiveDict
+
+from . import observability
+from .errors import BridgeError
+from .worker import OVER_CAPACITY
+
+# Seconds a refused client is asked to wait: a thread frees when some stream ends, which the
+# bridge cannot foresee; both SDKs retry twice by default, Claude Code ten times.
+RETRY_AFTER = "5"
+_HELD = "bridge.held"  # environ: this request's place in its client's count
+
+
+def install(app, settings, exempt):
+    """Refuse requests beyond capacity and beyond the per-client cap; `exempt` paths are always
+    answered. Register after the hook that authenticates: the cap counts by its client."""
+    in_flight = _InFlight(settings.max_requests_per_client)
+
+    @app.before_request
+    def admit():
+        if request.path in exempt:
+            return
+        if request.environ.get(OVER_CAPACITY):
+            raise _refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
+        client = observability.current().client
+        if in_flight.limit and client is not None:
+            request.environ[_HELD] = in_flight.take(client)
+
+    @app.after_request
+    def release_when_answered(response):
+        """The client's count drops when the server has taken the answer's last byte (for a
+        stream, at its end), before it tells the client the answer is over: the client's next
+        request must find it dropped. Or when the server closes the answer early."""
+        held = request.environ.pop(_HELD, None)
+        if held is not None:
+            response.response = _released_at_end(response.response, held)
+            response.call_on_close(held.release)  # an answer closed before it was iterated
+        return response
+
+
+class _InFlight:
+    """Requests in flight per client key, in this process."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self._counts = {}
+        self._lock = threading.Lock()
+
+    def take(self, client):
+        with self._lock:
+            count = self._counts.get(client, 0)
+            if count >= self.limit:
+                raise _refusal(
+                    "rate_limit",
+                    f"this client key already has {self.limit} requests in flight on this bridge worker "
+                    "(BRIDGE_MAX_REQUESTS_PER_CLIENT); retry when one has ended",
+                )
+            self._counts[client] = count + 1
+        return _Held(self, client)
+
+    def release(self, client):
+        with self._lock:
+            count = self._counts.pop(client) - 1
+            if count:
+                self._counts[client] = count
+
+
+class _Held:
+    """One request's place in its client's count, given back once."""
+
+    def __init__(self, in_flight, client):
+        self._in_flight = in_flight
+        self._client = client
+        self._held = True
+
+    def release(self):
+        if self._held:
+            self._held = False
+            self._in_flight.release(self._client)
+
+
+def _released_at_end(body, held):
+    try:
+        yield from body
+    finally:
+        held.release()
+
+
+def _refusal(kind, message):
+    # Rendered as an upstream's retry-after is (ratelimit.client_headers), in either protocol.
+    return BridgeError(kind, message, upstream_headers=CaseInsensitiveDict({"retry-after": RETRY_AFTER}))

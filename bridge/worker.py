@@ -1,0 +1,313 @@
+"""gunicorn's threaded (gthread) worker, with admission control and client deadlines.
+
+gthread hands every connection to a pool of BRIDGE_THREADS threads. An open stream holds its
+thread for its whole length, and when all are held a new request - a health check too - waits
+silently in the pool's queue until a stream ends. It reads a request's head and body with
+blocking reads and no deadline, and on SIGTERM keeps its listening sockets open until the
+drain is over, so the kernel queues new connections that nobody accepts. This worker changes:
+
+- Capacity: a request that finds every thread busy is served by one of SPARE_THREADS threads
+  instead, with OVER_CAPACITY in its environ. The app (bridge/admission.py) answers /healthz,
+  /readyz and /metrics as usual and anything else at once with a 503 and `retry-after`, in
+  the client's protocol.
+- Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
+  A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
+  kept-alive connection's next byte), and its body within BRIDGE_CLIENT_BODY_TIMEOUT of the
+  head: whole deadlines, so a client sending a byte a second is cut all the same. The main
+  loop, which wakes every second, shuts the reading side of a late request's socket: a late
+  head is closed quietly, a late body is answered 408 in the client's protocol.
+- Write stalls: client sockets have a send timeout of BRIDGE_CLIENT_STALL_TIMEOUT, so a
+  client that stops reading is cut with one log line, not a traceback.
+- Stop: the worker takes the connections the kernel already queued and closes its listening
+  sockets at once (the master closed its own copy before signalling), so new connections are
+  refused, which nginx answers with an immediate 502, while open requests drain as before.
+  On a reload (SIGHUP) the master and the new workers keep the socket open and accepting.
+
+Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
+finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
+handle_request, set_accept_enabled, get_thread_pool and load_wsgi, uses its pending_conns,
+keepalived_conns, nr_conns, poller, method_queue and accept, and TConn's initialized,
+data_ready and timeout. tests/test_worker.py fails on any other gunicorn version:
+read the new gthread.py against this list before changing GUNICORN_VERSION.
+"""
+
+import contextlib
+import select
+import selectors
+import socket
+import struct
+import threading
+import time
+from concurrent import futures
+from functools import partial
+
+import gunicorn
+from gunicorn.workers import gthread
+
+# Only light imports here: the gunicorn master imports this module to find the worker class,
+# before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
+from .errors import BridgeError
+
+GUNICORN_VERSION = "27.0.1"
+# The environ key of a request served beyond capacity (read by bridge/admission.py).
+OVER_CAPACITY = "bridge.over_capacity"
+# Threads for what arrives while every request thread is busy: each answer takes a
+# millisecond, or at most the header deadline for a client that sends its head slowly.
+SPARE_THREADS = 4
+
+
+class ThreadWorker(gthread.ThreadWorker):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.busy = 0  # requests held by the pool's threads, spare ones not counted
+        self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
+        self.in_threads = set()  # connections a thread is serving, watched for read deadlines
+        self.spare = None
+        self.settings = None
+        self.serving = threading.local()  # the connection this thread serves, for admit()
+
+    def get_thread_pool(self):
+        self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
+        return super().get_thread_pool()
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        if gunicorn.__version__ != GUNICORN_VERSION:
+            self.log.warning(
+                "bridge.worker was written against gunicorn %s, this is %s", GUNICORN_VERSION, gunicorn.__version__
+            )
+        self.settings = self.wsgi.extensions["bridge"].settings  # the bridge app's, read and validated once
+        self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
+
+    def enqueue_req(self, conn):
+        now = time.monotonic()
+        if not conn.initialized and not conn.data_ready:
+            self.wait_for_first_byte(conn, now)
+            return
+        # A new connection's head deadline runs from its accept (wait_for_first_byte).
+        head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
+        conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
+        with self.busy_lock:
+            conn.over_capacity = self.busy >= self.cfg.threads
+            if not conn.over_capacity:
+                self.busy += 1
+        conn.holds_thread = not conn.over_capacity
+        self.in_threads.add(conn)
+        pool = self.spare if conn.over_capacity else self.tpool
+        future = pool.submit(self.handle, conn)
+        future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
+
+    def wait_for_first_byte(self, conn, now):
+        """Park a new connection on the poller until it sends something, as gthread parks one
+        that sent nothing for 5 s: idle connections must not hold the threads that count."""
+        conn.deadline = conn.cut = None
+        conn.over_capacity = False
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.settings.client_stall_timeout))
+        conn.timeout = now + self.settings.client_header_timeout  # murder_pending closes it then
+        self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
+
+    def on_client_socket_readable(self, conn, client):
+        if not self.closed_by_client(conn, self.keepalived_conns):
+            super().on_client_socket_readable(conn, client)
+
+    def on_pending_socket_readable(self, conn, client):
+        if not self.closed_by_client(conn, self.pending_conns):
+            super().on_pending_socket_readable(conn, client)
+
+    def closed_by_client(self, conn, waiting):
+        """Close here a connection waiting on the poller that its client closed (nginx ending
+        an idle one, a port probe). gthread hands it to a thread to find the end, which counts
+        as busy meanwhile: a request arriving then for the last free thread would be refused."""
+        try:
+            if conn.sock.recv(1, socket.MSG_PEEK):
+                return False
+        except BlockingIOError:  # nothing to read after all
+            return False
+        except OSError:  # reset
+            pass
+        self.poller.unregister(conn.sock)
+        waiting.remove(conn)
+        self.nr_conns -= 1
+        conn.close()
+        return True
+
+    def finish_request(self, conn, fs):
+        self.in_threads.discard(conn)
+        super().finish_request(conn, fs)
+
+    def murder_pending(self):
+        """Close connections that sent nothing in time (gthread's), and cut requests whose head
+        or body is late: the main loop calls this every second."""
+        super().murder_pending()
+        now = time.monotonic()
+        for conn in self.in_threads:
+            if conn.deadline is not None and conn.deadline[0] <= now:
+                self.cut(conn)
+
+    def cut(self, conn):
+        """Stop reading a late request: its thread's read returns at once, as if the client had
+        stopped sending (the head parser gives up quietly, the body reads as a 408); the
+        writing side stays open for that answer."""
+        setting = conn.cut = conn.deadline[1]
+        conn.deadline = None
+        self.log.info("client %s: request not in within %s; connection closed", _address(conn.client), setting)
+        with contextlib.suppress(OSError):  # the client is gone already
+            conn.sock.shutdown(socket.SHUT_RD)
+
+    def handle(self, conn):
+        self.serving.conn = conn
+        try:
+            return super().handle(conn)
+        finally:
+            self.free(conn)
+
+    def free(self, conn):
+        """Count the request's thread free: when the answer's last byte is handed to gunicorn,
+        before the client can see the end (its next request must not find the thread busy),
+        or when handle() returns. Not from finish_request: the main loop runs that later."""
+        if conn.holds_thread:
+            conn.holds_thread = False
+            with self.busy_lock:
+                self.busy -= 1
+
+    def handle_request(self, req, conn):
+        try:
+            keepalive = super().handle_request(req, conn)
+        except BlockingIOError:  # a send outlasted SO_SNDTIMEO
+            self.log.info(
+                "client %s stopped reading for %ss (BRIDGE_CLIENT_STALL_TIMEOUT); connection reset",
+                _address(conn.client),
+                self.settings.client_stall_timeout,
+            )
+            # Reset, not a graceful close: that would wait for a client that is not reading,
+            # and the unsent bytes would linger in the kernel.
+            with contextlib.suppress(OSError):  # the client may have reset it already
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.sock.shutdown(socket.SHUT_RD)
+            return False
+        return keepalive
+
+    def admit(self, app, environ, start_response):
+        """WSGI middleware around the app: mark a request served beyond capacity, and start its
+        body's deadline (or end the head's, when it has no body)."""
+        conn = self.serving.conn
+        if conn.over_capacity:
+            environ[OVER_CAPACITY] = True
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            timeout = self.settings.client_body_timeout
+            conn.deadline = (time.monotonic() + timeout, "BRIDGE_CLIENT_BODY_TIMEOUT")
+            environ["wsgi.input"] = _Body(environ["wsgi.input"], conn, length or None, timeout)
+            start_response = _closing_if_cut(conn, start_response)
+        else:
+            conn.deadline = None
+        return _FreeingAtEnd(app(environ, start_response), partial(self.free, conn))
+
+    def set_accept_enabled(self, enabled):
+        super().set_accept_enabled(enabled and self.alive)
+        if not self.alive and self.sockets:
+            self.close_listeners()
+
+    def close_listeners(self):
+        """Stopping: accept what the kernel already queued (it is served, with Connection:
+        close), then close the listening sockets, so that once the master and every worker
+        have closed theirs the kernel refuses new connections instead of queueing them."""
+        for listener in self.sockets:
+            listener.setblocking(False)
+            while select.select([listener], [], [], 0)[0]:
+                self.accept(listener)  # gthread's: another worker taking it first is fine
+            listener.close()
+        self.sockets = []
+
+
+class _FreeingAtEnd:
+    """The app's answer, calling `free` after its last chunk (or when closed before it)."""
+
+    def __init__(self, body, free):
+        self._body = body
+        self._chunks = iter(body)
+        self._free = free
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._free()
+            raise
+
+    def close(self):
+        try:
+            if hasattr(self._body, "close"):
+                self._body.close()
+        finally:
+            self._free()
+
+
+class _Body:
+    """wsgi.input that ends the body's deadline at its last byte, and reads as a 408 in the
+    client's protocol once the deadline cut it short."""
+
+    def __init__(self, body, conn, length, timeout):
+        self._body = body
+        self._conn = conn
+        self._left = length  # None: chunked, ends with an empty read
+        self._timeout = timeout
+
+    def read(self, size=None):
+        return self._checked(self._body.read, size)
+
+    def readline(self, size=None):
+        return self._checked(self._body.readline, size)
+
+    def readlines(self, hint=None):
+        return list(self)
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def _checked(self, read, size):
+        try:
+            data = read(size)
+        except OSError:  # gunicorn's chunked reader, cut short
+            if not self._conn.cut:
+                raise
+        if self._conn.cut:
+            raise BridgeError(
+                "invalid_request",
+                f"the request body did not arrive within {self._timeout:g}s (BRIDGE_CLIENT_BODY_TIMEOUT)",
+                status=408,
+            ) from None
+        if self._left is not None:
+            self._left -= len(data)
+            done = self._left <= 0
+        else:
+            done = not data and size != 0
+        if done:
+            self._conn.deadline = None
+        return data
+
+
+def _closing_if_cut(conn, start_response):
+    """gunicorn's start_response, announcing `Connection: close` when the body's read was cut:
+    the connection cannot carry another request."""
+
+    def start(status, headers, exc_info=None):
+        if conn.cut:
+            start_response.__self__.force_close()  # start_response is a method of gunicorn's Response
+        return start_response(status, headers, exc_info)
+
+    return start
+
+
+def _timeval(seconds):
+    """A struct timeval for SO_SNDTIMEO."""
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+
+
+def _address(client):
+    return client[0] if isinstance(client, tuple) else client

@@ -1,0 +1,245 @@
+"""Admission control, client deadlines and stopping, through gunicorn from deploy/gunicorn.conf.py
+(bridge/worker.py, bridge/admission.py): a busy bridge answers at once, a slow client is cut,
+one client key cannot take every thread, and a stopping bridge refuses new connections."""
+
+import concurrent.futures
+import contextlib
+import json
+import select
+import signal
+import socket
+import time
+
+import anthropic
+import pytest
+import requests
+
+from tests.fake_upstream import Reply, fixture
+from tests.helpers import ANTHROPIC_HEADERS, TextStream, gunicorn, is_anthropic_error, is_openai_error, next_text
+from tests.helpers import openai_client as sdk_client
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
+CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+MESSAGES = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES = {"model": "gpt-5.5", "input": "hi"}
+
+
+@pytest.fixture
+def start(tmp_path, fake, installed_bridge):
+    """Start gunicorn serving the installed package, one worker unless told: `start(**env)`."""
+    started = []
+
+    def start_gunicorn(**env):
+        server = gunicorn(tmp_path / str(len(started)), fake, site=installed_bridge, **{"BRIDGE_WORKERS": "1", **env})
+        started.append(server)
+        return server
+
+    yield start_gunicorn
+    for server in started:
+        server.stop()
+
+
+@contextlib.contextmanager
+def streams_under_way(server, fake, count, api_key="sk-client"):
+    """`count` gated Chat streams whose first text has arrived, each holding a request thread:
+    yields (upstream, client chunks) pairs, released at the end."""
+    opened = []
+    try:
+        for _ in range(count):
+            upstream = TextStream(fake)
+            upstream.release_until_text(0)
+            chunks = iter(sdk_client(server.url, api_key=api_key).chat.completions.create(stream=True, **CHAT))
+            opened.append((upstream, chunks))
+            assert next_text(chunks) == upstream.texts[0][1]
+        yield opened
+    finally:
+        for upstream, _ in opened:
+            upstream.release_rest()
+
+
+def finish(opened):
+    """Release the gated streams and check that each arrived whole."""
+    for upstream, chunks in opened:
+        upstream.release_rest()
+        rest = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert rest == [text for _, text in upstream.texts[1:]]
+
+
+def post(server, path, body, **headers):
+    return requests.post(f"{server.url}{path}", json=body, headers=headers, timeout=10)
+
+
+def trickle(port, at_once, slowly, interval=0.25, limit=15.0):
+    """Send `at_once`, then `slowly` a byte every `interval` seconds, until the bridge ends the
+    connection: returns (bytes of `slowly` sent, what the bridge answered). A hang guard: an
+    AssertionError when the connection is still open after `limit` seconds."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(at_once)
+        sent, answer = 0, b""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if select.select([sock], [], [], interval)[0]:
+                try:
+                    chunk = sock.recv(65536)
+                except ConnectionResetError:
+                    return sent, answer
+                if not chunk:
+                    return sent, answer
+                answer += chunk
+            elif sent < len(slowly):
+                try:
+                    sock.send(slowly[sent : sent + 1])
+                except OSError:  # reset: the bridge closed it
+                    return sent, answer
+                sent += 1
+        raise AssertionError(f"the connection is still open after {limit}s, {sent} bytes sent slowly")
+
+
+def parsed(answer):
+    """(status, headers, JSON body) of a raw HTTP/1.1 answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), headers, json.loads(body)
+
+
+def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_checks_answer(start, fake):
+    server = start(BRIDGE_THREADS="4")
+    with streams_under_way(server, fake, 4) as opened:
+        burst = [("/v1/chat/completions", CHAT, {}), ("/v1/responses", RESPONSES, {})] * 4
+        burst += [("/v1/messages", MESSAGES, ANTHROPIC_HEADERS)] * 4
+        with concurrent.futures.ThreadPoolExecutor(len(burst)) as pool:
+            answers = list(pool.map(lambda request: (request[0], post(server, *request[:2], **request[2])), burst))
+        for path, answer in answers:
+            if path == "/v1/messages":  # Anthropic's own overload
+                assert is_anthropic_error(answer, 529, "overloaded_error"), answer.text
+            else:
+                assert is_openai_error(answer, 503), answer.text
+            assert answer.headers["retry-after"] == "5"
+            assert "BRIDGE_THREADS" in answer.text and answer.headers["request-id"]
+        with pytest.raises(anthropic.OverloadedError):  # what the SDK makes of it
+            anthropic.Anthropic(base_url=server.url, api_key="sk-client", max_retries=0).messages.create(**MESSAGES)
+        for path in ("/healthz", "/readyz"):
+            assert requests.get(f"{server.url}{path}", timeout=10).status_code == 200
+        assert fake.requests[4:] == []  # nothing refused went upstream
+        finish(opened)
+
+    fake.reply(fixture("anthropic/text.json"), fixture("openai/text.json"))
+    assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
+    assert post(server, "/v1/messages", MESSAGES, **ANTHROPIC_HEADERS).status_code == 200
+    assert "Traceback" not in server.log()
+
+
+def test_requests_one_after_another_on_the_last_thread_are_never_refused(start, fake):
+    """A client sees an answer end before its thread has finished with it (access log, closing):
+    its next request, on a new connection, must not find that thread busy."""
+    server = start(BRIDGE_THREADS="1")
+    for _ in range(25):  # each a chance to catch the race
+        fake.reply(fixture("anthropic/text.sse"), fixture("anthropic/text.json"))
+        with requests.post(
+            f"{server.url}/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=10
+        ) as streamed:
+            assert streamed.status_code == 200 and b"[DONE]" in b"".join(streamed.iter_content(None))
+        assert post(server, "/v1/chat/completions", CHAT).status_code == 200
+
+
+def test_a_head_sent_a_byte_at_a_time_is_closed_at_the_header_deadline(start):
+    server = start(BRIDGE_CLIENT_HEADER_TIMEOUT="1")
+    head = b"GET /healthz HTTP/1.1\r\nHost: bridge\r\nX-Slow: " + b"a" * 100
+    sent, answer = trickle(server.port, b"", head)  # 4 bytes a second: no read waits long
+    assert answer == b"" and sent < len(head)  # closed quietly, the head never complete
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+    log = server.log()
+    assert "request not in within BRIDGE_CLIENT_HEADER_TIMEOUT" in log and "Traceback" not in log
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(start):
+    server = start(BRIDGE_CLIENT_HEADER_TIMEOUT="1")
+    assert trickle(server.port, b"", b"") == (0, b"")
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("front", ["chat", "messages"])
+def test_a_body_sent_a_byte_at_a_time_gets_a_408_in_the_clients_protocol(start, fake, front):
+    server = start(BRIDGE_CLIENT_BODY_TIMEOUT="1")
+    path, extra = (
+        ("/v1/messages", "anthropic-version: 2023-06-01\r\n") if front == "messages" else ("/v1/chat/completions", "")
+    )
+    body = json.dumps(CHAT).encode() + b" " * 200
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sent, answer = trickle(server.port, head, body)
+    assert sent < len(body)
+    status, headers, error = parsed(answer)
+    assert status == 408 and headers["connection"] == "close"
+    assert "BRIDGE_CLIENT_BODY_TIMEOUT" in (error["error"]["message"])
+    if front == "messages":
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    else:
+        assert set(error["error"]) == {"message", "type", "param", "code"}
+    assert fake.requests == []
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+    log = server.log()
+    assert "request not in within BRIDGE_CLIENT_BODY_TIMEOUT" in log and "Traceback" not in log
+
+
+def test_a_client_that_stops_reading_a_stream_is_cut_after_the_stall_timeout(start, fake):
+    server = start(BRIDGE_CLIENT_STALL_TIMEOUT="1")
+    events = fixture("anthropic/text_sdk.sse").events
+    delta = json.dumps({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x" * 4000}})
+    # 16 MB of text: more than the kernel buffers between the bridge and a client that reads nothing.
+    big = [f"event: content_block_delta\ndata: {delta}\n\n".encode()] * 4000
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=events[:4] + big + events[4:]))
+    body = json.dumps({**CHAT, "stream": True}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        server.wait_for(lambda: "BRIDGE_CLIENT_STALL_TIMEOUT" in server.log(), "the stalled client to be cut")
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+    stalled = [line for line in server.access_lines() if line["stream"]]
+    assert [(line["status"], line["error"]) for line in stalled] == [(200, "client_closed")]
+    assert "Traceback" not in server.log()
+
+
+def test_one_client_key_at_its_cap_gets_429_while_another_is_served(start, fake):
+    server = start(BRIDGE_CLIENT_KEYS="team-a:sk-a,team-b:sk-b", BRIDGE_MAX_REQUESTS_PER_CLIENT="1")
+    with streams_under_way(server, fake, 1, api_key="sk-a") as opened:
+        chat = post(server, "/v1/chat/completions", CHAT, authorization="Bearer sk-a")
+        assert is_openai_error(chat, 429), chat.text
+        messages = post(server, "/v1/messages", MESSAGES, **ANTHROPIC_HEADERS, **{"x-api-key": "sk-a"})
+        assert is_anthropic_error(messages, 429, "rate_limit_error"), messages.text
+        for answer in (chat, messages):
+            assert answer.headers["retry-after"] == "5" and "BRIDGE_MAX_REQUESTS_PER_CLIENT" in answer.text
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url, api_key="sk-b").chat.completions.create(**CHAT).choices[0].message.content
+        assert len(fake.requests) == 2  # team-a's stream and team-b's request, no refused one
+        finish(opened)
+
+    fake.reply(fixture("anthropic/text.json"))  # the stream's end gave team-a its slot back
+    assert sdk_client(server.url, api_key="sk-a").chat.completions.create(**CHAT).choices[0].message.content
+
+
+def test_sigterm_refuses_new_connections_at_once_while_an_open_stream_finishes(start, fake):
+    server = start(BRIDGE_WORKERS="2")
+    server.wait_for(lambda: server.log().count("Booting worker") == 2, "2 workers")
+    with streams_under_way(server, fake, 1) as opened:
+        server.signal(signal.SIGTERM)
+        server.wait_for(lambda: refused(server.port), "new connections to be refused")
+        finish(opened)
+    assert server.process.wait(timeout=30) == 0
+    assert "Traceback" not in server.log()
+
+
+def refused(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
