@@ -38,6 +38,7 @@ from prometheus_client import (
 )
 
 from . import json_codec
+from .shapes import is_count
 
 access_log = logging.getLogger("bridge.access")
 
@@ -109,8 +110,13 @@ class Record:
             self.error = body["error"].get("type")
 
     def count(self, usage):
-        """Merge usage fields: later events refine earlier ones, missing fields keep their value."""
-        self.usage.update((k, v) for k, v in usage.items() if isinstance(v, int))
+        """Merge usage fields: later events refine earlier ones, missing fields keep their value.
+
+        Only sane counts: a metric cannot take 10**400, and an exception here, as the server
+        closes the response, is one it does not expect (gunicorn's count of open connections
+        went wrong with it).
+        """
+        self.usage.update((k, v) for k, v in usage.items() if is_count(v))
 
     def upstream_failed(self, error):
         self.upstream_status = error.upstream_status
