@@ -22,6 +22,7 @@ import functools
 import glob
 import logging
 import os
+import re
 import sys
 import time
 
@@ -188,6 +189,21 @@ def _utc_second(whole):
     """Formatting a time was the dearest of the access line's fields (through datetime); the
     lines of one second share it."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+
+
+# Control characters (C0, DEL, C1, the Unicode line and paragraph separators) and the backslash
+# that escapes them.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def escaped(text, limit=500):
+    """Text from outside the bridge (an upstream's message, a header value) fit for a log line:
+    control characters backslash-escaped, so a newline in it cannot forge a line of its own,
+    and cut at `limit` characters."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 def _capped(name, limit=200):
