@@ -55,35 +55,15 @@ def anthropic_message(message):
     _field(message, "stop_reason", str, "answer")
     _field(message, "stop_details", dict, "answer")
     for position, block in enumerate(_field(message, "content", list, "answer") or ()):
-        _block(block, f"content.{position}", "answer")
-    _anthropic_usage(message.get("usage"), "usage", "answer")
+        _block(block, "answer", "content", position)
+    _anthropic_usage(message.get("usage"), "answer", "usage")
 
 
 def anthropic_event(kind, payload):
     """One Messages stream event of type `kind` (its payload an object, the relay's doing)."""
-    where = f"{kind} event"
-    if kind == "message_start":
-        message = _field(payload, "message", dict, where) or {}
-        _field(message, "id", str, where, "message.")
-        _anthropic_usage(message.get("usage"), "message.usage", where)
-    elif kind == "content_block_start":
-        _index(payload, where)
-        block = _field(payload, "content_block", dict, where)
-        if block is not None:
-            _block(block, "content_block", where)
-    elif kind == "content_block_delta":
-        _index(payload, where)
-        delta = _field(payload, "delta", dict, where) or {}
-        name = _DELTA_FIELDS.get(delta.get("type"))
-        if name is not None:
-            _field(delta, name, str, where, "delta.")
-    elif kind == "content_block_stop":
-        _index(payload, where)
-    elif kind == "message_delta":
-        delta = _field(payload, "delta", dict, where) or {}
-        _field(delta, "stop_reason", str, where, "delta.")
-        _field(delta, "stop_details", dict, where, "delta.")
-        _anthropic_usage(payload.get("usage"), "usage", where)
+    check = _EVENT_CHECKS.get(kind)
+    if check is not None:
+        check(payload, _EVENTS[kind])
 
 
 def anthropic_error(payload, where):
@@ -94,28 +74,56 @@ def anthropic_error(payload, where):
     return from_anthropic(payload)
 
 
-def _block(block, path, where):
-    if not isinstance(block, dict):
-        raise _malformed(where, path, "an object", block)
-    for name, kind, required in _BLOCK_FIELDS.get(block.get("type"), ()):
-        value = block.get(name)
-        if not isinstance(value, kind) and (required or value is not None):
-            raise _malformed(where, f"{path}.{name}", _TYPE_NAMES[kind], value)
+# The event checks run for every event a stream carries: straight-line code, no path built
+# unless something is wrong.
 
 
-def _anthropic_usage(usage, path, where):
-    if usage is None:
+def _message_start(payload, where):
+    message = _field(payload, "message", dict, where)
+    if message is not None:
+        _field(message, "id", str, where, "message.")
+        _anthropic_usage(message.get("usage"), where, "message.usage")
+
+
+def _content_block_start(payload, where):
+    _index(payload, where)
+    block = payload.get("content_block")
+    if block is not None:
+        _block(block, where, "content_block")
+
+
+def _content_block_delta(payload, where):
+    index = payload.get("index")
+    if type(index) is not int:
+        raise _malformed(where, "index", "an integer", index)
+    delta = payload.get("delta")
+    if delta is None:
         return
-    if not isinstance(usage, dict):
-        raise _malformed(where, path, "an object", usage)
-    _counts(usage, ANTHROPIC_COUNTS, path, where)
-    for position, part in enumerate(_field(usage, "iterations", list, where, path + ".") or ()):
-        if not isinstance(part, dict):
-            raise _malformed(where, f"{path}.iterations.{position}", "an object", part)
-        _counts(part, ANTHROPIC_COUNTS, f"{path}.iterations.{position}", where)
-    details = _field(usage, "output_tokens_details", dict, where, path + ".")
-    if details is not None:
-        _counts(details, ("thinking_tokens",), path + ".output_tokens_details", where)
+    if type(delta) is not dict:
+        raise _malformed(where, "delta", "an object", delta)
+    name = _DELTA_FIELDS.get(delta.get("type"))
+    if name is not None:
+        value = delta.get(name)
+        if value is not None and type(value) is not str:
+            raise _malformed(where, "delta." + name, "a string", value)
+
+
+def _message_delta(payload, where):
+    delta = _field(payload, "delta", dict, where)
+    if delta is not None:
+        _field(delta, "stop_reason", str, where, "delta.")
+        _field(delta, "stop_details", dict, where, "delta.")
+    _anthropic_usage(payload.get("usage"), where, "usage")
+
+
+_EVENT_CHECKS = {
+    "message_start": _message_start,
+    "content_block_start": _content_block_start,
+    "content_block_delta": _content_block_delta,
+    "content_block_stop": lambda payload, where: _index(payload, where),
+    "message_delta": _message_delta,
+}
+_EVENTS = {kind: f"{kind} event" for kind in _EVENT_CHECKS}
 
 
 def _index(payload, where):
@@ -124,86 +132,134 @@ def _index(payload, where):
         raise _malformed(where, "index", "an integer", index)
 
 
+def _block(block, where, path, position=None):
+    """A content block at `path` (`content` with a position, or `content_block`)."""
+    if type(block) is not dict:
+        raise _malformed(where, _at(path, position), "an object", block)
+    for name, kind, required in _BLOCK_FIELDS.get(block.get("type"), ()):
+        value = block.get(name)
+        if type(value) is not kind and (required or value is not None):
+            raise _malformed(where, f"{_at(path, position)}.{name}", _TYPE_NAMES[kind], value)
+
+
+def _anthropic_usage(usage, where, path):
+    if usage is None:
+        return
+    if type(usage) is not dict:
+        raise _malformed(where, path, "an object", usage)
+    _counts(usage, ANTHROPIC_COUNTS, where, path)
+    iterations = usage.get("iterations")
+    if iterations is not None:  # compaction: every billed iteration's counts
+        if type(iterations) is not list:
+            raise _malformed(where, path + ".iterations", "an array", iterations)
+        for position, part in enumerate(iterations):
+            if type(part) is not dict:
+                raise _malformed(where, f"{path}.iterations.{position}", "an object", part)
+            _counts(part, ANTHROPIC_COUNTS, where, f"{path}.iterations.{position}")
+    details = usage.get("output_tokens_details")
+    if details is not None:
+        if type(details) is not dict:
+            raise _malformed(where, path + ".output_tokens_details", "an object", details)
+        _counts(details, ("thinking_tokens",), where, path + ".output_tokens_details")
+
+
 # -- OpenAI Chat Completions ----------------------------------------------------------------
 
 
 def chat_completion(completion):
     """A non-streamed Chat answer (an object without `error`): its choices, message and usage."""
-    choices = _field(completion, "choices", list, "answer")
-    for position, choice in enumerate(choices or ()):
-        path = f"choices.{position}."
-        if not isinstance(choice, dict):
-            raise _malformed("answer", path[:-1], "an object", choice)
-        _field(choice, "finish_reason", str, "answer", path)
-        message = _field(choice, "message", dict, "answer", path)
-        if message is not None:
-            _chat_message(message, path + "message.", "answer")
-    _chat_usage(completion.get("usage"), "answer")
+    _choices(completion, "answer", "message")
 
 
 def chat_chunk(chunk):
     """One streamed Chat chunk (an object without `error`)."""
-    for position, choice in enumerate(_field(chunk, "choices", list, "stream chunk") or ()):
-        path = f"choices.{position}."
-        if not isinstance(choice, dict):
-            raise _malformed("stream chunk", path[:-1], "an object", choice)
-        _field(choice, "finish_reason", str, "stream chunk", path)
-        delta = _field(choice, "delta", dict, "stream chunk", path)
-        if delta is not None:
-            _chat_message(delta, path + "delta.", "stream chunk")
-    _chat_usage(chunk.get("usage"), "stream chunk")
+    _choices(chunk, "stream chunk", "delta")
 
 
-def _chat_message(message, path, where):
+def _choices(body, where, inner):
+    """Each choice's finish_reason and its message (or delta), and the usage."""
+    choices = body.get("choices")
+    if choices is not None:
+        if type(choices) is not list:
+            raise _malformed(where, "choices", "an array", choices)
+        for position, choice in enumerate(choices):
+            if type(choice) is not dict:
+                raise _malformed(where, f"choices.{position}", "an object", choice)
+            finish = choice.get("finish_reason")
+            if finish is not None and type(finish) is not str:
+                raise _malformed(where, f"choices.{position}.finish_reason", "a string", finish)
+            message = choice.get(inner)
+            if message is not None:
+                _chat_message(message, where, f"choices.{position}.{inner}" if position else _FIRST[inner])
+    usage = body.get("usage")
+    if usage is not None:
+        if type(usage) is not dict:
+            raise _malformed(where, "usage", "an object", usage)
+        _counts(usage, CHAT_COUNTS, where, "usage")
+        details = usage.get("prompt_tokens_details")
+        if details is not None:
+            if type(details) is not dict:
+                raise _malformed(where, "usage.prompt_tokens_details", "an object", details)
+            _counts(details, CHAT_DETAIL_COUNTS, where, "usage.prompt_tokens_details")
+
+
+# The path of the only choice there should be, not formatted again for every chunk.
+_FIRST = {inner: f"choices.0.{inner}" for inner in ("message", "delta")}
+
+
+def _chat_message(message, where, path):
     """A message or a delta: content (a string or an array of parts) and tool calls."""
+    if type(message) is not dict:
+        raise _malformed(where, path, "an object", message)
     content = message.get("content")
-    if isinstance(content, list):
+    if type(content) is list:
         for position, part in enumerate(content):
-            if not isinstance(part, dict):
-                raise _malformed(where, f"{path}content.{position}", "an object", part)
-    elif content is not None and not isinstance(content, str):
-        raise _malformed(where, path + "content", "a string or an array", content)
-    for position, call in enumerate(_field(message, "tool_calls", list, where, path) or ()):
-        call_path = f"{path}tool_calls.{position}"
-        if not isinstance(call, dict):
-            raise _malformed(where, call_path, "an object", call)
-        _field(call, "id", str, where, call_path + ".")
-        index = call.get("index")
-        if index is not None and type(index) is not int:
-            raise _malformed(where, call_path + ".index", "an integer", index)
-        function = _field(call, "function", dict, where, call_path + ".") or {}
-        _field(function, "name", str, where, call_path + ".function.")
-        _field(function, "arguments", (str, dict), where, call_path + ".function.")
+            if type(part) is not dict:
+                raise _malformed(where, f"{path}.content.{position}", "an object", part)
+    elif content is not None and type(content) is not str:
+        raise _malformed(where, path + ".content", "a string or an array", content)
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if type(calls) is not list:
+            raise _malformed(where, path + ".tool_calls", "an array", calls)
+        for position, call in enumerate(calls):
+            _tool_call(call, where, f"{path}.tool_calls.{position}")
 
 
-def _chat_usage(usage, where):
-    if usage is None:
-        return
-    if not isinstance(usage, dict):
-        raise _malformed(where, "usage", "an object", usage)
-    _counts(usage, CHAT_COUNTS, "usage", where)
-    details = _field(usage, "prompt_tokens_details", dict, where, "usage.")
-    if details is not None:
-        _counts(details, CHAT_DETAIL_COUNTS, "usage.prompt_tokens_details", where)
+def _tool_call(call, where, path):
+    if type(call) is not dict:
+        raise _malformed(where, path, "an object", call)
+    _field(call, "id", str, where, path + ".")
+    index = call.get("index")
+    if index is not None and type(index) is not int:
+        raise _malformed(where, path + ".index", "an integer", index)
+    function = _field(call, "function", dict, where, path + ".")
+    if function is not None:
+        _field(function, "name", str, where, path + ".function.")
+        _field(function, "arguments", (str, dict), where, path + ".function.")
 
 
 # -- the checks -----------------------------------------------------------------------------
 
 
-def _field(container, name, kind, where, path=""):
+def _field(container, name, kind, where, prefix=""):
     """container[name] when it is of `kind` or null/absent (None); else a 502 naming it."""
     value = container.get(name)
     if value is None or isinstance(value, kind):
         return value
     expected = " or ".join(_TYPE_NAMES[k] for k in kind) if isinstance(kind, tuple) else _TYPE_NAMES[kind]
-    raise _malformed(where, path + name, expected, value)
+    raise _malformed(where, prefix + name, expected, value)
 
 
-def _counts(usage, names, path, where):
+def _counts(usage, names, where, path):
     for name in names:
         value = usage.get(name)
-        if value is not None and not is_count(value):
+        if value is not None and not (type(value) is int and 0 <= value < MAX_COUNT):
             raise _malformed(where, f"{path}.{name}", "a token count (a whole number from 0 to 2**53)", value)
+
+
+def _at(path, position):
+    return path if position is None else f"{path}.{position}"
 
 
 def _malformed(where, field, expected, value):
