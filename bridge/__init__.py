@@ -24,7 +24,7 @@ A newcomer's map, from the wire inwards:
                     estimates count_tokens), responses_to_messages/ (OpenAI Responses client).
 - shared rules      model_map.py (client model names), tool_names.py, overflow.py (context
                     overflow in any wording), ratelimit.py (retry and rate-limit headers),
-                    json_codec.py, sse.py.
+                    shapes.py (the types an upstream answer must have), json_codec.py, sse.py.
 
 Adding a front: a schema module for its protocol built from schemas/__init__.py; a
 <front>_to_<upstream>/ package whose request.py returns (upstream body, Context) and whose

@@ -6,17 +6,17 @@ never interleaved; then message_delta (stop_reason, stop_details, usage counts t
 are cumulative) and message_stop. MessagesStream keeps that bookkeeping: the open
 blocks by index, each with the kind the translators tell apart, the stop reason, and
 the usage (a null count leaves the earlier one standing, as the anthropic SDK folds
-it). Events dispatch through a table; `ping` and event types newer than this code
-produce nothing unless a translator answers them, an `event: error` raises
-BridgeError, and a stream that ends before message_stop is an error, never a
-made-up stop. A translator says what each piece becomes for its client in the
-`on_*` hooks, each returning the outgoing events.
+it). Events dispatch through a table, each checked first for the types of the fields
+read (shapes.py); `ping` and event types newer than this code produce nothing unless a
+translator answers them, an `event: error` raises BridgeError, and a stream that ends
+before message_stop is an error, never a made-up stop. A translator says what each piece
+becomes for its client in the `on_*` hooks, each returning the outgoing events.
 """
 
 import dataclasses
 
-from . import translator
-from .errors import BridgeError, kind_for_type
+from . import shapes, translator
+from .errors import BridgeError
 
 # Anthropic content block type -> kind; any other block (server tools, compaction) is "ignored".
 BLOCK_KINDS = {"text": "text", "thinking": "thinking", "redacted_thinking": "redacted", "tool_use": "tool"}
@@ -50,12 +50,13 @@ class MessagesStream(translator.StreamTranslator):
             return []
         kind = payload.get("type") or event_name
         if kind == "error":
-            raise self.reword(error_event(payload))
+            raise self.reword(shapes.anthropic_error(payload, "error event"))
         handler = _HANDLERS.get(kind)
         if handler is None:
             return []  # event types newer than this code are skipped
         if kind != "message_start" and not self.started:
             raise broken_stream(f"upstream sent {kind!r} before message_start")
+        shapes.anthropic_event(kind, payload)
         return handler(self, payload)
 
     def finish(self):
@@ -161,13 +162,6 @@ _HANDLERS = {
 def known_counts(usage):
     """The usage counts the upstream gave: a null leaves the earlier count standing."""
     return {name: value for name, value in (usage or {}).items() if value is not None}
-
-
-def error_event(payload):
-    """An Anthropic `event: error` as the BridgeError the relay sends on in the client's protocol."""
-    error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
-    kind = kind_for_type(error.get("type"))
-    return BridgeError(kind, error.get("message") or "the upstream reported an error mid-stream", upstream_detail=error)
 
 
 def broken_stream(message):

@@ -48,6 +48,16 @@ def _forwarded(settings, headers, own_key):
     return client_credential(headers)
 
 
+def is_clients_credential(settings, upstream_headers):
+    """Whether the credential in headers built below is the client's own, or the lack of one
+    (pass-through): only then is an upstream's 401 or 403 the client's business. A key the
+    bridge holds, or no key where the bridge checks client keys, is the bridge's."""
+    if settings.client_keys:
+        return False
+    key = client_credential(upstream_headers)
+    return key is None or key not in (settings.openai_api_key, settings.anthropic_api_key)
+
+
 def openai_headers(settings, headers):
     """Headers for a Chat Completions upstream."""
     out = {"content-type": "application/json", "accept-encoding": "identity"}

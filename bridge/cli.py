@@ -82,7 +82,8 @@ def probe(url, headers, holds_key):
     session = requests.Session()
     session.trust_env = False  # as the service: no proxy variables
     try:
-        response = session.get(url, headers=headers, timeout=_TIMEOUT, allow_redirects=False)
+        # Only the status matters: the body is left unread (closing the session drops it).
+        response = session.get(url, headers=headers, timeout=_TIMEOUT, allow_redirects=False, stream=True)
     except requests.RequestException as exc:
         return False, f"unreachable ({transport_error(exc).message})"
     finally:

@@ -47,6 +47,18 @@ _KEPT_STATUSES = {*(spec.status for spec in KINDS.values())} - {500} | {408, 409
 _OPENAI_STATUS = {529: 503}
 
 
+# The longest upstream error message a client is shown: an error object's message is a line or
+# two, and what an upstream sends past this is noise (or an attack on the client's screen and log).
+MAX_RELAYED_MESSAGE = 4000
+
+
+def relayed_message(message):
+    """An upstream's error message as a client gets it: cut at MAX_RELAYED_MESSAGE characters, marked."""
+    if len(message) <= MAX_RELAYED_MESSAGE:
+        return message
+    return f"{message[:MAX_RELAYED_MESSAGE]}… [cut by the bridge: {len(message) - MAX_RELAYED_MESSAGE} more characters]"
+
+
 class BridgeError(Exception):
     """A failure to report to the client, in the client's own protocol."""
 
@@ -114,6 +126,18 @@ def invalid(message, param=None):
     return BridgeError("invalid_request", message, param=param)
 
 
+def from_anthropic(payload):
+    """An Anthropic error object (`{"type": "error", "error": {...}}`: an `event: error`, or a
+    200 body) as the BridgeError it names, its message cut to what a client is shown."""
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+    message = error.get("message") if isinstance(error.get("message"), str) else None
+    return BridgeError(
+        kind_for_type(error.get("type")),
+        relayed_message(message or "the upstream reported an error without a message"),
+        upstream_detail=error,
+    )
+
+
 def kind_for_status(status):
     """The error kind an upstream HTTP status stands for."""
     return _KIND_OF_STATUS.get(status) or ("api_error" if status >= 500 else "invalid_request")
@@ -121,7 +145,7 @@ def kind_for_status(status):
 
 def kind_for_type(error_type):
     """The error kind an upstream's error type (either protocol's) stands for; unknown is api_error."""
-    return _KIND_OF_TYPE.get(error_type, "api_error")
+    return _KIND_OF_TYPE.get(error_type, "api_error") if isinstance(error_type, str) else "api_error"
 
 
 def status_for_upstream(status, kind):

@@ -22,6 +22,7 @@ import functools
 import glob
 import logging
 import os
+import re
 import sys
 import time
 
@@ -38,6 +39,7 @@ from prometheus_client import (
 )
 
 from . import json_codec
+from .shapes import is_count
 
 access_log = logging.getLogger("bridge.access")
 
@@ -109,8 +111,13 @@ class Record:
             self.error = body["error"].get("type")
 
     def count(self, usage):
-        """Merge usage fields: later events refine earlier ones, missing fields keep their value."""
-        self.usage.update((k, v) for k, v in usage.items() if isinstance(v, int))
+        """Merge usage fields: later events refine earlier ones, missing fields keep their value.
+
+        Only sane counts: a metric cannot take 10**400, and an exception here, as the server
+        closes the response, is one it does not expect (gunicorn's count of open connections
+        went wrong with it).
+        """
+        self.usage.update((k, v) for k, v in usage.items() if is_count(v))
 
     def upstream_failed(self, error):
         self.upstream_status = error.upstream_status
@@ -182,6 +189,21 @@ def _utc_second(whole):
     """Formatting a time was the dearest of the access line's fields (through datetime); the
     lines of one second share it."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+
+
+# Control characters (C0, DEL, C1, the Unicode line and paragraph separators) and the backslash
+# that escapes them.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def escaped(text, limit=500):
+    """Text from outside the bridge (an upstream's message, a header value) fit for a log line:
+    control characters backslash-escaped, so a newline in it cannot forge a line of its own,
+    and cut at `limit` characters."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 def _capped(name, limit=200):

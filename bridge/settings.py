@@ -56,6 +56,8 @@ class Settings:
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
     max_requests_per_client: int = 0
+    # A non-streamed answer is at most max_tokens of output: 128,000 tokens of text are 0.5-1 MB of JSON.
+    max_upstream_body_bytes: int = 8 * 1024 * 1024
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
@@ -207,6 +209,7 @@ _PARSERS = {
     "BRIDGE_CLIENT_HEADER_TIMEOUT": ("client_header_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_CLIENT_BODY_TIMEOUT": ("client_body_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
+    "BRIDGE_MAX_UPSTREAM_BODY_BYTES": ("max_upstream_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),

@@ -24,9 +24,17 @@ backoff. Once a status line came it never asks again: a 429/5xx goes back
 at once with the headers the SDK needs to retry well (ratelimit.py), and a
 body that breaks mid-read or a read timeout is an error, since the upstream
 may have generated, and billed, the answer.
+
+What an upstream sends is bounded like what a client sends: a non-streamed
+body by BRIDGE_MAX_UPSTREAM_BODY_BYTES (refused unread when its length says
+so, cut where it passes the limit), an error body by ERROR_BODY_BYTES (its
+message relayed cut, errors.relayed_message), and its connection closed
+rather than pooled half-read. An upstream 401/403 for a credential the bridge
+sent on its own account is the operator's problem, never the client's 401.
 """
 
 import functools
+import http.client
 import json
 import logging
 import time
@@ -36,10 +44,15 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from . import json_codec, observability
-from .errors import BridgeError, kind_for_status, status_for_upstream
+from . import auth, json_codec, observability
+from .errors import BridgeError, kind_for_status, relayed_message, status_for_upstream
+from .observability import escaped
 
 log = logging.getLogger(__name__)
+
+# How much of an error answer is read: an error object is a few hundred bytes, and the
+# message a client is shown is cut far shorter (errors.relayed_message).
+ERROR_BODY_BYTES = 64 * 1024
 
 
 class Upstream:
@@ -75,7 +88,7 @@ class Upstream:
                 if attempt >= self.settings.retries or not _before_any_answer(exc, waited, self.settings):
                     raise error from None
             wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
-            log.info("upstream %s failed (%s); retry %d in %.2fs", url, error.message, attempt + 1, wait)
+            log.info("upstream %s failed (%s); retry %d in %.2fs", url, escaped(error.message), attempt + 1, wait)
             time.sleep(wait)
             attempt += 1
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
@@ -90,14 +103,47 @@ class Upstream:
                 status=502,
                 upstream_status=response.status_code,
             )
+        if response.status_code in (401, 403) and not auth.is_clients_credential(self.settings, headers):
+            raise refused_credentials(response, url, headers)
         if response.status_code >= 300:
             raise answer_error(response)
         if not stream:
-            try:
-                _ = response.content  # read now, so a body that breaks is reported here
-            except requests.RequestException as exc:
-                raise transport_error(exc) from None
+            # Read now, so a body that breaks is reported here.
+            limit = self.settings.max_upstream_body_bytes
+            if _read_at_most(response, limit) is None:
+                raise BridgeError(
+                    "api_error",
+                    f"upstream answer is larger than {limit} bytes (BRIDGE_MAX_UPSTREAM_BODY_BYTES)",
+                    status=502,
+                    upstream_status=response.status_code,
+                )
         return response
+
+
+def _read_at_most(response, limit):
+    """The body, kept as response.content, or None when it is longer than `limit` bytes.
+
+    A body whose Content-Length is over the limit is not read at all; one that passes the
+    limit is read no further. Either way its connection is closed, not given back to the pool
+    with the rest of the body still coming.
+    """
+    try:
+        declared = int(response.headers.get("content-length", ""))
+    except ValueError:
+        declared = None
+    data = None
+    if declared is None or declared <= limit:
+        try:
+            data = response.raw.read(limit + 1)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+            response.close()
+            raise transport_error(exc) from None
+    if data is None or len(data) > limit:
+        response.close()
+        return None
+    # What response.content reads into (the connection went back to the pool at the body's end).
+    response._content, response._content_consumed = data, True
+    return data
 
 
 def _before_any_answer(exc, waited, settings):
@@ -193,9 +239,29 @@ def transport_error(exc):
         return BridgeError(
             "api_error", f"the upstream closed the connection mid-response ({type(exc).__name__})", status=502
         )
+    malformed = _malformed_head(exc)
+    if malformed:
+        return BridgeError("api_error", f"the upstream's answer was malformed: {malformed}", status=502)
     if isinstance(exc, requests.ConnectionError):
         return BridgeError("api_error", "could not connect to the upstream: " + _reason(exc), status=502)
     return BridgeError("api_error", f"upstream request failed: {type(exc).__name__}", status=502)
+
+
+def _malformed_head(exc):
+    """What was wrong with a status line or headers http.client refused, or None.
+
+    requests reports those as a ConnectionError around urllib3's ProtocolError, like a refused
+    connection; they are an answer, though, and a broken one. RemoteDisconnected is a
+    BadStatusLine too, but it means the connection closed before any answer.
+    """
+    cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
+    cause = cause.args[-1] if isinstance(cause, urllib3.exceptions.ProtocolError) and cause.args else None
+    if not isinstance(cause, http.client.HTTPException) or isinstance(cause, ConnectionError):
+        return None
+    if isinstance(cause, http.client.BadStatusLine):
+        return "its status line is not HTTP/1.x"
+    # http.client's own words: "got more than 100 headers", "got more than 65536 bytes when reading header line"
+    return escaped(str(cause))
 
 
 def _reason(exc):
@@ -230,11 +296,15 @@ def answer_error(response):
             upstream_status=status,
         )
     try:
-        payload = json_codec.loads(response.content, fallback=_lenient)
-    except (ValueError, requests.RequestException):
-        payload = None
+        body = _read_at_most(response, ERROR_BODY_BYTES)
+    except BridgeError:  # broken off: what came is not a whole JSON body
+        body = b""
     finally:
         response.close()
+    try:
+        payload = json_codec.loads(body, fallback=_lenient) if body else None
+    except (ValueError, RecursionError):
+        payload = None
     message = code = param = None
     inner = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(inner, str) and inner:
@@ -245,19 +315,44 @@ def answer_error(response):
         message = inner.get("message")
         code = inner.get("code") if isinstance(inner.get("code"), str) else None
         param = inner.get("param") if isinstance(inner.get("param"), str) else None
-    if not isinstance(message, str) or not message:
+    if body is None:
+        message = f"upstream answered HTTP {status} with an error body larger than {ERROR_BODY_BYTES} bytes, not read"
+    elif not isinstance(message, str) or not message:
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
-        message = f"upstream answered HTTP {status} with a non-JSON body ({content_type})"
+        message = f"upstream answered HTTP {status} with a non-JSON body ({escaped(content_type)})"
     kind = kind_for_status(status)
     return BridgeError(
         kind,
-        message,
+        relayed_message(message),
         status=status_for_upstream(status, kind),
         code=code,
         param=param,
         upstream_status=status,
         upstream_headers=response.headers,
         upstream_detail=inner if isinstance(inner, dict) else None,
+    )
+
+
+def refused_credentials(response, url, headers):
+    """An upstream 401/403 for the bridge's own credential (a key it holds, or none when it holds
+    none): a bad gateway, never the client's 401, which would send Claude Code to log in again.
+    Nothing of the upstream's message goes on: it may quote the key, masked or not."""
+    response.close()
+    status = response.status_code
+    setting = "BRIDGE_ANTHROPIC_API_KEY" if "anthropic-version" in headers else "BRIDGE_OPENAI_API_KEY"
+    log.warning(
+        "upstream %s refused the bridge's credentials (HTTP %d) on request %s: check %s",
+        url,
+        status,
+        observability.current().request_id,
+        setting,
+    )
+    return BridgeError(
+        "api_error",
+        f"the bridge's upstream credentials were refused (HTTP {status} from the upstream); "
+        "the bridge's operator must check its upstream API key",
+        status=502,
+        upstream_status=status,
     )
 
 

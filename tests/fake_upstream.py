@@ -34,6 +34,8 @@ class Reply:
     stall_for: float = 30.0  # ... for this long at most, or until the bridge closes it
     cut_after: int = None  # send `body` as one chunk that promises all of it, close after this many
     # of its bytes: a server that died while answering
+    length: int = None  # send `events` unchunked under this content-length: a body too large to hold,
+    # made up as it is written (a generator)
 
 
 @dataclasses.dataclass
@@ -254,7 +256,8 @@ def _handler(fake):
                 self.end_headers()
                 self.wfile.write(reply.body)
                 return
-            self.send_header("transfer-encoding", "chunked")
+            chunked = reply.length is None
+            self.send_header(*(("transfer-encoding", "chunked") if chunked else ("content-length", str(reply.length))))
             self.end_headers()
             written = 0
             try:
@@ -267,10 +270,11 @@ def _handler(fake):
                         raise ConnectionResetError  # recorded below, like any client that left
                     if reply.pace:
                         time.sleep(reply.pace)
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
                     self.wfile.flush()
                     written += 1
-                self.wfile.write(b"0\r\n\r\n")
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
                 fake.closed_streams.append((self.path, written))
                 self.close_connection = True

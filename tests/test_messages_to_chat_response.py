@@ -277,14 +277,20 @@ def test_a_rate_limit_error_in_a_200_body_keeps_its_kind():
     assert caught.value.kind == "rate_limit" and caught.value.status == 429
 
 
-def test_a_message_or_function_that_is_not_an_object_is_no_content_not_a_crash():
+def test_a_message_or_function_that_is_not_an_object_is_a_502_naming_it():
     for garbage in ("garbage", ["garbage"]):
         body = completion({})
         body["choices"][0]["message"] = garbage
-        assert to_anthropic_message(body, context())["content"] == []
+        with pytest.raises(BridgeError) as caught:
+            to_anthropic_message(body, context())
+        assert caught.value.status == 502 and "choices.0.message must be an object" in caught.value.message
+    body = completion({"tool_calls": [{"id": "c", "type": "function", "function": "f"}]}, "tool_calls")
+    with pytest.raises(BridgeError) as caught:
+        to_anthropic_message(body, context())
+    assert "choices.0.message.tool_calls.0.function must be an object" in caught.value.message
 
 
-@pytest.mark.parametrize("function", ["f", {"arguments": "{}"}, {"name": "", "arguments": "{}"}])
+@pytest.mark.parametrize("function", [{"arguments": "{}"}, {"name": "", "arguments": "{}"}])
 def test_a_tool_call_without_a_name_is_a_502_as_in_a_stream(function):
     body = completion({"tool_calls": [{"id": "c", "type": "function", "function": function}]}, "tool_calls")
     with pytest.raises(BridgeError) as caught:

@@ -415,22 +415,14 @@ def test_an_error_object_in_a_data_chunk_is_raised():
     assert "overloaded" in caught.value.message and caught.value.kind == "api_error"
 
 
-def test_a_delta_or_function_that_is_not_an_object_is_no_content_not_a_crash():
+def test_a_delta_or_function_that_is_not_an_object_is_a_502_naming_it():
     """A crash would cut the stream without an error event; a BridgeError becomes one."""
-    events = translate(
-        [
-            (None, {"choices": [{"index": 0, "delta": "garbage"}]}),
-            chunk({"content": "ok"}),
-            chunk({}, "stop"),
-            (None, DONE),
-        ]
-    )
-    assert check_lifecycle(events) == ["text"]
     with pytest.raises(BridgeError) as caught:
-        translate(
-            [chunk({"tool_calls": [{"index": 0, "id": "c0", "function": "f"}]}), chunk({}, "tool_calls"), (None, DONE)]
-        )
-    assert caught.value.status == 502 and "without a name" in caught.value.message
+        translate([(None, {"choices": [{"index": 0, "delta": "garbage"}]})])
+    assert caught.value.status == 502 and "choices.0.delta must be an object" in caught.value.message
+    with pytest.raises(BridgeError) as caught:
+        translate([chunk({"tool_calls": [{"index": 0, "id": "c0", "function": "f"}]})])
+    assert caught.value.status == 502 and "choices.0.delta.tool_calls.0.function must be" in caught.value.message
 
 
 def test_several_choices_are_refused():

@@ -12,7 +12,7 @@ look for to trim the conversation; the message stays Anthropic's.
 import collections
 import datetime
 
-from .. import json_codec, overflow
+from .. import json_codec, overflow, shapes
 
 # Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
 # that paused) has no Chat meaning beyond "the turn ended here": stop.
@@ -30,17 +30,18 @@ STANDARD_REFUSAL = "The model declined to answer this request."
 
 def to_chat_completion(message, context):
     """One Anthropic message as one Chat choice; blocks Chat cannot show (server tools) are left out."""
+    shapes.anthropic_message(message)
     text, reasoning, signed, calls = [], [], [], []
     for block in message.get("content") or []:
         kind = block.get("type")
         if kind == "text":
-            text.append(block.get("text", ""))
+            text.append(block.get("text") or "")
         elif kind == "tool_use" and block.get("name") == context.json_tool:
             text.append(arguments(block.get("input")))
         elif kind == "tool_use":
             calls.append(tool_call(block["id"], block["name"], arguments(block.get("input"))))
         elif kind == "thinking":
-            reasoning.append(block.get("thinking", ""))
+            reasoning.append(block.get("thinking") or "")
             if block.get("signature"):
                 signed.append(thinking_entry(block))
         elif kind == "redacted_thinking":

@@ -32,8 +32,8 @@ import json
 import re
 import uuid
 
-from .. import json_codec, overflow
-from ..errors import BridgeError, invalid, kind_for_type
+from .. import json_codec, overflow, shapes
+from ..errors import BridgeError, invalid, kind_for_type, relayed_message
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -46,6 +46,7 @@ def to_anthropic_message(completion, context):
         raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
     if completion.get("error"):
         raise error_in_body(completion)
+    shapes.chat_completion(completion)
     choice = only_choice(completion.get("choices"))
     message = json_object(choice.get("message"))
     parts = content_parts(message.get("content"))
@@ -101,7 +102,10 @@ def error_in_body(payload):
     detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None
     # A known kind keeps its own status (429 for a rate limit); anything else is a bad gateway.
     return BridgeError(
-        kind, f"upstream failed: {message}", status=502 if kind == "api_error" else None, upstream_detail=detail
+        kind,
+        relayed_message(f"upstream failed: {message}"),
+        status=502 if kind == "api_error" else None,
+        upstream_detail=detail,
     )
 
 

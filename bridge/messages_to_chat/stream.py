@@ -29,7 +29,7 @@ Lifecycle (DESIGN.md section 3, message-placement.txt):
 
 import dataclasses
 
-from .. import translator
+from .. import shapes, translator
 from ..errors import ANTHROPIC, BridgeError
 from ..translator import DONE
 from . import response
@@ -70,6 +70,7 @@ class StreamTranslator(translator.StreamTranslator):
             return self._end_message()
         if not isinstance(payload, dict):
             raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
+        shapes.chat_chunk(payload)
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
         choices = payload.get("choices") or []

@@ -32,7 +32,7 @@ the final response from these same helpers.
 
 import json
 
-from .. import overflow
+from .. import overflow, shapes
 from ..chat_to_messages.response import FINISH_REASONS, refusal_text, token_counts
 from .reasoning import encrypted_content
 
@@ -45,6 +45,7 @@ REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True
 
 def to_response(message, context):
     """One Anthropic message as one Response; blocks Responses cannot show (server tools) are left out."""
+    shapes.anthropic_message(message)
     output = []
     parts = None  # the content of the message item ending `output`, while more text may join it
 
