@@ -45,6 +45,7 @@ class Settings:
     openai_reasoning_history: bool = False
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
+    client_stall_timeout: float = 60.0
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
@@ -185,6 +186,7 @@ _PARSERS = {
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
+    "BRIDGE_CLIENT_STALL_TIMEOUT": ("client_stall_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),

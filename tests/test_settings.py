@@ -23,6 +23,7 @@ def test_defaults_need_no_environment():
         ("BRIDGE_OPENAI_BASE_URL", "http://user:sk-secret@vllm.internal/v1"),
         ("BRIDGE_READ_TIMEOUT", "soon"),
         ("BRIDGE_RETRIES", "-1"),
+        ("BRIDGE_CLIENT_STALL_TIMEOUT", "0.5"),
         ("BRIDGE_OPENAI_STREAM_USAGE", "maybe"),
         ("BRIDGE_OPENAI_MAX_TOKENS_PARAM", "max_output_tokens"),
         ("BRIDGE_MODEL_MAP", "{not json"),
