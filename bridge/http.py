@@ -195,7 +195,14 @@ def answer(response, context, stream_translator, translate_body, framing):
     }
     if context.stream:
         settings = bridge().settings
-        events = relay(response, stream_translator(context), framing, settings.ping_interval, settings.max_event_bytes)
+        events = relay(
+            response,
+            stream_translator(context),
+            framing,
+            settings.ping_interval,
+            settings.max_event_bytes,
+            settings.client_stall_timeout,
+        )
         return sse_response(events, headers)
     return json_response(translate_body(upstream.read_json(response), context), headers=headers)
 

@@ -1,13 +1,16 @@
 """Relay an upstream event stream to the client, translating as it goes.
 
 A reader thread (pooled: it outlives its stream and serves the next) decodes
-the upstream body into SSE events and hands them over a queue, so the
+the upstream body into SSE events and hands them over (_Handover), so the
 response generator can send a keep-alive while the upstream is silent (a
 reasoning model thinking) and nginx or the client do not time out. Each
 event is translated (translator.py is the contract) and written the moment
-it arrives; nothing is buffered beyond the SSE decoder's unfinished event.
-How the client's events, keep-alives and end look on the wire is its
-protocol's Framing.
+it arrives. The hand-over is bounded: while the client does not read, the
+generator is stuck in the server's write, and the reader stops reading the
+upstream once a read's worth waits for it, so a stalled client holds a few
+buffers, not the stream; the upstream is closed when the client has taken
+nothing for BRIDGE_CLIENT_STALL_TIMEOUT. How the client's events, keep-alives
+and end look on the wire is its protocol's Framing.
 """
 
 import dataclasses
@@ -66,27 +69,41 @@ CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
 RESPONSES_SSE = Framing(_named_event, _named_event({"type": "keepalive"}), opening_keepalive=sse.comment())
 
 
-def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_EVENT_BYTES):
+def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_EVENT_BYTES, client_stall_timeout=60.0):
     """Yield the client's bytes for one upstream streaming response."""
     frame = framing.frame
     record = observability.current()
     upstream = _Ending(response)
-    events = queue.SimpleQueue()
-    READERS.run(lambda: _read(response, events.put, max_event_bytes))
+    events = _Handover(_READ_SIZE)
+
+    def read():
+        _read(response, events, max_event_bytes, client_stall_timeout)
+        if events.stalled:  # the client took nothing for that long: the upstream is not kept for it
+            upstream.close()
+            record.error = "client_stalled"  # the access line's outcome, as "client_closed" is
+            log.warning(
+                "request %s: the client stopped reading; upstream closed after %g s (BRIDGE_CLIENT_STALL_TIMEOUT)",
+                record.request_id,
+                client_stall_timeout,
+            )
+            events.end(
+                BridgeError(
+                    "timeout",
+                    f"the client read nothing of this stream for {client_stall_timeout:g} s; the bridge ended it",
+                )
+            )
+
+    READERS.run(read)
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
-    # Events that are already here leave in one write: the reader hands over each upstream
-    # chunk (usually one event) as it comes, and a write per event costs a syscall, a chunk
-    # header and a thread switch each.
+    # Events that are already here leave in one write (take() gives all of them): the reader
+    # hands over each upstream chunk (usually one event) as it comes, and a write per event
+    # costs a syscall, a chunk header and a thread switch each.
     pending = []
     try:
         while True:
-            try:
-                arrived = events.get(timeout=min(ping_interval, PROBE_INTERVAL))
-            except queue.Empty:
-                arrived = None
             ended = False
-            for batch in _with_queued(arrived, events) if arrived is not None else ():
+            for batch in events.take(min(ping_interval, PROBE_INTERVAL)):
                 if batch is _END:
                     ended = True
                     break
@@ -120,11 +137,13 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
         if not isinstance(error, BridgeError):  # a bug: still the protocol's error event, not a cut stream
             log.exception("stream translation failed")
             error = BridgeError("api_error", "internal error in the bridge while translating the stream; see its log")
-        record.failed_mid_stream(error, translator.protocol)
+        if not events.stalled:  # else the reader recorded why: the client's doing, not the upstream's
+            record.failed_mid_stream(error, translator.protocol)
         pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
     else:
         pending.append(framing.end)
     finally:
+        events.close()  # a reader waiting for room stops; one in recv() is woken by the close below
         upstream.close()
     if pending:
         yield _take(pending)
@@ -142,17 +161,6 @@ def _payload(event):
         ) from None
     except RecursionError:
         raise BridgeError("api_error", "upstream sent a stream event nested too deeply", status=502) from None
-
-
-def _with_queued(first, events):
-    """`first` and whatever else the reader has queued meanwhile, without waiting for more."""
-    batches = [first]
-    while batches[-1] is not _END and not isinstance(batches[-1], BaseException):
-        try:
-            batches.append(events.get_nowait())
-        except queue.Empty:
-            break
-    return batches
 
 
 def _take(frames):
@@ -201,22 +209,101 @@ class _Readers:
 READERS = _Readers()
 
 
-def _read(response, put, max_event_bytes):
-    """Reader thread: push lists of decoded events, then _END or the exception."""
+def _read(response, events, max_event_bytes, stall_timeout):
+    """Reader thread: hand over lists of decoded events, then _END or the exception; stop early
+    when the generator has gone or took nothing for `stall_timeout` seconds."""
     decoder = sse.Decoder(max_event_bytes)
+    unsent = 0  # bytes read since the last hand-over
     try:
         raw = response.raw
         while True:
             chunk = raw.read1(_READ_SIZE)
             if not chunk:
                 break
-            events = decoder.feed(chunk)
-            if events:
-                put(events)
-        put(decoder.close())
-        put(_END)
+            unsent += len(chunk)
+            decoded = decoder.feed(chunk)
+            if decoded:
+                if not events.put(decoded, unsent, stall_timeout):
+                    return
+                unsent = 0
+        events.end(decoder.close(), _END)
     except BaseException as exc:  # handed to the generator, which reports it
-        put(exc)
+        events.end(exc)
+
+
+class _Handover:
+    """Decoded events on their way from the reader to the generator, bounded in bytes.
+
+    Once `limit` bytes of upstream body are handed over and not taken, the reader waits before
+    it reads more; the generator takes all there is at once (events already here leave in one
+    write). So a client that does not read holds what it was last given (stuck in the server's
+    write) and less than `limit` plus one read here: a few reads, plus an event of up to
+    max_event_bytes if one ends in them. Bytes, not a count of batches: a read is at most
+    _READ_SIZE new bytes but anything from none to thousands of events, and small batches
+    that never reach a byte bound still leave together.
+
+    Each side keeps its own count (`_sent` the reader's, `_taken` the generator's), so a
+    hand-over costs a C queue's put and get, as an unbounded one did; the lock is taken only
+    to wait for room and to wake the waiting reader. The reader sets `_waiting` before it
+    checks for room and the generator stores `_taken` before it reads `_waiting`, so one of
+    them sees the other: no wake-up is lost.
+    """
+
+    def __init__(self, limit):
+        self._queue = queue.SimpleQueue()  # (batch, _sent after it)
+        self._limit = limit
+        self._sent = self._taken = 0
+        self._room = threading.Condition()
+        self._waiting = self._closed = False
+        self.stalled = False  # the generator took nothing for a whole stall timeout
+
+    def put(self, events, size, timeout):
+        """Reader: hand over `events`, `size` bytes of body, and wait for room if that filled it up.
+        False when the reader should stop: the generator has closed, or took nothing for
+        `timeout` seconds (then `stalled`)."""
+        self._sent += size
+        self._queue.put((events, self._sent))
+        if self._sent - self._taken < self._limit:
+            return True
+        with self._room:
+            self._waiting = True
+            try:
+                if not self._room.wait_for(self._has_room, timeout):
+                    self.stalled = True
+                    return False
+            finally:
+                self._waiting = False
+            return not self._closed
+
+    def _has_room(self):
+        return self._sent - self._taken < self._limit or self._closed
+
+    def end(self, *items):
+        """Reader: the stream's last items (its tail, _END, an error): no read follows them."""
+        for item in items:
+            self._queue.put((item, self._sent))
+
+    def take(self, timeout):
+        """Generator: all that is handed over, after waiting up to `timeout` for it; [] if nothing came."""
+        try:
+            batch, taken = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return []
+        batches = [batch]
+        while not self._queue.empty():  # only this thread takes: not empty means get() will not wait
+            batch, taken = self._queue.get()
+            batches.append(batch)
+        self._taken = taken
+        if self._waiting:
+            with self._room:
+                self._room.notify()
+        return batches
+
+    def close(self):
+        """Generator: it takes nothing more, and a reader waiting for room stops."""
+        with self._room:
+            self._closed = True
+            self._room.notify()
 
 
 class _Ending:

@@ -122,8 +122,8 @@ def chat_stream(text="", tool_calls=(), model="fake-model"):
 
 def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
     """A streamed Anthropic Messages answer as Anthropic writes it: message_start, the text as one
-    block, each tool use `(id, name, input dict)` as one block with its input in one delta, then
-    message_delta with the stop reason and message_stop."""
+    block (a list of strings: a delta each), each tool use `(id, name, input dict)` as one block
+    with its input in one delta, then message_delta with the stop reason and message_stop."""
 
     def event(kind, **fields):
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
@@ -143,17 +143,18 @@ def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
             },
         )
     ]
-    blocks = ([({"type": "text", "text": ""}, {"type": "text_delta", "text": text})] if text else []) + [
+    pieces = [text] if isinstance(text, str) else text
+    blocks = ([({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])] if text else []) + [
         (
             {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-            {"type": "input_json_delta", "partial_json": json.dumps(arguments)},
+            [{"type": "input_json_delta", "partial_json": json.dumps(arguments)}],
         )
         for call_id, name, arguments in tool_uses
     ]
-    for index, (start, delta) in enumerate(blocks):
+    for index, (start, deltas) in enumerate(blocks):
         events += [
             event("content_block_start", index=index, content_block=start),
-            event("content_block_delta", index=index, delta=delta),
+            *(event("content_block_delta", index=index, delta=delta) for delta in deltas),
             event("content_block_stop", index=index),
         ]
     events += [
@@ -165,6 +166,29 @@ def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
         event("message_stop"),
     ]
     return Reply(headers={"content-type": "text/event-stream"}, events=events)
+
+
+class Flood:
+    """An Anthropic text stream that does not end, written as fast as the connection takes it.
+
+    A Reply's `events`: message_start and the text block's start, then the same text delta over
+    and over, in writes of about 64 KiB, until `limit` bytes (a guard, should the reader never
+    stop). `sent` counts the bytes handed to the connection so far.
+    """
+
+    def __init__(self, limit=2 * 1024**3):
+        events = messages_stream("flood " * 170).events
+        self._opening, delta = b"".join(events[:2]), events[2]
+        self._write = delta * (65536 // len(delta))
+        self.limit = limit
+        self.sent = 0
+
+    def __iter__(self):
+        self.sent = len(self._opening)
+        yield self._opening
+        while self.sent < self.limit:
+            self.sent += len(self._write)
+            yield self._write
 
 
 class _Server(ThreadingHTTPServer):

@@ -992,6 +992,32 @@ def gunicorn(workdir, fake, *flags, site=None, cwd=None, **env):
     return server
 
 
+def socket_buffers():
+    """The most the kernel may buffer between a fast upstream and a client that reads nothing, less
+    the client's own receive buffer: the upstream's send buffer, the bridge's receive buffer from
+    it and send buffer to the client (sysctl maxima, which autotuning may reach on loopback)."""
+
+    def maximum(name):
+        with open(f"/proc/sys/net/ipv4/{name}") as fh:
+            return int(fh.read().split()[2])
+
+    return 2 * maximum("tcp_wmem") + maximum("tcp_rmem")
+
+
+def settled(upstream, bound):
+    """What a Flood upstream had sent once it could send no more (nothing for a second), or fail as
+    soon as it has sent more than `bound`."""
+    deadline = time.monotonic() + 30  # a hang guard
+    last, since = upstream.sent, time.monotonic()
+    while upstream.sent <= bound and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if upstream.sent != last:
+            last, since = upstream.sent, time.monotonic()
+        elif time.monotonic() - since >= 1:
+            return last
+    raise AssertionError(f"the upstream is still sending: {upstream.sent} bytes so far")
+
+
 class Gate:
     """Upstream events that the fake upstream sends only as the test releases them."""
 

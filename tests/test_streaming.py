@@ -1,5 +1,6 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
 
+import json
 import threading
 import time
 
@@ -11,8 +12,9 @@ from bridge import sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI
 from bridge.streaming import CHAT_SSE, relay
-from tests.fake_upstream import Reply
-from tests.helpers import FRAMING, Echo, chat_to_messages_context, decoded
+from bridge.translator import DONE
+from tests.fake_upstream import Flood, Reply, messages_stream
+from tests.helpers import FRAMING, Echo, chat_to_messages_context, decoded, openai_fold, settled, socket_buffers
 
 
 def open_stream(fake, *events, **reply):
@@ -137,3 +139,64 @@ def test_a_client_is_probed_while_upstream_events_bring_it_nothing(fake):
     response = open_stream(fake, *['{"type":"thinking"}'] * 8, pace=0.1)
     chunks = list(relay(response, Silent(), FRAMING[ANTHROPIC], ping_interval=30))
     assert streaming._PROBE in chunks, chunks
+
+
+def waiting(call):
+    """Run `call` in a thread; the thread, and a list that gets its result."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_the_reader_waits_while_a_reads_worth_is_not_taken():
+    handover = streaming._Handover(limit=10)
+    assert handover.put(["a"], 5, timeout=60)
+    thread, result = waiting(lambda: handover.put(["b"], 5, timeout=60))
+    thread.join(0.3)
+    assert thread.is_alive() and not result, "the reader went on with the hand-over full"
+    assert handover.take(timeout=5) == [["a"], ["b"]]
+    thread.join(5)
+    assert result == [True]
+
+
+def test_closing_the_hand_over_releases_a_reader_waiting_for_room():
+    handover = streaming._Handover(limit=10)
+    thread, result = waiting(lambda: handover.put(["a"], 10, timeout=60))
+    thread.join(0.3)
+    handover.close()
+    thread.join(5)
+    assert result == [False] and not handover.stalled
+
+
+def test_a_reader_that_waits_out_the_stall_timeout_stops_and_says_so():
+    handover = streaming._Handover(limit=10)
+    assert not handover.put(["a"], 10, timeout=0.1)
+    assert handover.stalled
+
+
+def test_closing_the_client_side_releases_a_reader_waiting_on_a_full_hand_over(fake):
+    """The pooled reader must come back even when it is not in recv() but waiting for the client."""
+    upstream = Flood()
+    fake.reply(Reply(events=upstream))
+    response = requests.get(f"{fake.url}/stream", stream=True)
+    stream = relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5, client_stall_timeout=60)
+    next(stream)
+    settled(upstream, socket_buffers())  # the reader waits: the upstream can send no more
+    stream.close()
+    wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
+    wait_for(lambda: fake.closed_streams, "the upstream to be closed")
+
+
+def test_a_slow_client_gets_every_event_in_order_though_the_reader_waits_for_it(fake):
+    """The reader fills the hand-over and waits many times over (half a MiB of events, a 64 KiB bound):
+    the SDK's accumulator still gets each piece of text once, in order."""
+    pieces = [f"<{n}>" + "." * 1000 for n in range(500)]
+    fake.reply(messages_stream(pieces))
+    response = requests.get(f"{fake.url}/stream", stream=True)
+    chunks = []
+    for chunk in relay(response, StreamTranslator(chat_to_messages_context(stream=True)), CHAT_SSE, ping_interval=5):
+        chunks.append(chunk)
+        time.sleep(0.02)  # slower than the upstream: the reader reaches the bound meanwhile
+    completion = openai_fold(json.loads(event.data) for event in decoded(chunks) if event.data != DONE)
+    assert completion["choices"][0]["message"]["content"] == "".join(pieces)
