@@ -182,7 +182,7 @@ PROTOCOLS = {
 }
 
 
-def _chunk(data):
+def chunked(data):
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
@@ -202,11 +202,11 @@ def unpaced_body(protocol, events):
     if key not in _unpaced_cache:
         stream = PROTOCOLS[protocol][0]
         parts = [stream.head.encode()] + [text_event(stream, stamp=False)] * events + [stream.tail.encode()]
-        _unpaced_cache[key] = b"".join(_chunk(p) for p in parts) + b"0\r\n\r\n"
+        _unpaced_cache[key] = b"".join(chunked(p) for p in parts) + b"0\r\n\r\n"
     return _unpaced_cache[key]
 
 
-def _head(status, content_type, length=None):
+def response_head(status, content_type, length=None):
     lines = [f"HTTP/1.1 {status}", f"content-type: {content_type}"]
     lines.append(f"content-length: {length}" if length is not None else "transfer-encoding: chunked")
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
@@ -214,12 +214,12 @@ def _head(status, content_type, length=None):
 
 async def _paced(writer, protocol, events, pace):
     stream = PROTOCOLS[protocol][0]
-    writer.write(_head("200 OK", "text/event-stream") + _chunk(stream.head.encode()))
+    writer.write(response_head("200 OK", "text/event-stream") + chunked(stream.head.encode()))
     for _ in range(events):
         await asyncio.sleep(pace)
-        writer.write(_chunk(text_event(stream)))
+        writer.write(chunked(text_event(stream)))
         await writer.drain()
-    writer.write(_chunk(stream.tail.encode()) + b"0\r\n\r\n")
+    writer.write(chunked(stream.tail.encode()) + b"0\r\n\r\n")
 
 
 async def _answer(writer, path, body):
@@ -227,18 +227,18 @@ async def _answer(writer, path, body):
     try:
         request = json.loads(body)
     except ValueError:
-        writer.write(_head("400 Bad Request", "application/json", 2) + b"{}")
+        writer.write(response_head("400 Bad Request", "application/json", 2) + b"{}")
         return
     shape = _SHAPE.search(str(request.get("model", "")))
     events = int(shape.group(1)) if shape else 50
     pace = float(shape.group(2) or 0) / 1000 if shape else 0.0
     if not request.get("stream"):
         payload = PROTOCOLS[protocol][1]
-        writer.write(_head("200 OK", "application/json", len(payload)) + payload)
+        writer.write(response_head("200 OK", "application/json", len(payload)) + payload)
     elif pace:
         await _paced(writer, protocol, events, pace)
     else:
-        writer.write(_head("200 OK", "text/event-stream") + unpaced_body(protocol, events))
+        writer.write(response_head("200 OK", "text/event-stream") + unpaced_body(protocol, events))
 
 
 async def _serve(reader, writer):

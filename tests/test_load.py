@@ -1,8 +1,9 @@
-"""Load, at small scale: loadtest/run.py through gunicorn, and what load found.
+"""Load and abuse, at small scale: loadtest/ through gunicorn, and what load found.
 
-The full run (200 concurrent paced streams, 1,000 requests) is `python -m loadtest.run`; its
-numbers are in the README under "Capacity and sizing". Here the same script runs at a tenth of
-that, and its own checks are shown to catch a stream that lost or reordered an event.
+The full runs are `python -m loadtest.run` (200 concurrent paced streams, 1,000 requests) and
+`python -m loadtest.abuse` (issue 15's attacks); their numbers are in the README under
+"Capacity and sizing" and "Reliability". Here the same scripts run at a fraction of that, and
+the load run's own checks are shown to catch a stream that lost or reordered an event.
 """
 
 import json
@@ -53,6 +54,24 @@ def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
     assert run.returncode == 0 and report["ok"], run.stderr[-2000:]
 
 
+def test_the_abuse_run_at_a_small_scale_holds():
+    """loadtest/abuse.py at a twentieth of its size: every health check answered, no worker
+    lost, every worker's peak RSS under the run's limit, one upstream call per client call."""
+    run = subprocess.run(
+        [sys.executable, "-m", "loadtest.abuse", "--scale", "0.05", "--hold", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = json.loads(run.stdout)
+    assert report["workers_replaced"] == [], report
+    assert report["healthz_overall"]["failed"] == 0, report["healthz_overall"]
+    broken = report["cases"]["broken_answers"]
+    assert broken["upstream_calls"] == broken["client_calls"] > 0, broken
+    assert run.returncode == 0 and report["ok"], run.stdout[-3000:] + run.stderr[-2000:]
+
+
 def stamped_stream(direction, stamps):
     """A client-side stream as the bridge would send it, carrying these upstream stamps."""
     texts = [f"@{stamp:.6f}@ " for stamp in stamps]
@@ -78,8 +97,6 @@ def test_the_load_checks_catch_a_lost_or_reordered_event():
 class DoneAtMessageStop(translator.StreamTranslator):
     """A translator that is done at message_stop, before the upstream body's last bytes, and
     whose finish() runs a step of the test: the moment between "done" and the relay's close."""
-
-    protocol = ANTHROPIC
 
     protocol = ANTHROPIC
 

@@ -1,0 +1,447 @@
+"""Abuse: what one key holder, a careless client or a broken upstream can do to bridge, at scale.
+
+    python -m loadtest.abuse                      # every case at full size, a few minutes
+    python -m loadtest.abuse --scale 0.1          # what tests/test_load.py runs
+    python -m loadtest.abuse --case stalled_readers --case burst
+
+The bridge runs as deployed: gunicorn from deploy/gunicorn.conf.py with its defaults (the
+environment may size it, as for loadtest.run), in front of a misbehaving upstream that this
+process serves on loopback, where the model name picks the misbehaviour. The cases are the ones
+issue 15 found, each bounded in time:
+
+- huge_bodies: 30 MB request bodies of tiny messages, several at once, on every front;
+- stalled_readers: streaming clients that never read, against an upstream that streams as fast
+  as it may;
+- burst: more streams at once than gunicorn has threads;
+- slow_headers: connections that send their request head a byte a second;
+- broken_answers: upstream answers that break mid-body, streamed and not;
+- huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers.
+
+Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
+RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
+the attacking clients got, and the upstream calls per client call. The exit status is 0 only
+when every health check was answered, no worker died, no upstream call was repeated, and every
+worker's peak RSS stayed under --rss-limit MiB.
+"""
+
+import argparse
+import asyncio
+import collections
+import concurrent.futures
+import gzip
+import http.client
+import json
+import socket
+import tempfile
+import threading
+import time
+
+from bench import client, procstat
+from bench.processes import Gunicorn, free_port
+from bench.servers import gunicorn_config
+from bench.upstream import PROTOCOLS, chunked, response_head, text_event
+
+FRONTS = {
+    "chat": ("/v1/chat/completions", {"authorization": "Bearer sk-abuse"}),
+    "messages": ("/v1/messages", {"anthropic-version": "2023-06-01", "x-api-key": "sk-abuse"}),
+    "responses": ("/v1/responses", {"authorization": "Bearer sk-abuse"}),
+}
+USER = [{"role": "user", "content": "hi"}]
+ENDLESS_LIMIT = 2 * 1024**3  # an endless stream still ends here, whatever the bridge does
+PROBE_EVERY = 0.1
+
+
+# -- the misbehaving upstream ---------------------------------------------------------------------
+
+
+class Upstream:
+    """An upstream on loopback whose model name picks how it misbehaves; it counts its calls.
+
+    `endless` streams text events as fast as the bridge takes them; `paced` streams one every
+    0.1 s for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
+    `error` a 500 with a 20 MB message; `headers` 5,000 header lines; `break` a 200 whose body
+    breaks after its first event.
+    """
+
+    def __init__(self, hold):
+        self.hold = hold
+        self.calls = collections.Counter()
+        self.sent = collections.Counter()  # body bytes written, per model
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._bomb = _gzip_bomb()
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+        threading.Thread(target=self._run, args=(started,), daemon=True).start()
+        started.wait()
+
+    def _run(self, started):
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port, backlog=4096))
+        self.server = server
+        started.set()
+        self._loop.run_forever()
+
+    async def _serve(self, reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                length = next(
+                    (
+                        int(v)
+                        for n, _, v in (line.partition(":") for line in lines[1:])
+                        if n.lower() == "content-length"
+                    ),
+                    0,
+                )
+                request = json.loads(await reader.readexactly(length)) if length else {}
+                protocol = "openai" if "/chat/completions" in lines[0] else "anthropic"
+                model = str(request.get("model", ""))
+                self.calls[model] += 1
+                if not await self._answer(writer, protocol, model, bool(request.get("stream"))):
+                    break
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, writer, protocol, model, stream):
+        """Write one answer; False when the connection must close after it."""
+        events, body = PROTOCOLS[protocol]
+        if model in ("endless", "paced"):
+            writer.write(response_head("200 OK", "text/event-stream") + chunked(events.head.encode()))
+            until = time.monotonic() + self.hold
+            while self.sent[model] < ENDLESS_LIMIT and (model == "endless" or time.monotonic() < until):
+                event = chunked(text_event(events, stamp=False) * (64 if model == "endless" else 1))
+                writer.write(event)
+                self.sent[model] += len(event)
+                await (writer.drain() if model == "endless" else asyncio.sleep(0.1))
+            writer.write(chunked(events.tail.encode()) + b"0\r\n\r\n")
+            return True
+        if model == "huge":
+            size = 200 * 1024**2
+            writer.write(response_head("200 OK", "application/json", size + 8) + b'{"x": "')
+            block = b" " * 65536
+            for _ in range(size // len(block)):
+                writer.write(block)
+                self.sent[model] += len(block)
+                await writer.drain()
+            writer.write(b'"}')
+            return True
+        if model == "bomb":
+            writer.write(
+                response_head("200 OK", "application/json", len(self._bomb)).replace(
+                    b"\r\n\r\n", b"\r\ncontent-encoding: gzip\r\n\r\n"
+                )
+                + self._bomb
+            )
+            return True
+        if model == "error":
+            message = json.dumps({"error": {"type": "api_error", "message": "e" * 20 * 1024**2}}).encode()
+            writer.write(response_head("500 Internal Server Error", "application/json", len(message)) + message)
+            return True
+        if model == "headers":
+            many = b"".join(b"x-filler-%d: %d\r\n" % (i, i) for i in range(5000))
+            writer.write(
+                response_head("200 OK", "application/json", len(body)).replace(b"\r\n\r\n", b"\r\n" + many + b"\r\n")
+                + body
+            )
+            return False
+        if model == "break":
+            if stream:
+                writer.write(response_head("200 OK", "text/event-stream") + chunked(events.head.encode()) + b"zz\r\n")
+            else:
+                writer.write(response_head("200 OK", "application/json", len(body) * 2) + body)
+            return False
+        writer.write(response_head("200 OK", "application/json", len(body)) + body)
+        return True
+
+
+def _gzip_bomb():
+    """A JSON string of 1 GB of spaces, gzipped to about 1 MB: gzip members, concatenated, inflate
+    to their contents concatenated, so one member of a MiB of spaces is compressed once."""
+    spaces = gzip.compress(b" " * 1024**2, compresslevel=9)
+    return gzip.compress(b'{"x": "') + spaces * 1024 + gzip.compress(b'"}')
+
+
+# -- measuring the bridge -------------------------------------------------------------------------
+
+
+class Workers:
+    """gunicorn's workers: their peak RSS since the last reset, and whether any was replaced."""
+
+    def __init__(self, master):
+        self.master = master
+        self.started = set(self.pids())
+
+    def pids(self):
+        return [pid for pid in procstat.tree(self.master) if pid != self.master]
+
+    def reset_peaks(self):
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                    fh.write("5")  # resets VmHWM to the current RSS
+            except OSError:
+                pass
+
+    def peaks_mib(self):
+        peaks = {}
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/status") as fh:
+                    for line in fh:
+                        if line.startswith("VmHWM:"):
+                            peaks[pid] = round(int(line.split()[1]) / 1024, 1)
+            except OSError:
+                pass
+        return peaks
+
+    def replaced(self):
+        return sorted(self.started - set(self.pids()))
+
+
+class Prober:
+    """GET /healthz every PROBE_EVERY seconds on a fresh connection, each with its latency."""
+
+    def __init__(self, port):
+        self.port = port
+        self.samples = []  # (started, seconds, status or error)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(PROBE_EVERY):
+            started = time.monotonic()
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                conn.request("GET", "/healthz")
+                outcome = conn.getresponse().status
+                conn.close()
+            except OSError as exc:
+                outcome = type(exc).__name__
+            self.samples.append((started, time.monotonic() - started, outcome))
+
+    def between(self, start, end):
+        seconds = [s for t, s, _ in self.samples if start <= t <= end]
+        failed = [o for t, _, o in self.samples if start <= t <= end and o != 200]
+        ms = lambda q: round(client.percentile(seconds, q) * 1000, 1) if seconds else None  # noqa: E731
+        return {"probes": len(seconds), "failed": len(failed), "p50_ms": ms(0.5), "p99_ms": ms(0.99), "max_ms": ms(1.0)}
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def statuses(results):
+    return dict(collections.Counter(str(r.status or r.error or "no answer") for r in results))
+
+
+def request_body(front, model, stream, **extra):
+    if front == "responses":
+        return json.dumps({"model": model, "input": "hi", "stream": stream, **extra}).encode()
+    return json.dumps({"model": model, "max_tokens": 64, "messages": USER, "stream": stream, **extra}).encode()
+
+
+def send(bridge, front, model, stream, *, total, concurrency, timeout=120):
+    path, headers = FRONTS[front]
+    return client.run(
+        bridge.url,
+        path,
+        request_body(front, model, stream),
+        headers,
+        total=total,
+        concurrency=concurrency,
+        timeout=timeout,
+    )
+
+
+# -- the cases ------------------------------------------------------------------------------------
+
+
+def huge_bodies(bridge, upstream, args):
+    """Six 30 MB bodies of a million tiny messages at once per front, twice."""
+    tiny = b'{"role":"user","content":"x"},' * 1_000_000
+    at_once = max(1, round(6 * args.scale))
+    report = {}
+    for front in FRONTS:
+        path, headers = FRONTS[front]
+        key = "input" if front == "responses" else "messages"
+        body = b'{"model":"plain","max_tokens":64,"' + key.encode() + b'":[' + tiny[:-1] + b"]}"
+        results = client.run(bridge.url, path, body, headers, total=2 * at_once, concurrency=at_once, timeout=300)
+        report[front] = statuses(results)
+    return {"bodies_mb": round(len(tiny) / 1e6), "at_once": at_once, "answers": report}
+
+
+def stalled_readers(bridge, upstream, args):
+    """Streams whose clients never read, held --hold seconds, against an upstream as fast as it may be."""
+    count = max(1, round(40 * args.scale))
+    sockets = []
+    for number in range(count):
+        front = list(FRONTS)[number % len(FRONTS)]
+        path, headers = FRONTS[front]
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", bridge.port))
+        body = request_body(front, "endless", True)
+        head = [
+            f"POST {path} HTTP/1.1",
+            "host: bridge",
+            "content-type: application/json",
+            f"content-length: {len(body)}",
+        ]
+        sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
+        sockets.append(sock)
+    time.sleep(args.hold)
+    sent = upstream.sent["endless"]
+    for sock in sockets:
+        sock.close()
+    return {"clients": count, "held_s": args.hold, "upstream_mib_sent": round(sent / 1024**2, 1)}
+
+
+def burst(bridge, upstream, args):
+    """More streams at once than every worker has threads, each held --hold seconds."""
+    config = gunicorn_config()
+    capacity = config["workers"] * config["threads"]
+    count = capacity + max(1, round(200 * args.scale))
+    jobs = []
+    with concurrent.futures.ThreadPoolExecutor(len(FRONTS)) as pool:
+        for front, share in zip(FRONTS, (count // 3, count // 3, count - 2 * (count // 3)), strict=True):
+            jobs.append(
+                pool.submit(send, bridge, front, "paced", True, total=share, concurrency=share, timeout=args.hold + 60)
+            )
+        results = [r for job in jobs for r in job.result()]
+    refused = [r.latency for r in results if r.status in (429, 503)]
+    return {
+        "capacity": capacity,
+        "streams": count,
+        "answers": statuses(results),
+        "refused_answer_ms": {
+            "p50": round(client.percentile(refused, 0.5) * 1000, 1) if refused else None,
+            "max": round(max(refused) * 1000, 1) if refused else None,
+        },
+    }
+
+
+def slow_headers(bridge, upstream, args):
+    """Connections that send their request head one byte a second for --hold seconds."""
+    count = max(1, round(300 * args.scale))
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: bridge\r\nx-slow: " + b"a" * 10_000
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", bridge.port))
+        sock.setblocking(False)
+        sockets.append(sock)
+    started, closed = time.monotonic(), {}
+    for offset in range(int(args.hold)):
+        for number, sock in enumerate(sockets):
+            if number in closed:
+                continue
+            try:
+                sock.send(head[offset : offset + 1])
+                if sock.recv(4096) == b"":
+                    closed[number] = time.monotonic() - started
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed[number] = time.monotonic() - started
+        time.sleep(1)
+    for sock in sockets:
+        sock.close()
+    seconds = sorted(closed.values())
+    return {
+        "connections": count,
+        "held_s": args.hold,
+        "closed_by_bridge": len(closed),
+        "closed_after_s": {"min": round(seconds[0], 1), "max": round(seconds[-1], 1)} if seconds else None,
+    }
+
+
+def broken_answers(bridge, upstream, args):
+    """Answers that break mid-body: each must reach the upstream exactly once."""
+    count = max(3, round(60 * args.scale))
+    results = []
+    for front in FRONTS:
+        for stream in (False, True):
+            results += send(bridge, front, "break", stream, total=count // 3, concurrency=8)
+    return {"client_calls": len(results), "answers": statuses(results)}
+
+
+def huge_answers(bridge, upstream, args):
+    """A 200 MB answer, a gzip bomb, a 20 MB error message and 5,000 headers, four of each at once."""
+    at_once = max(1, round(4 * args.scale))
+    return {
+        model: statuses(
+            send(bridge, "messages" if model == "headers" else "chat", model, False, total=at_once, concurrency=at_once)
+        )
+        for model in ("huge", "bomb", "error", "headers")
+    }
+
+
+CASES = {
+    case.__name__: case for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers)
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="run only these cases")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of each case's size, (0, 1]")
+    parser.add_argument("--hold", type=float, default=15.0, help="seconds a stalled or slow connection is held")
+    parser.add_argument("--rss-limit", type=float, default=400.0, help="MiB a worker's peak RSS may reach")
+    args = parser.parse_args(argv)
+    if not (0 < args.scale <= 1 and 1 <= args.hold <= 120):
+        parser.error("bounded: --scale in (0, 1], --hold between 1 and 120 seconds")
+
+    upstream = Upstream(args.hold)
+    workdir = tempfile.TemporaryDirectory(prefix="bridge-abuse-")
+    bridge = Gunicorn(workdir.name, upstream.url, BRIDGE_LOG_LEVEL="WARNING", BRIDGE_CLIENT_KEYS="sk-abuse")
+    try:
+        report = measure(bridge, upstream, args)
+    finally:
+        bridge.stop()
+        workdir.cleanup()
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+def measure(bridge, upstream, args):
+    workers = Workers(bridge.process.pid)
+    prober = Prober(bridge.port)
+    cases, ok = {}, True
+    try:
+        for name in args.case or CASES:
+            workers.reset_peaks()
+            started = time.monotonic()
+            calls_before = sum(upstream.calls.values())
+            outcome = CASES[name](bridge, upstream, args)
+            health = prober.between(started, time.monotonic())
+            peaks = workers.peaks_mib()
+            calls = sum(upstream.calls.values()) - calls_before
+            cases[name] = {
+                **outcome,
+                "seconds": round(time.monotonic() - started, 1),
+                "peak_rss_mib_per_worker": sorted(peaks.values()),
+                "healthz": health,
+                "upstream_calls": calls,
+            }
+            repeated = "client_calls" in outcome and calls != outcome["client_calls"]
+            ok = ok and not health["failed"] and max(peaks.values(), default=0) <= args.rss_limit and not repeated
+    finally:
+        prober.stop()
+    replaced = workers.replaced()
+    return {
+        "ok": ok and not replaced,
+        "gunicorn": gunicorn_config(),
+        "scale": args.scale,
+        "workers_replaced": replaced,
+        "healthz_overall": prober.between(0, time.monotonic()),
+        "cases": cases,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
