@@ -169,6 +169,10 @@ def run(
             next_tick = now + 0.05
         for key, _ in selector.select(timeout=0.05):
             conn = key.data
+            if conn.result is None:  # done with its last request: the server closing it is no news
+                selector.unregister(conn.sock)
+                conn.sock.close()
+                continue
             try:
                 data = conn.sock.recv(262144)
             except ConnectionError as exc:

@@ -5,8 +5,7 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
 
 - Over capacity: gunicorn's worker (bridge/worker.py) found every request thread busy and
   served the request on a spare thread, marking its environ. Anything but the exempt paths
-  (/healthz, /readyz, /metrics) is the `overloaded` kind: Anthropic's own 529
-  overloaded_error, a 503 for OpenAI clients.
+  (/healthz, /readyz, /metrics) is a 503 of the `overloaded` kind (see `refusal`).
 - Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
   flight (streamed or not: each holds a thread until its answer ends) gets a 429 for the next
   one, before anything goes upstream. The count is per worker process: gunicorn's workers
@@ -38,7 +37,7 @@ def install(app, settings, exempt):
         if request.path in exempt:
             return
         if request.environ.get(OVER_CAPACITY):
-            raise _refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
+            raise refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
         client = observability.current().client
         if in_flight.limit and client is not None:
             request.environ[_HELD] = in_flight.take(client)
@@ -67,7 +66,7 @@ class _InFlight:
         with self._lock:
             count = self._counts.get(client, 0)
             if count >= self.limit:
-                raise _refusal(
+                raise refusal(
                     "rate_limit",
                     f"this client key already has {self.limit} requests in flight on this bridge worker "
                     "(BRIDGE_MAX_REQUESTS_PER_CLIENT); retry when one has ended",
@@ -103,6 +102,13 @@ def _released_at_end(body, held):
         held.release()
 
 
-def _refusal(kind, message):
-    # Rendered as an upstream's retry-after is (ratelimit.client_headers), in either protocol.
-    return BridgeError(kind, message, upstream_headers=CaseInsensitiveDict({"retry-after": RETRY_AFTER}))
+def refusal(kind, message, retry_after=RETRY_AFTER):
+    """The bridge turning a request away for its own lack of room, with `retry-after` (rendered
+    as an upstream's is, ratelimit.client_headers, in either protocol).
+
+    Overloaded is a 503 to Anthropic clients too, with their `overloaded_error` type, not
+    Anthropic's own 529: that says the model is overloaded, and Claude Code counts it towards
+    switching the session to its fallback model, which a busy bridge is no reason for.
+    """
+    status = 503 if kind == "overloaded" else None
+    return BridgeError(kind, message, status=status, upstream_headers=CaseInsensitiveDict({"retry-after": retry_after}))

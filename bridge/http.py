@@ -8,10 +8,9 @@ import time
 from urllib.parse import quote
 
 from flask import Response, current_app, request
-from requests.structures import CaseInsensitiveDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import auth, json_codec, limits, observability, ratelimit, upstream
+from . import admission, auth, json_codec, limits, observability, ratelimit, upstream
 from .errors import BridgeError, invalid
 from .streaming import relay
 
@@ -59,8 +58,7 @@ def large_body_slot():
     size until it is translated; the slots bound how many of them do so at once. With one GIL per
     worker, more at once would take as long in all and hold more memory meanwhile. A request that
     finds none free within BRIDGE_LARGE_BODY_WAIT gets a 503 with `retry-after`, which both SDKs
-    retry (not Anthropic's 529: that is the upstream's word, and Claude Code counts it towards
-    switching to a fallback model).
+    retry (admission.refusal).
     """
     state = bridge()
     size = request.content_length
@@ -68,12 +66,11 @@ def large_body_slot():
         yield
         return
     if not state.large_body_slots.acquire(timeout=state.settings.large_body_wait):
-        raise BridgeError(
+        raise admission.refusal(
             "overloaded",
             f"the bridge is busy with other large requests (BRIDGE_LARGE_BODY_SLOTS={state.settings.large_body_slots}"
             " per worker); try again shortly",
-            status=503,
-            upstream_headers=CaseInsensitiveDict({"retry-after": LARGE_BODY_RETRY_AFTER}),
+            LARGE_BODY_RETRY_AFTER,
         )
     try:
         yield

@@ -58,7 +58,7 @@ class Upstream:
     """An upstream on loopback whose model name picks how it misbehaves; it counts its calls.
 
     `endless` streams text events as fast as the bridge takes them; `paced` streams one every
-    0.1 s for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
+    second for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
     `error` a 500 with a 20 MB message; `headers` 5,000 header lines; `break` a 200 whose body
     breaks after its first event.
     """
@@ -117,7 +117,7 @@ class Upstream:
                 event = chunked(text_event(events, stamp=False) * (64 if model == "endless" else 1))
                 writer.write(event)
                 self.sent[model] += len(event)
-                await (writer.drain() if model == "endless" else asyncio.sleep(0.1))
+                await (writer.drain() if model == "endless" else asyncio.sleep(1.0))
             writer.write(chunked(events.tail.encode()) + b"0\r\n\r\n")
             return True
         if model == "huge":

@@ -113,7 +113,7 @@ def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_
             answers = list(pool.map(lambda request: (request[0], post(server, *request[:2], **request[2])), burst))
         for path, answer in answers:
             if path == "/v1/messages":  # Anthropic's own overload
-                assert is_anthropic_error(answer, 529, "overloaded_error"), answer.text
+                assert is_anthropic_error(answer, 503, "overloaded_error"), answer.text
             else:
                 assert is_openai_error(answer, 503), answer.text
             assert answer.headers["retry-after"] == "5"
