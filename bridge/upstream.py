@@ -141,6 +141,11 @@ def _read_at_most(response, limit):
     if data is None or len(data) > limit:
         response.close()
         return None
+    if declared is not None and len(data) < declared:
+        # A read for more than the body stops at the end of the connection: a body shorter than
+        # it said it was is cut, however complete its JSON may look.
+        response.close()
+        raise transport_error(urllib3.exceptions.IncompleteRead(len(data), declared - len(data)))
     # What response.content reads into (the connection went back to the pool at the body's end).
     response._content, response._content_consumed = data, True
     return data
@@ -235,7 +240,10 @@ def transport_error(exc):
         exc = exc.args[0]
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})", status=504)
-    if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError)):
+    if isinstance(
+        exc,
+        (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, urllib3.exceptions.IncompleteRead),
+    ):
         return BridgeError(
             "api_error", f"the upstream closed the connection mid-response ({type(exc).__name__})", status=502
         )

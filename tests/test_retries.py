@@ -185,11 +185,15 @@ def cut(direction, how):
     body = fixture(f"{direction.upstream}/text.json").body
     if how == "short-chunk":
         return Reply(body=body, headers={"content-type": "application/json"}, cut_after=len(body) // 2)
+    if how == "short-of-its-length":  # the whole JSON, closed before the content-length it promised
+        return Reply(
+            events=[body, b""], headers={"content-type": "application/json"}, length=2 * len(body), drop_after=1
+        )
     return Reply(events=[body[:40], body[40:]], headers={"content-type": "application/json"}, drop_after=1)
 
 
 @EACH
-@pytest.mark.parametrize("how", ["short-chunk", "closed-between-chunks"])
+@pytest.mark.parametrize("how", ["short-chunk", "closed-between-chunks", "short-of-its-length"])
 def test_a_200_whose_body_breaks_mid_read_is_a_502_and_never_sent_again(start_bridge, fake, direction, how):
     """The upstream has generated, and billed, the answer: asking again would pay for it twice."""
     live = start_bridge(BRIDGE_RETRIES=2, BRIDGE_RETRY_BACKOFF=0.01)
