@@ -31,6 +31,7 @@ class Settings:
     anthropic_api_key: str | None = None
     anthropic_version: str = "2023-06-01"
     model_map: tuple = ()
+    routes_file: str = ""  # BRIDGE_ROUTES, read by routes.load()
     client_keys: tuple = ()
     allow_open_relay: bool = False
     connect_timeout: float = 10.0
@@ -181,6 +182,7 @@ _PARSERS = {
     "BRIDGE_ANTHROPIC_API_KEY": ("anthropic_api_key", lambda n, v: v or None),
     "BRIDGE_ANTHROPIC_VERSION": ("anthropic_version", lambda n, v: v),
     "BRIDGE_MODEL_MAP": ("model_map", _model_map),
+    "BRIDGE_ROUTES": ("routes_file", lambda n, v: v.strip()),
     "BRIDGE_CLIENT_KEYS": ("client_keys", _client_keys),
     "BRIDGE_ALLOW_OPEN_RELAY": ("allow_open_relay", _flag),
     "BRIDGE_CONNECT_TIMEOUT": ("connect_timeout", lambda n, v: _number(n, v, float, 0.1)),
