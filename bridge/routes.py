@@ -82,6 +82,7 @@ class Deployment:
     query: str = ""  # encoded, without the `?`
     max_tokens: int = 0  # cap on the upstream body's max_tokens; 0: none
     weight: int = 1
+    key_source: str = ""  # where the key comes from, for an operator's log line: never the key
     # The settings its translation reads: the model map naming its upstream model, and the
     # per-upstream switches (openai_max_tokens_param, ...).
     settings: object = dataclasses.field(default=None, repr=False, compare=False)
@@ -186,6 +187,7 @@ def _default_routes(settings):
         settings.openai_base_url,
         key=settings.openai_api_key,
         auth="bearer",
+        key_source="BRIDGE_OPENAI_API_KEY",
         max_tokens=settings.openai_max_tokens_cap,
         settings=settings,
     )
@@ -195,6 +197,7 @@ def _default_routes(settings):
         settings.anthropic_base_url,
         key=settings.anthropic_api_key,
         auth="x-api-key",
+        key_source="BRIDGE_ANTHROPIC_API_KEY",
         settings=settings,
     )
     return {
@@ -284,6 +287,7 @@ def _deployment(item, where, settings, environ):
         query="&".join(f"{quote(k, safe=_UNRESERVED)}={quote(v, safe=_UNRESERVED)}" for k, v in query),
         max_tokens=_whole(item, "max_tokens", where, 0),
         weight=_whole(item, "weight", where, 1, minimum=1),
+        key_source=_key_source(name, item),
         settings=own,
     )
 
@@ -312,6 +316,13 @@ def _key(item, where, environ):
             raise SettingsError(f"{where}: api_key_file {path} is empty")
         return key
     return None
+
+
+def _key_source(name, item):
+    for field in ("api_key_env", "api_key_file"):
+        if item.get(field):
+            return f"the key of deployment {name} ({field} {item[field]})"
+    return f"deployment {name}, which names no key"
 
 
 def _text(item, field, where, required=False):
