@@ -215,11 +215,20 @@ def test_a_passed_through_stream_is_metered_and_logged_with_its_deployment(start
     assert line["output_tokens"] == message.usage.output_tokens and line["input_tokens"] == message.usage.input_tokens
 
 
-def test_a_passed_through_stream_cut_short_ends_in_an_error_event(live, other_fake):
-    other_fake.reply(fixture("openai/text.sse", drop_after=3))
-    response = requests.post(f"{live.url}/v1/chat/completions", json={"model": "qwen3", "messages": HI, "stream": True})
+@pytest.mark.parametrize(
+    "path, body, name",
+    [
+        ("/v1/chat/completions", {"model": "qwen3", "messages": HI}, "openai/text.sse"),
+        ("/v1/messages", {"model": "claude-opus-5-5", "max_tokens": 9, "messages": HI}, "anthropic/text_sdk.sse"),
+    ],
+    ids=["chat", "messages"],
+)
+def test_a_passed_through_stream_cut_short_ends_in_an_error_event(live, fake, other_fake, path, body, name):
+    (other_fake if name.startswith("openai") else fake).reply(fixture(name, drop_after=3))
+    response = requests.post(f"{live.url}{path}", json={**body, "stream": True}, headers=ANTHROPIC_HEADERS)
     events = decoded(response.content)
     assert "error" in json.loads(events[-1].data) and "[DONE]" not in response.text
+    assert "message_stop" not in response.text
     healthy(live)
 
 
