@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from bench.processes import ROOT
 from bridge import routes
 from bridge import settings as settings_module
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
@@ -244,3 +245,16 @@ def test_when_every_deployment_cools_down_the_one_back_soonest_comes_first():
     clock.now += 1
     balancer.cool_down(a)
     assert [d.name for d in balancer.order(route)] == ["b", "a"]
+
+
+def test_the_readmes_routes_example_loads_as_documented(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index('```json\n{\n  "cooldown_seconds"') + len("```json\n")
+    example = readme[start : readme.index("```", start)]
+    key = tmp_path / "azure-west.key"
+    key.write_text("k")
+    document = json.loads(example.replace("/etc/bridge/azure-west.key", str(key)))
+    loaded = table(document, {"ANTHROPIC_KEY": "a", "AZURE_EAST_KEY": "e"})
+    assert loaded.route_for(ANTHROPIC, "claude-haiku-5-5").deployments[0].name == "vllm"
+    assert loaded.route_for(OPENAI, "claude-opus-5-5").deployments[0].name == "anthropic"
+    assert [d.name for d in loaded.route_for(OPENAI, "gpt-4.1").deployments] == ["azure-east", "azure-west"]

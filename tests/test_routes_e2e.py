@@ -223,12 +223,16 @@ def test_a_passed_through_stream_is_metered_and_logged_with_its_deployment(start
     ],
     ids=["chat", "messages"],
 )
-def test_a_passed_through_stream_cut_short_ends_in_an_error_event(live, fake, other_fake, path, body, name):
-    (other_fake if name.startswith("openai") else fake).reply(fixture(name, drop_after=3))
+@pytest.mark.parametrize("cut", ["connection dropped", "body ended"])
+def test_a_passed_through_stream_cut_short_ends_in_an_error_event(live, fake, other_fake, path, body, name, cut):
+    reply = fixture(name, drop_after=3) if cut == "connection dropped" else fixture(name)
+    if cut == "body ended":
+        reply.events = reply.events[:3]  # a clean end of the body, before the protocol's last event
+    (other_fake if name.startswith("openai") else fake).reply(reply)
     response = requests.post(f"{live.url}{path}", json={**body, "stream": True}, headers=ANTHROPIC_HEADERS)
     events = decoded(response.content)
     assert "error" in json.loads(events[-1].data) and "[DONE]" not in response.text
-    assert "message_stop" not in response.text
+    assert "event: message_stop" not in response.text
     healthy(live)
 
 
