@@ -2,8 +2,9 @@
 
 Client keys are compared as sha256 digests with hmac.compare_digest against
 every configured key, so neither timing nor early exit tells an attacker
-how close a guess was. The client's own credential is forwarded upstream
-only in pass-through mode: no upstream key held and no client keys set.
+how close a guess was. Each deployment (routes.py) holds its own key, sent in
+its auth style; the client's own credential is forwarded upstream only when the
+deployment holds none and no client keys are set.
 """
 
 import hashlib

@@ -24,10 +24,10 @@ deployments of a route speak one protocol, so that a request is validated once f
 import dataclasses
 import fnmatch
 import json
-import os
 from urllib.parse import quote
 
 from . import errors
+from . import settings as settings_module
 from .errors import BridgeError
 from .settings import SettingsError, _url
 
@@ -142,8 +142,11 @@ class Table:
 
 
 def load(settings, environ=None):
-    """The routing table for these settings (BRIDGE_ROUTES and the defaults), or SettingsError."""
-    environ = os.environ if environ is None else environ
+    """The routing table for these settings (BRIDGE_ROUTES and the defaults), or SettingsError.
+
+    Key variables are looked up in `environ`, by default the service's (settings.variables).
+    """
+    environ = settings_module.variables() if environ is None else environ
     document = _document(settings.routes_file) if settings.routes_file else {}
     where = "BRIDGE_ROUTES"
     _known(document, {"routes", "cooldown_seconds", "default_routes"}, where)

@@ -231,13 +231,24 @@ _READ_ELSEWHERE = {
 }
 
 
-def load(environ=None):
-    """Build Settings from the environment (and BRIDGE_SETTINGS_FILE), or raise SettingsError."""
+def variables(environ=None):
+    """The variables the service sees: BRIDGE_SETTINGS_FILE's lines, the environment over them.
+
+    A line that is no BRIDGE_* setting is a variable for the routes file, which names the
+    variables holding its deployments' keys: the same file serves systemd's EnvironmentFile
+    and `bridge check`.
+    """
     environ = os.environ if environ is None else environ
     values = {}
     if environ.get("BRIDGE_SETTINGS_FILE"):
         values.update(_read_file(environ["BRIDGE_SETTINGS_FILE"]))
-    values.update({k: v for k, v in environ.items() if k.startswith("BRIDGE_")})
+    values.update(environ)
+    return values
+
+
+def load(environ=None):
+    """Build Settings from the environment (and BRIDGE_SETTINGS_FILE), or raise SettingsError."""
+    values = {k: v for k, v in variables(environ).items() if k.startswith("BRIDGE_")}
     unknown = sorted(k for k in values if k not in _PARSERS and k not in _READ_ELSEWHERE)
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]} (known: {', '.join(sorted(_PARSERS))})")

@@ -23,14 +23,17 @@ send (a pooled keep-alive connection the upstream had just closed), with capped 
 backoff. Once a status line came it never asks again: a 429/5xx goes back
 at once with the headers the SDK needs to retry well (ratelimit.py), and a
 body that breaks mid-read or a read timeout is an error, since the upstream
-may have generated, and billed, the answer.
+may have generated, and billed, the answer. A route of several deployments
+(failover.py) sends a 429/5xx or a failure raised as Unanswered to another
+deployment instead, once each: never the same upstream again.
 
 What an upstream sends is bounded like what a client sends: a non-streamed
 body by BRIDGE_MAX_UPSTREAM_BODY_BYTES (refused unread when its length says
 so, cut where it passes the limit), an error body by ERROR_BODY_BYTES (its
 message relayed cut, errors.relayed_message), and its connection closed
 rather than pooled half-read. An upstream 401/403 for a credential the bridge
-sent on its own account is the operator's problem, never the client's 401.
+sent on its own account (a deployment's key: auth.held_credential) is the
+operator's problem, never the client's 401.
 """
 
 import functools

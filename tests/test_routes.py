@@ -258,3 +258,14 @@ def test_the_readmes_routes_example_loads_as_documented(tmp_path):
     assert loaded.route_for(ANTHROPIC, "claude-haiku-5-5").deployments[0].name == "vllm"
     assert loaded.route_for(OPENAI, "claude-opus-5-5").deployments[0].name == "anthropic"
     assert [d.name for d in loaded.route_for(OPENAI, "gpt-4.1").deployments] == ["azure-east", "azure-west"]
+
+
+def test_a_key_variable_may_be_a_line_of_the_settings_file(tmp_path, monkeypatch):
+    """The file systemd reads as EnvironmentFile serves `bridge check` as BRIDGE_SETTINGS_FILE."""
+    document = {"routes": [{"models": ["x"], "deployments": [AZURE]}]}
+    settings_file = tmp_path / "bridge.env"
+    settings_file.write_text(
+        f"BRIDGE_ROUTES={json.dumps(document)}\nBRIDGE_CLIENT_KEYS=sk-1\nAZURE_EAST_KEY=from-file\n"
+    )
+    monkeypatch.setenv("BRIDGE_SETTINGS_FILE", str(settings_file))
+    assert routes.load(settings_module.load()).routes[0].deployments[0].key == "from-file"
