@@ -120,6 +120,7 @@ def send(state, route, prepare, passthrough=False):
             )
             continue
         observability.attempted(deployment.name, str(response.status_code))
+        record.upstream_error = None  # a deployment tried before is not this call's failure
         return deployment, response, context
 
 

@@ -46,14 +46,22 @@ def test_a_call_passes_a_refused_connection_and_a_429_and_succeeds_on_the_third(
     live = routed(start_bridge, refusing, other_fake, fake, BRIDGE_LOG_LEVEL="INFO")
     other_fake.default = fixture("anthropic/error_429.json")
     fake.default = fixture(TEXT)
+    series = {
+        ("bridge_deployment_calls_total", "a", "connection"),
+        ("bridge_deployment_calls_total", "b", "429"),
+        ("bridge_deployment_calls_total", "c", "200"),
+    }
+    before = {key: metric(live, key[0], deployment=key[1], outcome=key[2]) for key in series}
+    errors_before = metric(live, "bridge_upstream_errors_total")
     with access_lines() as lines:
         assert ask(live).choices[0].message.content
         wait_for(lambda: lines, "the access line")
     assert len(other_fake.requests) == 1 and len(fake.requests) == 1
     assert lines[0]["deployment"] == "c" and lines[0]["status"] == 200
-    assert metric(live, "bridge_deployment_calls_total", deployment="a", outcome="connection") == 1
-    assert metric(live, "bridge_deployment_calls_total", deployment="b", outcome="429") == 1
-    assert metric(live, "bridge_deployment_calls_total", deployment="c", outcome="200") == 1
+    assert {
+        key: metric(live, key[0], deployment=key[1], outcome=key[2]) - before[key] for key in series
+    } == dict.fromkeys(series, 1)
+    assert metric(live, "bridge_upstream_errors_total") == errors_before, "the call did not fail: its deployments did"
 
     # a and b cool down: the next calls go straight to c
     for _ in range(3):
