@@ -418,3 +418,17 @@ def test_models_lists_the_route_names_before_the_default_upstreams_own(start_bri
     live = start_bridge(BRIDGE_ROUTES=routes(fake, other_fake, default_routes=True))
     fake.reply(json_reply({"data": [{"id": "claude-opus-5-5", "type": "model"}], "has_more": False}))
     assert [m.id for m in openai_sdk(live).models.list().data] == ["gpt-4.1", "claude-opus-5-5"]
+
+
+def test_a_client_leaving_a_passed_through_stream_closes_the_upstream(live, fake):
+    fake.reply(fixture("anthropic/text_sdk.sse", stall_after=3))
+    response = requests.post(
+        f"{live.url}/v1/messages",
+        json={"model": "claude-opus-5-5", "max_tokens": 9, "messages": HI, "stream": True},
+        headers=ANTHROPIC_HEADERS,
+        stream=True,
+    )
+    assert b"message_start" in next(response.iter_content(None))
+    response.close()
+    wait_for(lambda: fake.closed_streams, "the bridge to hang up on the upstream")
+    healthy(live)
