@@ -79,11 +79,12 @@ def moves_on(error):
     return isinstance(error, Unanswered) or status == 429 or (status is not None and status >= 500)
 
 
-def send(state, route, prepare, passthrough=False):
+def send(state, route, prepare, passthrough=False, path=None):
     """(deployment, 2xx response, context) from the first deployment of `route` that answers.
 
     `prepare(deployment)` gives the upstream body and the context of the answer's
-    translation for that deployment (its model name, caps and switches differ).
+    translation for that deployment (its model name, caps and switches differ). `path` is
+    the protocol's generation endpoint unless given.
     """
     record = observability.current()
     order = state.balancer.order(route)
@@ -97,7 +98,7 @@ def send(state, route, prepare, passthrough=False):
         try:
             response = state.upstream.request(
                 "POST",
-                deployment.url(GENERATE[deployment.protocol]),
+                deployment.url(path or GENERATE[deployment.protocol]),
                 headers,
                 body,
                 stream=context.stream,

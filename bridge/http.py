@@ -165,7 +165,7 @@ def sse_response(chunks, headers=None):
     )
 
 
-def forward(route, prepare, stream_translator, translate_body, framing, reword, passthrough=False):
+def forward(route, prepare, stream_translator, translate_body, framing, reword, passthrough=False, path=None):
     """POST a request to the route's deployments (failover.py) and answer the client with the answer.
 
     `prepare(deployment)` gives (upstream body, context) for one deployment. `reword` gives an
@@ -178,7 +178,7 @@ def forward(route, prepare, stream_translator, translate_body, framing, reword, 
             return prepare(deployment)
 
     try:
-        _, response, context = failover.send(bridge(), route, prepared, passthrough)
+        _, response, context = failover.send(bridge(), route, prepared, passthrough, path)
         return answer(response, context, stream_translator, translate_body, framing)
     except BridgeError as error:
         raise reword(error) from None
@@ -190,13 +190,21 @@ _PASSED_THROUGH = {
 }
 
 
-def pass_through(route, body, client_protocol):
-    """Forward the client's body untranslated to a route of its own protocol (passthrough.py)."""
+def pass_through(route, body, client_protocol, path=None):
+    """Forward the client's body untranslated to a route of its own protocol (passthrough.py),
+    to its generation endpoint or `path`."""
     direction, relay_class, framing = _PASSED_THROUGH[client_protocol]
     passthrough.validate(body, client_protocol)
     observability.current().direction = direction
     return forward(
-        route, lambda deployment: passthrough.to_upstream(body, deployment), relay_class, None, framing, _same, True
+        route,
+        lambda deployment: passthrough.to_upstream(body, deployment),
+        relay_class,
+        None,
+        framing,
+        _same,
+        passthrough=True,
+        path=path,
     )
 
 

@@ -7,7 +7,8 @@ client wrote it: the upstream validates the rest in the same protocol, and its 4
 the client in that protocol's shape. A stricter check here would refuse what the upstream
 serves (`n`, `logprobs`, a new Anthropic block type) with nothing to translate.
 
-The answer is relayed as the upstream wrote it: a body byte for byte (the upstream's
+A Messages client's count_tokens goes to the Anthropic deployment's own count_tokens, for the
+upstream's exact count. The answer is relayed as the upstream wrote it: a body byte for byte (the upstream's
 model name included), a stream event for event, re-framed as it arrives, so that the relay
 (streaming.py) still sends keep-alives, meters the usage events, and closes the upstream
 when the client leaves. A stream that ends before its protocol's last event is cut short
@@ -29,19 +30,18 @@ class Context:
     dropped: tuple = ()  # nothing is dropped; http.answer reports this
 
 
-# The fields the bridge reads, per client protocol: everything else is the upstream's to judge.
+# The fields the bridge reads, per client protocol: everything else is the upstream's to judge
+# (a Messages body without max_tokens too: Anthropic says so in its own words).
 _TOKEN_FIELDS = {ANTHROPIC: ("max_tokens",), OPENAI: ("max_tokens", "max_completion_tokens")}
 
 
 def validate(body, protocol):
     """The checks pass-through needs; the model was checked when its route was found."""
-    if "stream" in body and body["stream"] is not None and not isinstance(body["stream"], bool):
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise invalid("stream: must be a boolean", param="stream")
     for field in _TOKEN_FIELDS[protocol]:
         value = body.get(field)
-        if value is None and protocol == OPENAI:
-            continue  # optional in Chat, required in Messages
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise invalid(f"{field}: must be a whole number of at least 1", param=field)
     return body
 

@@ -247,6 +247,16 @@ def test_a_passed_through_upstream_error_reaches_the_sdk_in_its_own_shape(live, 
     healthy(live)
 
 
+def test_count_tokens_of_an_anthropic_route_is_the_upstreams_own_count(live, fake, other_fake):
+    fake.reply(json_reply({"input_tokens": 4242}))
+    client = anthropic_sdk(live)
+    assert client.messages.count_tokens(model="claude-opus-5-5", messages=HI).input_tokens == 4242
+    assert fake.last.path == "/v1/messages/count_tokens"
+    assert fake.last.body == {"model": "claude-opus-5-5", "messages": HI}
+    assert client.messages.count_tokens(model="qwen3", messages=HI).input_tokens > 0, "the bridge's estimate"
+    assert len(fake.requests) == 1 and other_fake.requests == []
+
+
 # -- what is refused, in the client's own protocol ------------------------------------------------
 
 
@@ -271,7 +281,7 @@ def test_a_model_without_a_route_is_a_404_in_each_fronts_protocol(live, fake, ot
         ("/v1/chat/completions", {"model": "qwen3", "messages": HI, "stream": "yes"}, "stream"),
         ("/v1/chat/completions", {"model": "qwen3", "messages": HI, "max_tokens": "many"}, "max_tokens"),
         ("/v1/chat/completions", {"messages": HI}, "model"),
-        ("/v1/messages", {"model": "claude-opus-5-5", "messages": HI}, "max_tokens"),
+        ("/v1/messages", {"model": "claude-opus-5-5", "max_tokens": 0, "messages": HI}, "max_tokens"),
         ("/v1/messages", {"model": "claude-opus-5-5", "max_tokens": 9, "messages": HI, "stream": 1}, "stream"),
     ],
 )
@@ -373,7 +383,7 @@ def test_both_fronts_reach_azure_openai(start_bridge, other_fake, monkeypatch, d
 def test_each_routes_cap_applies_to_the_claude_code_captures(start_bridge, fake, other_fake, path):
     capture = json.loads(path.read_text())
     if "count_tokens" in capture["path"]:
-        pytest.skip("count_tokens is the bridge's own estimate: nothing goes upstream")
+        pytest.skip("count_tokens has no max_tokens")
     document = {
         "default_routes": False,
         "routes": [

@@ -1,5 +1,5 @@
-"""POST /v1/messages and /v1/messages/count_tokens: translated for an OpenAI Chat route, passed
-through for an Anthropic one. count_tokens is always the bridge's own estimate."""
+"""POST /v1/messages and /v1/messages/count_tokens: translated for an OpenAI Chat route (count_tokens
+is then the bridge's own estimate), passed through for an Anthropic one."""
 
 import logging
 
@@ -16,6 +16,7 @@ from .stream import StreamTranslator
 from .tokens import count_tokens
 
 bp = Blueprint("messages_to_chat", __name__)
+COUNT_TOKENS = "/v1/messages/count_tokens"  # after an Anthropic deployment's base URL
 log = logging.getLogger(__name__)
 
 
@@ -50,5 +51,10 @@ def create_message():
 @bp.post("/messages/count_tokens")
 def count_message_tokens():
     with large_body_slot():
-        tokens = count_tokens(schema.validate_count_tokens(read_json()))
+        body = read_json()
+        route = route_for(ANTHROPIC, body)
+        if route.protocol != routes.ANTHROPIC:
+            tokens = count_tokens(schema.validate_count_tokens(body))
+    if route.protocol == routes.ANTHROPIC:
+        return pass_through(route, body, ANTHROPIC, COUNT_TOKENS)
     return json_response({"input_tokens": tokens})
