@@ -8,6 +8,7 @@ or event for event (a stream). The other pairs translate as they always did.
 """
 
 import json
+import logging
 
 import anthropic
 import openai
@@ -442,3 +443,37 @@ def test_a_client_leaving_a_passed_through_stream_closes_the_upstream(live, fake
     response.close()
     wait_for(lambda: fake.closed_streams, "the bridge to hang up on the upstream")
     healthy(live)
+
+
+def test_a_deployments_refused_key_is_a_502_and_the_log_names_the_deployment(
+    start_bridge, other_fake, monkeypatch, caplog
+):
+    """A key the bridge holds is the operator's: its 401 is no client's business (nor its message,
+    which may quote the key)."""
+    monkeypatch.setenv("AZURE_EAST_KEY", AZURE_KEY)
+    deployment = {
+        "name": "azure-east",
+        "protocol": "openai-chat",
+        "base_url": f"{other_fake.url}/openai/v1",
+        "auth": "api-key",
+        "api_key_env": "AZURE_EAST_KEY",
+    }
+    document = {"routes": [{"models": ["gpt-4.1"], "deployments": [deployment]}]}
+    live = start_bridge(BRIDGE_ROUTES=json.dumps(document), BRIDGE_CLIENT_KEYS=f"team:{CLIENT_KEY}")
+    other_fake.reply(json_reply({"error": {"code": "401", "message": f"Access denied for key {AZURE_KEY}"}}, 401))
+    caplog.set_level(logging.WARNING, logger="bridge.upstream")
+    with pytest.raises(openai.InternalServerError) as caught:
+        openai_sdk(live).chat.completions.create(model="gpt-4.1", messages=HI)
+    assert caught.value.status_code == 502 and "upstream credentials were refused" in caught.value.message
+    assert AZURE_KEY not in caught.value.response.text
+    assert "deployment azure-east (api_key_env AZURE_EAST_KEY)" in caplog.text and AZURE_KEY not in caplog.text
+    healthy(live)
+
+
+def test_a_401_for_the_clients_own_key_forwarded_to_a_deployment_stays_the_clients(live, other_fake):
+    other_fake.reply(
+        json_reply({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, 401)
+    )
+    with pytest.raises(openai.AuthenticationError):
+        openai_sdk(live).chat.completions.create(model="qwen3", messages=HI)
+    assert other_fake.last.headers["authorization"] == f"Bearer {CLIENT_KEY}", "no client keys: the client's own"
