@@ -239,6 +239,7 @@ def answer(response, context, stream_translator, translate_body, framing):
         return sse_response(events, headers)
     body = upstream.read_json(response)
     if translate_body is None:  # pass-through: the upstream's bytes as it sent them
+        passthrough.check_answer(body, stream_translator.protocol)
         observability.current().answered(body)
         return Response(response.content, headers=headers, mimetype="application/json")
     return json_response(translate_body(body, context), headers=headers)

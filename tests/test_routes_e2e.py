@@ -477,3 +477,31 @@ def test_a_401_for_the_clients_own_key_forwarded_to_a_deployment_stays_the_clien
     with pytest.raises(openai.AuthenticationError):
         openai_sdk(live).chat.completions.create(model="qwen3", messages=HI)
     assert other_fake.last.headers["authorization"] == f"Bearer {CLIENT_KEY}", "no client keys: the client's own"
+
+
+@pytest.mark.parametrize(
+    "path, body, upstream, reply, status",
+    [
+        (
+            "/v1/messages",
+            {"model": "claude-opus-5-5", "max_tokens": 9, "messages": HI},
+            "fake",
+            json_reply({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            529,
+        ),
+        (
+            "/v1/chat/completions",
+            {"model": "qwen3", "messages": HI},
+            "other_fake",
+            json_reply({"error": {"message": "rate limited", "type": "rate_limit_error"}}),
+            429,
+        ),
+        ("/v1/chat/completions", {"model": "qwen3", "messages": HI}, "other_fake", json_reply([1, 2]), 502),
+    ],
+    ids=["anthropic-error-in-a-200", "chat-error-in-a-200", "not-an-object"],
+)
+def test_a_passed_through_200_that_is_no_answer_is_an_error(live, request, path, body, upstream, reply, status):
+    request.getfixturevalue(upstream).reply(reply)
+    response = requests.post(f"{live.url}{path}", json=body, headers=ANTHROPIC_HEADERS)
+    assert response.status_code == status and "error" in response.json()
+    healthy(live)
