@@ -40,8 +40,8 @@ GENERATE = {OPENAI_CHAT: "/chat/completions", ANTHROPIC: "/v1/messages"}
 MODELS = {OPENAI_CHAT: "/models", ANTHROPIC: "/v1/models"}
 _AUTH_STYLES = ("bearer", "api-key", "x-api-key", "none")
 _DEFAULT_AUTH = {OPENAI_CHAT: "bearer", ANTHROPIC: "x-api-key"}
-# Where the credential goes: no extra header may carry one, since the file never holds keys.
-_UNRESERVED = "-._~"
+_UNRESERVED = "-._~"  # characters a query value keeps unquoted
+# Where a credential goes: no extra header may carry one, since the file never holds keys.
 _CREDENTIAL_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization", "cookie"}
 _DEPLOYMENT_FIELDS = {
     "name",
@@ -104,7 +104,7 @@ class Route:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """The routes, and each front's default route (None when turned off)."""
+    """The routes, and each front's default route (none when turned off)."""
 
     routes: tuple = ()
     defaults: dict = dataclasses.field(default_factory=dict)  # client protocol -> Route
@@ -122,7 +122,8 @@ class Table:
         if default is None:
             raise BridgeError(
                 "not_found",
-                f"model {model!r} has no route: it matches no entry of BRIDGE_ROUTES and the default routes are off",
+                f"model {model[:200]!r} has no route: it matches no entry of BRIDGE_ROUTES and the default "
+                "routes are off",
                 param="model",
                 code="model_not_found",
             )
