@@ -5,7 +5,11 @@ A newcomer's map, from the wire inwards:
 - app.py            create_app(): settings, the upstream client, one blueprint per front,
                     the error handlers (every error as JSON in the client's protocol).
 - settings.py       every BRIDGE_* setting, read once at start-up and validated.
-- auth.py           client keys, and which credential goes upstream.
+- routes.py         BRIDGE_ROUTES: model names -> upstream deployments (the old settings are
+                    the default routes); failover.py picks a deployment and moves a call on
+                    when one fails before answering; caps.py, a deployment's max_tokens cap.
+- passthrough.py    a client on its route's own protocol: checked, relayed untranslated.
+- auth.py           client keys, and which credential goes to a deployment.
 - models.py         GET /v1/models[/{id}], in either protocol; cli.py: `bridge check`.
 - http.py           reading a request body, writing a JSON or SSE answer (routes share it).
 - upstream.py       the pooled HTTP client: timeouts, the only retries, errors as BridgeError.
@@ -15,7 +19,8 @@ A newcomer's map, from the wire inwards:
 - errors.py         the one error type, BridgeError, rendered in either protocol.
 - observability.py  the access log line and Prometheus metrics of each request.
 - schemas/          validation: __init__.py is the toolkit, one module per client protocol.
-- a direction       <client protocol>_to_<upstream protocol>/: routes.py (the thin blueprint),
+- a direction       <client protocol>_to_<upstream protocol>/: routes.py (the thin blueprint of
+                    the front, which also hands a route of its own protocol to pass-through),
                     request.py (request translation), response.py (answer translation),
                     stream.py (stream translation). Translators are pure: dicts in, dicts
                     out, no Flask, requests or prometheus_client (tests/test_layers.py).

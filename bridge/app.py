@@ -16,10 +16,11 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import admission, auth, models, observability, ratelimit
+from . import admission, auth, models, observability, ratelimit, routes
 from . import settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
+from .failover import Balancer
 from .http import json_response
 from .messages_to_chat.routes import bp as messages_to_chat_bp
 from .responses_to_messages.routes import bp as responses_to_messages_bp
@@ -36,8 +37,11 @@ def create_app(settings=None):
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    table = routes.load(settings)
     app.extensions["bridge"] = types.SimpleNamespace(
         settings=settings,
+        routes=table,
+        balancer=Balancer(table.cooldown),
         upstream=Upstream(settings),
         large_body_slots=threading.BoundedSemaphore(settings.large_body_slots),  # http.large_body_slot
     )

@@ -2,14 +2,16 @@
 
 Client keys are compared as sha256 digests with hmac.compare_digest against
 every configured key, so neither timing nor early exit tells an attacker
-how close a guess was. The client's own credential is forwarded upstream
-only in pass-through mode: no upstream key held and no client keys set.
+how close a guess was. Each deployment (routes.py) holds its own key, sent in
+its auth style; the client's own credential is forwarded upstream only when the
+deployment holds none and no client keys are set.
 """
 
 import hashlib
 import hmac
 
 from .errors import BridgeError
+from .routes import ANTHROPIC
 
 
 def client_credential(headers):
@@ -48,36 +50,41 @@ def _forwarded(settings, headers, own_key):
     return client_credential(headers)
 
 
-def is_clients_credential(settings, upstream_headers):
-    """Whether the credential in headers built below is the client's own, or the lack of one
-    (pass-through): only then is an upstream's 401 or 403 the client's business. A key the
-    bridge holds, or no key where the bridge checks client keys, is the bridge's."""
+def held_credential(settings, deployment):
+    """What the credential sent to `deployment` is, when it is the bridge's and not the
+    client's: a key the deployment holds, or none where the bridge checks client keys. An
+    upstream's 401/403 is then the operator's problem (upstream.refused_credentials); None
+    when the credential, or its lack, is the client's own."""
+    if deployment.key:
+        return deployment.key_source
     if settings.client_keys:
-        return False
-    key = client_credential(upstream_headers)
-    return key is None or key not in (settings.openai_api_key, settings.anthropic_api_key)
+        return f"{deployment.key_source} (no key held)"
+    return None
 
 
-def openai_headers(settings, headers):
-    """Headers for a Chat Completions upstream."""
+def upstream_headers(settings, deployment, headers, passthrough=False):
+    """Headers for a call to `deployment`, with its credential in its auth style.
+
+    Toward Anthropic a client's `anthropic-beta` list is passed on, and in pass-through its
+    `anthropic-version` too: the body is the client's, written for that version. The
+    deployment's own headers come last but for the credential, which no header may carry.
+    """
     out = {"content-type": "application/json", "accept-encoding": "identity"}
-    key = _forwarded(settings, headers, settings.openai_api_key)
-    if key:
-        out["authorization"] = f"Bearer {key}"
+    if deployment.protocol == ANTHROPIC:
+        out["anthropic-version"] = (passthrough and headers.get("anthropic-version")) or settings.anthropic_version
+        beta = headers.get("anthropic-beta")
+        if beta:
+            out["anthropic-beta"] = beta
+    out.update(deployment.headers)
+    key = _forwarded(settings, headers, deployment.key)
+    if key and deployment.auth != "none":
+        name, value = _CREDENTIAL[deployment.auth](key)
+        out[name] = value
     return out
 
 
-def anthropic_headers(settings, headers):
-    """Headers for a Messages upstream; a client's `anthropic-beta` list is passed on."""
-    out = {
-        "content-type": "application/json",
-        "accept-encoding": "identity",
-        "anthropic-version": settings.anthropic_version,
-    }
-    beta = headers.get("anthropic-beta")
-    if beta:
-        out["anthropic-beta"] = beta
-    key = _forwarded(settings, headers, settings.anthropic_api_key)
-    if key:
-        out["x-api-key"] = key
-    return out
+_CREDENTIAL = {
+    "bearer": lambda key: ("authorization", f"Bearer {key}"),
+    "api-key": lambda key: ("api-key", key),  # Azure OpenAI
+    "x-api-key": lambda key: ("x-api-key", key),
+}

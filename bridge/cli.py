@@ -1,10 +1,10 @@
 """The `bridge` command: `bridge check` tells an operator whether the service can run.
 
-It loads the settings exactly as the service will (environment, then
-BRIDGE_SETTINGS_FILE), prints them with every key shown only as set or
-unset, and asks each upstream for its model list. Exit status: 0 when all
-is well, 1 when an upstream is unreachable or refuses a key the bridge
-holds, 2 when a setting is invalid.
+It loads the settings and the routes exactly as the service will (environment,
+then BRIDGE_SETTINGS_FILE, then BRIDGE_ROUTES), prints them with every key shown
+only as set or unset, and asks every deployment for its model list, naming those
+that fail. Exit status: 0 when all is well, 1 when a deployment is unreachable,
+refuses a key the bridge holds or answers an error, 2 when a setting is invalid.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import sys
 
 import requests
 
-from . import auth
+from . import auth, routes
 from . import settings as settings_module
 from .upstream import transport_error
 
@@ -33,19 +33,30 @@ def main(argv=None):
 def check():
     try:
         settings = settings_module.load()
+        table = routes.load(settings)
     except settings_module.SettingsError as error:
         print(f"bridge: invalid setting: {error}", file=sys.stderr)
         return 2
     print("settings:")
     for name, value in shown(settings):
         print(f"  {name} = {value}")
+    print("routes:")
+    for client, route in table.defaults.items():
+        print(f"  {client} clients, any other model -> {route.name}: {route.deployments[0].name}")
+    for route in table.routes:
+        print(f"  {', '.join(route.models)} -> {', '.join(d.name for d in route.deployments)}")
     print("upstreams:")
-    healthy = True
-    for name, url, headers, holds_key in upstreams(settings):
-        ok, verdict = probe(url, headers, holds_key)
-        healthy = healthy and ok
-        print(f"  {name}: GET {url} -> {verdict}")
-    return 0 if healthy else 1
+    failing = []
+    for deployment in table.deployments():
+        url = deployment.url(routes.MODELS[deployment.protocol])
+        ok, verdict = probe(url, auth.upstream_headers(settings, deployment, {}), bool(deployment.key))
+        if not ok:
+            failing.append(deployment.name)
+        key = "none" if deployment.auth == "none" else "set" if deployment.key else "unset"
+        print(f"  {deployment.name} ({deployment.protocol}, key {key}): GET {url} -> {verdict}")
+    if failing:
+        print(f"failing: {', '.join(failing)}")
+    return 1 if failing else 0
 
 
 def shown(settings):
@@ -59,22 +70,6 @@ def shown(settings):
         elif field.name == "model_map":
             value = json.dumps(dict(value))
         yield field.name, value
-
-
-def upstreams(settings):
-    """Each upstream's model list, with the headers the bridge itself would send (no client)."""
-    yield (
-        "openai",
-        f"{settings.openai_base_url}/models",
-        auth.openai_headers(settings, {}),
-        bool(settings.openai_api_key),
-    )
-    yield (
-        "anthropic",
-        f"{settings.anthropic_base_url}/v1/models",
-        auth.anthropic_headers(settings, {}),
-        bool(settings.anthropic_api_key),
-    )
 
 
 def probe(url, headers, holds_key):
@@ -91,6 +86,8 @@ def probe(url, headers, holds_key):
     status = response.status_code
     if status < 300:
         return True, f"reachable, HTTP {status}"
+    if status == 404:  # an Azure deployment URL has no model list below it
+        return True, "reachable, HTTP 404 (no model list at this URL)"
     if status in (401, 403) and not holds_key:
         return True, f"reachable, HTTP {status} (no key held: clients bring their own)"
     return False, f"reachable but HTTP {status}" + (" (the key was refused)" if status in (401, 403) else "")

@@ -10,15 +10,15 @@ from urllib.parse import quote
 from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import admission, auth, json_codec, limits, observability, ratelimit, upstream
-from .errors import BridgeError, invalid
-from .streaming import relay
+from . import admission, failover, json_codec, limits, observability, passthrough, ratelimit, upstream
+from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
+from .streaming import ANTHROPIC_SSE, CHAT_SSE, relay
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def bridge():
-    """The per-app state built once in create_app: settings and the upstream client."""
+    """The per-app state built once in create_app: settings, routes, balancer, upstream client."""
     return current_app.extensions["bridge"]
 
 
@@ -165,23 +165,59 @@ def sse_response(chunks, headers=None):
     )
 
 
-def forward(url, headers, body, context, stream_translator, translate_body, framing, reword):
-    """POST a translated request upstream and answer the client with the translated answer.
+def forward(route, prepare, stream_translator, translate_body, framing, reword, passthrough=False, path=None):
+    """POST a request to the route's deployments (failover.py) and answer the client with the answer.
 
-    `reword` gives an upstream's error in the client's protocol's own words where that matters
-    to the client (a context overflow), and any other error unchanged.
+    `prepare(deployment)` gives (upstream body, context) for one deployment. `reword` gives an
+    upstream's error in the client's protocol's own words where that matters to the client (a
+    context overflow), and any other error unchanged.
     """
+
+    def prepared(deployment):
+        with large_body_slot():  # translating a large body costs memory as reading it did
+            return prepare(deployment)
+
     try:
-        response = bridge().upstream.request("POST", url, headers, body, stream=context.stream)
+        _, response, context = failover.send(bridge(), route, prepared, passthrough, path)
         return answer(response, context, stream_translator, translate_body, framing)
     except BridgeError as error:
         raise reword(error) from None
 
 
-def messages_upstream():
-    """The Anthropic upstream's /v1/messages and the headers for it: both OpenAI fronts' upstream."""
-    settings = bridge().settings
-    return f"{settings.anthropic_base_url}/v1/messages", auth.anthropic_headers(settings, request.headers)
+_PASSED_THROUGH = {
+    ANTHROPIC: ("messages_passthrough", passthrough.AnthropicRelay, ANTHROPIC_SSE),
+    OPENAI: ("chat_passthrough", passthrough.ChatRelay, CHAT_SSE),
+}
+
+
+def pass_through(route, body, client_protocol, path=None):
+    """Forward the client's body untranslated to a route of its own protocol (passthrough.py),
+    to its generation endpoint or `path`."""
+    direction, relay_class, framing = _PASSED_THROUGH[client_protocol]
+    passthrough.validate(body, client_protocol)
+    observability.current().direction = direction
+    return forward(
+        route,
+        lambda deployment: passthrough.to_upstream(body, deployment),
+        relay_class,
+        None,
+        framing,
+        _same,
+        passthrough=True,
+        path=path,
+    )
+
+
+def _same(error):
+    return error
+
+
+def route_for(client_protocol, body):
+    """The route for the body's model: the one field every request must have before anything else."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("model: a model name (a non-empty string) is required", param="model")
+    return bridge().routes.route_for(client_protocol, model)
 
 
 def answer(response, context, stream_translator, translate_body, framing):
@@ -201,7 +237,12 @@ def answer(response, context, stream_translator, translate_body, framing):
             settings.client_stall_timeout,
         )
         return sse_response(events, headers)
-    return json_response(translate_body(upstream.read_json(response), context), headers=headers)
+    body = upstream.read_json(response)
+    if translate_body is None:  # pass-through: the upstream's bytes as it sent them
+        passthrough.check_answer(body, stream_translator.protocol)
+        observability.current().answered(body)
+        return Response(response.content, headers=headers, mimetype="application/json")
+    return json_response(translate_body(body, context), headers=headers)
 
 
 def dropped_header(names):

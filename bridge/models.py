@@ -1,6 +1,7 @@
-"""GET /v1/models[/{id}]: the upstream's models and the operator's aliases (model_map.py).
+"""GET /v1/models[/{id}]: the routes' names, the operator's aliases (model_map.py), and the
+models of the default route's upstream (routes.py; none when the default routes are off).
 
-A model id is one of the operator's exact aliases or one the upstream lists, as in the list.
+A model id is one of those names or one the upstream lists, as in the list.
 Retrieving one: an alias is answered here without asking the upstream (like the list, which
 has no upstream entry for it); any other id is asked of the upstream's own retrieve endpoint,
 and if that answers 404 (vLLM and llama.cpp have none; OpenAI's 404 may only mean "unknown"),
@@ -13,12 +14,13 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from . import auth
+from . import auth, routes
 from .chat_to_messages.response import to_openai_model, to_openai_model_list
 from .errors import ANTHROPIC, OPENAI, BridgeError
 from .http import bridge, json_response
 from .messages_to_chat.response import to_anthropic_model, to_anthropic_model_list
 from .model_map import aliases
+from .routes import MODELS
 from .schemas.anthropic import validate_model_list_query
 from .upstream import read_json
 
@@ -32,34 +34,35 @@ def protocol_of_models_request(headers):
 @bp.get("/v1/models")
 @bp.get("/models")
 def list_models():
-    settings = bridge().settings
     if protocol_of_models_request(request.headers) == ANTHROPIC:
         page = validate_model_list_query(request.args.to_dict())
-        return json_response(to_anthropic_model_list(_upstream_list(ANTHROPIC), aliases(settings.model_map), *page))
-    return json_response(to_openai_model_list(_upstream_list(OPENAI), aliases(settings.model_map)))
+        return json_response(to_anthropic_model_list(_upstream_list(ANTHROPIC), _own_names(), *page))
+    return json_response(to_openai_model_list(_upstream_list(OPENAI), _own_names()))
 
 
 @bp.get("/v1/models/<path:model_id>")
 @bp.get("/models/<path:model_id>")
 def retrieve_model(model_id):
     protocol = protocol_of_models_request(request.headers)
-    is_alias = model_id in aliases(bridge().settings.model_map)
-    model = {"id": model_id} if is_alias else _upstream_model(protocol, model_id)
+    model = {"id": model_id} if model_id in _own_names() else _upstream_model(protocol, model_id)
     return json_response(to_anthropic_model(model) if protocol == ANTHROPIC else to_openai_model(model))
 
 
-def _upstream_models_url(protocol):
-    """The models URL of the upstream that serves clients of `protocol`, and its headers."""
-    settings = bridge().settings
-    if protocol == ANTHROPIC:
-        return f"{settings.openai_base_url}/models", auth.openai_headers(settings, request.headers)
-    return f"{settings.anthropic_base_url}/v1/models", auth.anthropic_headers(settings, request.headers)
+def _own_names():
+    """The names the bridge answers for itself: every route's exact names, then the model map's."""
+    state = bridge()
+    return list(dict.fromkeys([*state.routes.names(), *aliases(state.settings.model_map)]))
 
 
 def _upstream_list(protocol):
-    url, headers = _upstream_models_url(protocol)
-    query = "?limit=1000" if protocol == OPENAI else ""  # Anthropic pages, 20 by default
-    listed = read_json(bridge().upstream.request("GET", url + query, headers))
+    """The model list of the default route serving clients of `protocol` (none without one)."""
+    default = bridge().routes.defaults.get(protocol)
+    if default is None:
+        return {"data": []}
+    deployment = default.deployments[0]
+    query = "limit=1000" if deployment.protocol == routes.ANTHROPIC else ""  # Anthropic pages, 20 by default
+    url = deployment.url(MODELS[deployment.protocol], query)
+    listed = read_json(_get(url, deployment))
     if not isinstance(listed, dict) or not isinstance(listed.get("data", []), list):
         raise BridgeError(
             "api_error",
@@ -69,12 +72,20 @@ def _upstream_list(protocol):
     return listed
 
 
+def _get(url, deployment):
+    state = bridge()
+    headers = auth.upstream_headers(state.settings, deployment, request.headers)
+    return state.upstream.request("GET", url, headers, held=auth.held_credential(state.settings, deployment))
+
+
 def _upstream_model(protocol, model_id):
     """The upstream's model object for `model_id`, from its retrieve endpoint or its list."""
-    if "/" not in model_id and model_id not in (".", ".."):
-        url, headers = _upstream_models_url(protocol)
+    default = bridge().routes.defaults.get(protocol)
+    if default is not None and "/" not in model_id and model_id not in (".", ".."):
+        deployment = default.deployments[0]
+        url = deployment.url(f"{MODELS[deployment.protocol]}/{quote(model_id, safe='')}")
         try:
-            model = read_json(bridge().upstream.request("GET", f"{url}/{quote(model_id, safe='')}", headers))
+            model = read_json(_get(url, deployment))
         except BridgeError as error:
             if error.upstream_status != 404:
                 raise
@@ -90,5 +101,6 @@ def _upstream_model(protocol, model_id):
             return model
     raise BridgeError(
         "not_found",
-        f"model {model_id!r} not found: it is neither an exact name in BRIDGE_MODEL_MAP nor listed by the upstream",
+        f"model {model_id!r} not found: it is neither an exact name in BRIDGE_ROUTES or BRIDGE_MODEL_MAP "
+        "nor listed by the upstream",
     )

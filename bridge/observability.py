@@ -4,7 +4,7 @@ Every request gets a Record as it enters the WSGI app. Whoever learns
 something fills it in: the before-request hook (request id, client key
 name), the body reader (the model asked for), the after-request hook
 (route, status), the JSON response helper (a body's usage or error type),
-the upstream call (which model went upstream, how the upstream answered)
+the upstream call (which deployment and model it went to, how the upstream answered)
 and the stream relay (first event, usage, a mid-stream error). The record is
 written when the server closes the response - for a stream, when it ends or
 the client leaves - as one JSON line on the `bridge.access` logger and as
@@ -43,7 +43,8 @@ from .shapes import is_count
 
 access_log = logging.getLogger("bridge.access")
 
-_DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")
+_DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
+# Pass-through pairs (http.pass_through) set their own direction on the record.
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.", ["direction", "status"])
@@ -63,6 +64,12 @@ TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes 
 UPSTREAM_ERRORS = Counter(
     "bridge_upstream_errors", "Upstream calls or streams that failed, by error kind.", ["direction", "type"]
 )
+DEPLOYMENT_CALLS = Counter(
+    "bridge_deployment_calls",
+    "Upstream generation calls by deployment (routes.py) and outcome: its HTTP status, or "
+    "connection or timeout when none came. A call that failed over counts once per deployment tried.",
+    ["deployment", "outcome"],
+)
 OPEN_STREAMS = Gauge(
     "bridge_open_streams", "Streams being relayed right now.", ["direction"], multiprocess_mode="livesum"
 )
@@ -80,6 +87,7 @@ class Record:
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
         self.model = self.upstream_model = None
+        self.deployment = None  # the last deployment called: the one that answered, if any did
         self.status = self.upstream_status = None
         self.first_byte = None
         self.stream = False
@@ -156,6 +164,7 @@ class Record:
             "client": self.client,
             "model": _capped(self.model),
             "upstream_model": _capped(self.upstream_model),
+            "deployment": self.deployment,
             "status": self.status,
             "upstream_status": self.upstream_status,
             "duration_ms": round(duration * 1000),
@@ -226,6 +235,11 @@ def _tokens(usage):
     return (sum(parts) if parts else None), usage.get("output_tokens")
 
 
+def attempted(deployment, outcome):
+    """One call to a deployment, and how it went (failover.py)."""
+    _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
+
+
 def current():
     """The record of the request this thread is serving (a throwaway one outside requests)."""
     return _current.get(None) or Record()
@@ -277,7 +291,8 @@ def metrics():
 def _note_response(response):
     record = current()
     record.route = request.url_rule.rule if request.url_rule else None
-    record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
+    if record.direction is None:
+        record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
     record.status = response.status_code
     record.stream = response.mimetype == "text/event-stream"
     if not record.stream:

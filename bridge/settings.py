@@ -31,6 +31,7 @@ class Settings:
     anthropic_api_key: str | None = None
     anthropic_version: str = "2023-06-01"
     model_map: tuple = ()
+    routes_file: str = ""  # BRIDGE_ROUTES, read by routes.load()
     client_keys: tuple = ()
     allow_open_relay: bool = False
     connect_timeout: float = 10.0
@@ -181,6 +182,7 @@ _PARSERS = {
     "BRIDGE_ANTHROPIC_API_KEY": ("anthropic_api_key", lambda n, v: v or None),
     "BRIDGE_ANTHROPIC_VERSION": ("anthropic_version", lambda n, v: v),
     "BRIDGE_MODEL_MAP": ("model_map", _model_map),
+    "BRIDGE_ROUTES": ("routes_file", lambda n, v: v.strip()),
     "BRIDGE_CLIENT_KEYS": ("client_keys", _client_keys),
     "BRIDGE_ALLOW_OPEN_RELAY": ("allow_open_relay", _flag),
     "BRIDGE_CONNECT_TIMEOUT": ("connect_timeout", lambda n, v: _number(n, v, float, 0.1)),
@@ -229,13 +231,24 @@ _READ_ELSEWHERE = {
 }
 
 
-def load(environ=None):
-    """Build Settings from the environment (and BRIDGE_SETTINGS_FILE), or raise SettingsError."""
+def variables(environ=None):
+    """The variables the service sees: BRIDGE_SETTINGS_FILE's lines, the environment over them.
+
+    A line that is no BRIDGE_* setting is a variable for the routes file, which names the
+    variables holding its deployments' keys: the same file serves systemd's EnvironmentFile
+    and `bridge check`.
+    """
     environ = os.environ if environ is None else environ
     values = {}
     if environ.get("BRIDGE_SETTINGS_FILE"):
         values.update(_read_file(environ["BRIDGE_SETTINGS_FILE"]))
-    values.update({k: v for k, v in environ.items() if k.startswith("BRIDGE_")})
+    values.update(environ)
+    return values
+
+
+def load(environ=None):
+    """Build Settings from the environment (and BRIDGE_SETTINGS_FILE), or raise SettingsError."""
+    values = {k: v for k, v in variables(environ).items() if k.startswith("BRIDGE_")}
     unknown = sorted(k for k in values if k not in _PARSERS and k not in _READ_ELSEWHERE)
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]} (known: {', '.join(sorted(_PARSERS))})")

@@ -23,14 +23,17 @@ send (a pooled keep-alive connection the upstream had just closed), with capped 
 backoff. Once a status line came it never asks again: a 429/5xx goes back
 at once with the headers the SDK needs to retry well (ratelimit.py), and a
 body that breaks mid-read or a read timeout is an error, since the upstream
-may have generated, and billed, the answer.
+may have generated, and billed, the answer. A route of several deployments
+(failover.py) sends a 429/5xx or a failure raised as Unanswered to another
+deployment instead, once each: never the same upstream again.
 
 What an upstream sends is bounded like what a client sends: a non-streamed
 body by BRIDGE_MAX_UPSTREAM_BODY_BYTES (refused unread when its length says
 so, cut where it passes the limit), an error body by ERROR_BODY_BYTES (its
 message relayed cut, errors.relayed_message), and its connection closed
 rather than pooled half-read. An upstream 401/403 for a credential the bridge
-sent on its own account is the operator's problem, never the client's 401.
+sent on its own account (a deployment's key: auth.held_credential) is the
+operator's problem, never the client's 401.
 """
 
 import functools
@@ -44,7 +47,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from . import auth, json_codec, observability
+from . import json_codec, observability
 from .errors import BridgeError, kind_for_status, relayed_message, status_for_upstream
 from .observability import escaped
 
@@ -60,20 +63,27 @@ class Upstream:
         self.settings = settings
         self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
 
-    def request(self, method, url, headers, body=None, stream=False):
-        """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both."""
+    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None):
+        """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both.
+
+        `retries` (BRIDGE_RETRIES by default) bounds the retries of this URL; a caller with
+        another deployment to try instead passes 0 and moves on when Unanswered is raised.
+        `held` names the credential in `headers` when it is the bridge's own, not the client's
+        (auth.held_credential): a 401/403 for it is the operator's to fix.
+        """
         record = observability.current()
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             record.upstream_model = body["model"]
         try:
-            response = self._send(method, url, headers, body, stream)
+            retries = self.settings.retries if retries is None else retries
+            response = self._send(method, url, headers, body, stream, retries, held)
         except BridgeError as error:
             record.upstream_failed(error)
             raise
         record.upstream_status = response.status_code
         return response
 
-    def _send(self, method, url, headers, body, stream):
+    def _send(self, method, url, headers, body, stream, retries, held):
         prepared = _prepare(method, url, headers, json_codec.dumps(body) if body is not None else None)
         timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
@@ -84,9 +94,10 @@ class Upstream:
                 break
             except requests.RequestException as exc:
                 error = transport_error(exc)
-                waited = time.monotonic() - sent
-                if attempt >= self.settings.retries or not _before_any_answer(exc, waited, self.settings):
+                if not _before_any_answer(exc, time.monotonic() - sent, self.settings):
                     raise error from None
+                if attempt >= retries:
+                    raise Unanswered(error.kind, error.message, status=error.status) from None
             wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
             log.info("upstream %s failed (%s); retry %d in %.2fs", url, escaped(error.message), attempt + 1, wait)
             time.sleep(wait)
@@ -103,8 +114,8 @@ class Upstream:
                 status=502,
                 upstream_status=response.status_code,
             )
-        if response.status_code in (401, 403) and not auth.is_clients_credential(self.settings, headers):
-            raise refused_credentials(response, url, headers)
+        if response.status_code in (401, 403) and held is not None:
+            raise refused_credentials(response, url, held)
         if response.status_code >= 300:
             raise answer_error(response)
         if not stream:
@@ -149,6 +160,11 @@ def _read_at_most(response, limit):
     # What response.content reads into (the connection went back to the pool at the body's end).
     response._content, response._content_consumed = data, True
     return data
+
+
+class Unanswered(BridgeError):
+    """A transport failure that left the upstream no chance to begin an answer (see
+    _before_any_answer): the same request may go to another deployment."""
 
 
 def _before_any_answer(exc, waited, settings):
@@ -341,19 +357,18 @@ def answer_error(response):
     )
 
 
-def refused_credentials(response, url, headers):
+def refused_credentials(response, url, held):
     """An upstream 401/403 for the bridge's own credential (a key it holds, or none when it holds
     none): a bad gateway, never the client's 401, which would send Claude Code to log in again.
     Nothing of the upstream's message goes on: it may quote the key, masked or not."""
     response.close()
     status = response.status_code
-    setting = "BRIDGE_ANTHROPIC_API_KEY" if "anthropic-version" in headers else "BRIDGE_OPENAI_API_KEY"
     log.warning(
         "upstream %s refused the bridge's credentials (HTTP %d) on request %s: check %s",
         url,
         status,
         observability.current().request_id,
-        setting,
+        held,
     )
     return BridgeError(
         "api_error",

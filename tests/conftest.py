@@ -25,6 +25,14 @@ def fake():
 
 
 @pytest.fixture(scope="session")
+def other_fake():
+    """A second upstream, for a bridge whose routes go to two."""
+    server = FakeUpstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def installed_bridge(tmp_path_factory):
     """The site directory of this checkout installed as a deploy installs it, outside the checkout."""
     return install(tmp_path_factory.mktemp("install"))
@@ -32,8 +40,9 @@ def installed_bridge(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _fresh_fake(request):
-    if "fake" in request.fixturenames:
-        request.getfixturevalue("fake").reset()
+    for name in ("fake", "other_fake"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).reset()
     yield
 
 

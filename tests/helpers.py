@@ -15,6 +15,7 @@ what the client holds in between.
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import pwd
 import re
@@ -32,10 +33,12 @@ import anthropic
 import httpx2
 import openai
 import pytest
+import requests
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from openai._models import construct_type
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
+from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.serving import make_server
 
 from bench.processes import ROOT, Gunicorn, accepts, free_port, upstream_env, wait_for
@@ -43,6 +46,7 @@ from bridge import sse, translator
 from bridge.chat_to_messages.request import Context as ChatToMessagesContext
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.messages_to_chat.request import Context as MessagesToChatContext
+from bridge.observability import access_log
 from bridge.overflow import Overflow
 from bridge.responses_to_messages.request import Context as ResponsesToMessagesContext
 from bridge.streaming import ANTHROPIC_SSE, CHAT_SSE
@@ -68,6 +72,22 @@ OPENAI_STREAMS = sorted(
 def recorded(name):
     """A recorded JSON body."""
     return json.loads((FIXTURES / name).read_text())
+
+
+def replay(url, capture):
+    """Send a client capture (tests/fixtures/clients) as the client did: same path (with
+    ?beta=true), same headers, same body."""
+    headers = {
+        k: v
+        for k, v in capture["headers"].items()
+        if k not in ("content-length", "host", "connection", "accept-encoding")
+    }
+    return requests.post(
+        url + capture["path"],
+        data=json.dumps(capture["body"]),
+        headers=headers,
+        stream=bool(capture["body"].get("stream")),
+    )
 
 
 def decoded(chunks):
@@ -912,6 +932,31 @@ def pinned_cli(name, executable, version, home):
 
 
 # -- the bridge in this process, under gunicorn, behind nginx ---------------------------------------
+
+
+def metric(live, name, **labels):
+    """The sum of a metric's samples with these labels, as GET /metrics tells it."""
+    text = requests.get(f"{live.url}/metrics").text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+@contextlib.contextmanager
+def access_lines():
+    """Every access line written meanwhile, parsed (next to the logger's own stderr handler)."""
+    written = []
+    handler = logging.Handler()
+    handler.emit = lambda record: written.append(json.loads(record.getMessage()))
+    access_log.addHandler(handler)
+    try:
+        yield written
+    finally:
+        access_log.removeHandler(handler)
+
 
 NGINX_SITE = ROOT / "deploy" / "nginx" / "bridge.conf"
 

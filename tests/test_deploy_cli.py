@@ -1,5 +1,6 @@
 """`bridge check`: the settings as the service will see them, no secret printed, each upstream tried."""
 
+import json
 import os
 import subprocess
 
@@ -72,3 +73,52 @@ def test_a_refused_key_fails_only_when_the_bridge_holds_it(check, fake, holds_ke
     status, out, _ = check(**bridge_env(fake, **env))
     assert status == expected_status and "HTTP 401" in out
     assert ("the key was refused" in out) == holds_key
+
+
+def test_every_deployment_of_the_routes_is_probed_and_the_failing_ones_named(check, fake, tmp_path):
+    fake.default = json_reply({"object": "list", "data": []})
+    down = f"http://127.0.0.1:{free_port()}"
+    document = {
+        "routes": [
+            {
+                "models": ["gpt-4.1"],
+                "deployments": [
+                    {
+                        "name": "azure-east",
+                        "protocol": "openai-chat",
+                        "base_url": f"{fake.url}/openai/deployments/gpt-41",
+                        "query": {"api-version": "2024-10-21"},
+                        "auth": "api-key",
+                        "api_key_env": "AZURE_EAST_KEY",
+                    },
+                    {"name": "azure-west", "protocol": "openai-chat", "base_url": f"{down}/openai/v1"},
+                ],
+            }
+        ]
+    }
+    routes_file = tmp_path / "routes.json"
+    routes_file.write_text(json.dumps(document))
+    status, out, _ = check(
+        **bridge_env(
+            fake,
+            BRIDGE_ROUTES=str(routes_file),
+            BRIDGE_CLIENT_KEYS=f"team-a:{CLIENT_KEY}",
+            AZURE_EAST_KEY=UPSTREAM_KEY,
+        )
+    )
+    assert status == 1 and out.splitlines()[-1] == "failing: azure-west"
+    assert (
+        f"azure-east (openai-chat, key set): GET {fake.url}/openai/deployments/gpt-41/models?api-version=2024-10-21"
+        " -> reachable, HTTP 200"
+    ) in out
+    assert "azure-west (openai-chat, key unset): GET" in out and "unreachable" in out
+    assert "gpt-4.1 -> azure-east, azure-west" in out
+    assert UPSTREAM_KEY not in out and CLIENT_KEY not in out
+    (probe,) = [r for r in fake.requests if r.path.startswith("/openai/")]
+    assert probe.headers["api-key"] == UPSTREAM_KEY and "authorization" not in probe.headers
+
+
+def test_a_bad_routes_file_exits_2_naming_the_entry(check, fake):
+    bad = json.dumps({"routes": [{"models": ["x"], "deployments": [{"name": "d", "protocol": "grpc"}]}]})
+    status, out, err = check(**bridge_env(fake, BRIDGE_ROUTES=bad))
+    assert status == 2 and 'routes[0] ("x").deployments[0] ("d"): protocol must be' in err and out == ""

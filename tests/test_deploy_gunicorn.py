@@ -2,6 +2,7 @@
 
 import contextlib
 import gc
+import json
 import os
 import re
 import runpy
@@ -190,3 +191,24 @@ def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restart
     os.kill(booted[-1], signal.SIGSTOP)  # its main loop stops heartbeating
     server.wait_for(lambda: f"WORKER TIMEOUT (pid:{booted[-1]})" in server.log(), "the stuck worker to time out")
     server.wait_for(lambda: len(booted_workers(server)) > len(booted), "a replacement worker")
+
+
+def test_a_reload_rereads_the_routes_file(start, fake, other_fake, tmp_path):
+    """A route changed in the file takes effect on SIGHUP, as a changed model map does."""
+    routes_file = tmp_path / "routes.json"
+
+    def route_to(upstream):
+        deployment = {"name": "claude", "protocol": "anthropic", "base_url": upstream.url}
+        routes_file.write_text(json.dumps({"routes": [{"models": ["gpt-4o"], "deployments": [deployment]}]}))
+
+    route_to(fake)
+    server = start(BRIDGE_ROUTES=str(routes_file))
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    fake.default = other_fake.default = fixture("anthropic/text.json")
+    assert chat(server).choices[0].message.content and len(fake.requests) == 1
+
+    route_to(other_fake)
+    server.signal(signal.SIGHUP)
+    server.wait_for(lambda: server.log().count("Worker exiting") >= 2, "the old workers to exit")
+    assert chat(server).choices[0].message.content
+    assert len(other_fake.requests) == 1 and len(fake.requests) == 1

@@ -25,6 +25,7 @@ from tests.helpers import (
     openai_stream_completion,
     recorded,
     recorded_events,
+    replay,
     translated,
 )
 
@@ -450,21 +451,6 @@ def test_count_tokens_bad_input_names_the_field(anthropic_client):
 
 
 # -- the recorded Claude Code requests ---------------------------------------------------------------------
-
-
-def replay(url, capture):
-    """Send a capture as Claude Code did: same path (with ?beta=true), same headers, same body."""
-    headers = {
-        k: v
-        for k, v in capture["headers"].items()
-        if k not in ("content-length", "host", "connection", "accept-encoding")
-    }
-    return requests.post(
-        url + capture["path"],
-        data=json.dumps(capture["body"]),
-        headers=headers,
-        stream=bool(capture["body"].get("stream")),
-    )
 
 
 @pytest.mark.parametrize("path", CLIENTS, ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -486,15 +486,6 @@ def test_max_tokens_goes_under_the_configured_parameter_name():
     assert chat["max_tokens"] == 256 and "max_completion_tokens" not in chat
 
 
-def test_max_tokens_is_capped_only_when_a_cap_is_configured():
-    chat, _ = translate(request(user("x"), max_tokens=64000), openai_max_tokens_cap=16384)
-    assert chat["max_completion_tokens"] == 16384
-    chat, _ = translate(request(user("x"), max_tokens=1000), openai_max_tokens_cap=16384)
-    assert chat["max_completion_tokens"] == 1000
-    chat, _ = translate(request(user("x"), max_tokens=64000))
-    assert chat["max_completion_tokens"] == 64000
-
-
 def test_model_is_mapped_and_the_context_keeps_the_clients_name():
     chat, context = translate(
         request(user("x"), model="claude-haiku-4-5-20251001"), model_map=json.dumps({"claude-*haiku*": "gpt-4.1-mini"})

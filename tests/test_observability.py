@@ -9,13 +9,12 @@ import anthropic
 import openai
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.processes import wait_for
 from bridge import observability
 from bridge.observability import access_log
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import Gate
+from tests.helpers import Gate, access_lines, metric
 
 CLIENT_KEY = "sk-client-key-for-observability-tests"
 UPSTREAM_KEY = "sk-upstream-key-for-observability-tests"
@@ -38,26 +37,12 @@ def live(start_bridge, caplog):
 @pytest.fixture
 def lines(live):
     """Every access line `live` writes during the test, parsed (next to its own stderr handler)."""
-    written = []
-    handler = logging.Handler()
-    handler.emit = lambda record: written.append(json.loads(record.getMessage()))
-    access_log.addHandler(handler)
-    yield written
-    access_log.removeHandler(handler)
+    with access_lines() as written:
+        yield written
 
 
 def client(live):
     return anthropic.Anthropic(base_url=live.url, api_key=CLIENT_KEY, max_retries=0)
-
-
-def metric(live, name, **labels):
-    text = requests.get(f"{live.url}/metrics").text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def fixture_events(name):

@@ -1,8 +1,10 @@
-"""POST /v1/chat/completions, served by an Anthropic Messages upstream."""
+"""POST /v1/chat/completions: translated for an Anthropic route, passed through for an OpenAI one."""
 
 from flask import Blueprint
 
-from ..http import bridge, forward, large_body_slot, messages_upstream, read_json
+from ..errors import OPENAI
+from ..http import forward, large_body_slot, pass_through, read_json, route_for
+from ..routes import OPENAI_CHAT
 from ..schemas import openai as schema
 from ..streaming import CHAT_SSE
 from .request import to_messages_request
@@ -16,8 +18,17 @@ bp = Blueprint("chat_to_messages", __name__)
 @bp.post("/chat/completions")
 def create_chat_completion():
     with large_body_slot():
-        body = schema.validate_chat(read_json())
-        messages_body, context = to_messages_request(body, bridge().settings)
+        body = read_json()
+        route = route_for(OPENAI, body)
+        if route.protocol != OPENAI_CHAT:
+            body = schema.validate_chat(body)
+    if route.protocol == OPENAI_CHAT:
+        return pass_through(route, body, OPENAI)
     return forward(
-        *messages_upstream(), messages_body, context, StreamTranslator, to_chat_completion, CHAT_SSE, openai_overflow
+        route,
+        lambda deployment: to_messages_request(body, deployment.settings),
+        StreamTranslator,
+        to_chat_completion,
+        CHAT_SSE,
+        openai_overflow,
     )

@@ -105,11 +105,6 @@ class Context:
     warnings: list = dataclasses.field(default_factory=list)  # for the operator's log, once per request
 
 
-def _max_tokens(requested, cap):
-    """Claude Code asks for 32000-64000 tokens; many Chat models refuse more than they can emit."""
-    return min(requested, cap) if cap else requested
-
-
 def to_chat_request(body, settings):
     """(Chat request body, Context) for a validated Messages request body."""
     _refuse_stateful(body)
@@ -119,7 +114,7 @@ def to_chat_request(body, settings):
         "model": map_model(settings.model_map, body["model"]),
         "messages": _messages(body, names, settings.openai_reasoning_history, dropped),
     }
-    chat[settings.openai_max_tokens_param] = _max_tokens(body["max_tokens"], settings.openai_max_tokens_cap)
+    chat[settings.openai_max_tokens_param] = body["max_tokens"]  # a deployment's cap: caps.py
     for field in ("temperature", "top_p"):
         if field in body:
             chat[field] = body[field]

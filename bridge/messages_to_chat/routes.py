@@ -1,11 +1,13 @@
-"""POST /v1/messages and /v1/messages/count_tokens, served by an OpenAI-compatible upstream."""
+"""POST /v1/messages and /v1/messages/count_tokens: translated for an OpenAI Chat route (count_tokens
+is then the bridge's own estimate), passed through for an Anthropic one."""
 
 import logging
 
-from flask import Blueprint, request
+from flask import Blueprint
 
-from .. import auth, observability
-from ..http import bridge, forward, json_response, large_body_slot, read_json
+from .. import observability, routes
+from ..errors import ANTHROPIC
+from ..http import forward, json_response, large_body_slot, pass_through, read_json, route_for
 from ..schemas import anthropic as schema
 from ..streaming import ANTHROPIC_SSE
 from .request import to_chat_request
@@ -14,23 +16,30 @@ from .stream import StreamTranslator
 from .tokens import count_tokens
 
 bp = Blueprint("messages_to_chat", __name__)
+COUNT_TOKENS = "/v1/messages/count_tokens"  # after an Anthropic deployment's base URL
 log = logging.getLogger(__name__)
 
 
 @bp.post("/v1/messages")
 @bp.post("/messages")
 def create_message():
-    state = bridge()
     with large_body_slot():
-        body = schema.validate_messages(read_json())
-        chat_body, context = to_chat_request(body, state.settings)
-    for warning in context.warnings:
-        log.warning("request %s: %s", observability.current().request_id, warning)
+        body = read_json()
+        route = route_for(ANTHROPIC, body)
+        if route.protocol != routes.ANTHROPIC:
+            body = schema.validate_messages(body)
+    if route.protocol == routes.ANTHROPIC:
+        return pass_through(route, body, ANTHROPIC)
+
+    def prepare(deployment):
+        chat_body, context = to_chat_request(body, deployment.settings)
+        for warning in context.warnings:
+            log.warning("request %s: %s", observability.current().request_id, warning)
+        return chat_body, context
+
     return forward(
-        f"{state.settings.openai_base_url}/chat/completions",
-        auth.openai_headers(state.settings, request.headers),
-        chat_body,
-        context,
+        route,
+        prepare,
         StreamTranslator,
         to_anthropic_message,
         ANTHROPIC_SSE,
@@ -42,5 +51,10 @@ def create_message():
 @bp.post("/messages/count_tokens")
 def count_message_tokens():
     with large_body_slot():
-        tokens = count_tokens(schema.validate_count_tokens(read_json()))
+        body = read_json()
+        route = route_for(ANTHROPIC, body)
+        if route.protocol != routes.ANTHROPIC:
+            tokens = count_tokens(schema.validate_count_tokens(body))
+    if route.protocol == routes.ANTHROPIC:
+        return pass_through(route, body, ANTHROPIC, COUNT_TOKENS)
     return json_response({"input_tokens": tokens})

@@ -1,5 +1,9 @@
 """POST /v1/responses, served by an Anthropic Messages upstream; nothing is stored.
 
+A model whose route goes to an OpenAI Chat upstream is refused with a 400 naming the route:
+Responses -> Messages -> Chat would chain two lossy translations, and the reasoning items this
+front hands Codex carry Anthropic's signed thinking, which a Chat upstream never produces.
+
 Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
 (CODEX.md §5): a 429 keeps the upstream's `retry-after` (Codex retries a 429 only with
 one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
@@ -11,8 +15,9 @@ from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
 from ..chat_to_messages.response import openai_overflow
-from ..errors import BridgeError
-from ..http import bridge, forward, large_body_slot, messages_upstream, read_json
+from ..errors import OPENAI, BridgeError, invalid
+from ..http import forward, large_body_slot, read_json, route_for
+from ..routes import ANTHROPIC
 from ..schemas.responses import validate_responses
 from ..streaming import RESPONSES_SSE
 from .request import to_messages_request
@@ -33,10 +38,23 @@ _NOT_STORED = (
 @bp.post("/responses")
 def create_response():
     with large_body_slot():
-        body = validate_responses(read_json("input"))
-        messages_body, context = to_messages_request(body, bridge().settings)
+        body = read_json("input")
+        route = route_for(OPENAI, body)
+        if route.protocol != ANTHROPIC:
+            raise invalid(
+                f"model {body['model']!r} is served by route {route.name!r}, whose upstream speaks "
+                f"{route.protocol}: bridge serves /v1/responses from Anthropic routes only; call this model "
+                "through /v1/chat/completions, or route it to an Anthropic deployment",
+                param="model",
+            )
+        body = validate_responses(body)
     return forward(
-        *messages_upstream(), messages_body, context, StreamTranslator, to_response, RESPONSES_SSE, client_error
+        route,
+        lambda deployment: to_messages_request(body, deployment.settings),
+        StreamTranslator,
+        to_response,
+        RESPONSES_SSE,
+        client_error,
     )
 
 
