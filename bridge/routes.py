@@ -23,13 +23,12 @@ deployments of a route speak one protocol, so that a request is validated once f
 
 import dataclasses
 import fnmatch
-import json
 from urllib.parse import quote
 
 from . import errors
 from . import settings as settings_module
 from .errors import BridgeError
-from .settings import SettingsError, _url
+from .settings import SettingsError, _url, json_setting
 
 OPENAI_CHAT = "openai-chat"
 ANTHROPIC = "anthropic"
@@ -167,17 +166,7 @@ def load(settings, environ=None):
 
 
 def _document(value):
-    text = value.strip()
-    if not text.startswith("{"):
-        try:
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise SettingsError(f"BRIDGE_ROUTES: not a JSON object and not a readable file: {exc.strerror}") from None
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise SettingsError(f"BRIDGE_ROUTES: invalid JSON: {exc}") from None
+    document = json_setting("BRIDGE_ROUTES", value)
     if not isinstance(document, dict):
         raise SettingsError("BRIDGE_ROUTES: must be a JSON object with a `routes` array")
     return document

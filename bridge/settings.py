@@ -128,7 +128,8 @@ def _choice(name, value, choices):
     return value
 
 
-def _model_map(name, value):
+def json_setting(name, value):
+    """A setting that is a JSON object, given inline or as the path of a file holding it ({} if empty)."""
     text = value.strip()
     if text and not text.startswith("{"):
         try:
@@ -137,9 +138,13 @@ def _model_map(name, value):
         except OSError as exc:
             raise SettingsError(f"{name}: not a JSON object and not a readable file: {exc.strerror}") from None
     try:
-        mapping = json.loads(text or "{}")
+        return json.loads(text or "{}")
     except ValueError as exc:
         raise SettingsError(f"{name}: invalid JSON: {exc}") from None
+
+
+def _model_map(name, value):
+    mapping = json_setting(name, value)
     if not isinstance(mapping, dict) or not all(
         isinstance(k, str) and isinstance(v, str) and k and v for k, v in mapping.items()
     ):
