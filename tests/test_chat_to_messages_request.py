@@ -17,7 +17,11 @@ from bridge.errors import BridgeError
 from bridge.schemas.openai import validate_chat
 from bridge.settings import Settings
 
-SETTINGS = Settings(model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")), default_max_tokens=4000)
+SETTINGS = Settings(
+    model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")),
+    default_max_tokens=4000,
+    prompt_cache="off",
+)
 USER = {"role": "user", "content": "What is the weather in Paris?"}
 TOOL = {
     "type": "function",

@@ -41,6 +41,7 @@ def test_defaults_need_no_environment():
         ("BRIDGE_CLIENT_BODY_TIMEOUT", "a minute"),
         ("BRIDGE_CLIENT_STALL_TIMEOUT", "0.5"),
         ("BRIDGE_MAX_REQUESTS_PER_CLIENT", "-1"),
+        ("BRIDGE_PROMPT_CACHE", "24h"),
     ],
 )
 def test_a_bad_setting_stops_start_up_naming_the_variable(variable, value):

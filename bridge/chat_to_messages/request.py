@@ -26,7 +26,6 @@ HINTS = (
     "prediction",
     "metadata",
     "verbosity",
-    "prompt_cache_key",
     "prompt_cache_retention",
 )
 # Fields this module reads; anything else the client sent is reported as dropped.
@@ -57,6 +56,7 @@ KNOWN = {
     "functions",
     "function_call",
     "web_search_options",
+    "prompt_cache_key",
     *HINTS,
 }
 
@@ -115,6 +115,9 @@ def to_messages_request(body, settings):
             thinking=body.get("thinking"),
         )
     )
+    cache_breakpoints(out, settings.prompt_cache)
+    if body.get("prompt_cache_key") and settings.prompt_cache == "off":
+        context.dropped.append("prompt_cache_key")  # Anthropic keys its cache by the prefix itself
     if stream:
         out["stream"] = True
     return out, context
@@ -312,6 +315,48 @@ def finish_prefill(turns):
         turns[-1]["content"] = blocks
     else:
         turns.pop()
+
+
+# -- prompt caching ------------------------------------------------------------------------
+
+# BRIDGE_PROMPT_CACHE -> Anthropic's cache_control marker (5 minutes is its default TTL).
+CACHE_MARKERS = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}
+
+
+def cache_breakpoints(out, ttl):
+    """Anthropic caches the prompt up to each block marked cache_control (at most four marks).
+
+    An OpenAI client cannot mark its prompt, so the bridge marks where a conversation's
+    stable prefix ends: the last tool, the system prompt, the end of the conversation
+    (what the next request of an agent loop starts with) and the end of the turn the
+    previous request ended with (what this request can read from cache, however many
+    blocks were added since). A client that marked blocks itself keeps its own marks.
+    `ttl` is off, 5m or 1h.
+    """
+    marker = CACHE_MARKERS.get(ttl)
+    if marker is None or _client_marked(out):
+        return
+    if out.get("tools"):
+        out["tools"][-1] = {**out["tools"][-1], "cache_control": marker}
+    system = out.get("system")
+    if system:
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        out["system"] = [*blocks[:-1], {**blocks[-1], "cache_control": marker}]
+    messages = out["messages"]
+    users = [turn for turn in messages[:-1] if turn["role"] == "user"]
+    for turn in (users[-1], messages[-1]) if users else (messages[-1],):
+        # Never a thinking block: a user turn has none, a final assistant turn (a prefill) neither.
+        turn["content"][-1] = {**turn["content"][-1], "cache_control": marker}
+
+
+def _client_marked(out):
+    system = out.get("system")
+    blocks = [
+        *(out.get("tools") or ()),
+        *(system if isinstance(system, list) else ()),
+        *(block for turn in out["messages"] for block in turn["content"]),
+    ]
+    return any("cache_control" in block for block in blocks)
 
 
 # -- tools ---------------------------------------------------------------------------------

@@ -79,10 +79,10 @@ Limits, reasoning, sampling
 - `temperature` (capped at 1) and `top_p` as on the Chat front; with thinking
   on both go, named. `user` / `safety_identifier` reach Anthropic as
   `metadata.user_id`, hashed.
-- `prompt_cache_key` (the client's word that this prefix comes again) sets
-  Anthropic cache breakpoints on the last tool, the system prompt and the last
-  block of the conversation, so each request of an agent loop reads the one
-  before it from cache.
+- Prompt caching (BRIDGE_PROMPT_CACHE, per deployment `prompt_cache`) marks
+  the stable prefix as the Chat front does (chat request.cache_breakpoints).
+  `prompt_cache_key` asks for what happens anyway (Anthropic's cache is keyed by
+  the prefix itself); it is named as dropped only when caching is off.
 - Named as dropped when they ask for something: `store: true`, `metadata`,
   `client_metadata`, `service_tier`, `truncation: auto`, `text.verbosity`,
   `max_tool_calls`, `stream_options.include_obfuscation`, `include` entries
@@ -102,6 +102,7 @@ from ..chat_to_messages.request import (
     anthropic_tool,
     anthropic_tool_id,
     append_turn,
+    cache_breakpoints,
     finish_prefill,
     opaque_user_id,
     response_format_tool,
@@ -152,7 +153,6 @@ KNOWN = {
 }
 # The user turn put before a history that opens with the assistant: Anthropic wants a user turn first.
 STARTED = "(The conversation starts here.)"
-_CACHE = {"type": "ephemeral"}
 # Responses efforts beyond Chat's: the largest Chat budget serves them.
 _EFFORTS = {"max": "xhigh"}
 
@@ -216,8 +216,9 @@ def to_messages_request(body, settings):
             out, context, cap, cap, effort=_EFFORTS.get(effort, effort), effort_param="reasoning.effort"
         )
     )
-    if body.get("prompt_cache_key"):
-        cache_breakpoints(out)
+    cache_breakpoints(out, settings.prompt_cache)
+    if body.get("prompt_cache_key") and settings.prompt_cache == "off":
+        context.dropped.append("prompt_cache_key")
     if stream:
         out["stream"] = True
     context.dropped = list(dict.fromkeys(context.dropped))
@@ -347,19 +348,6 @@ def _blocks(item, names):
         output = item["output"]
         return "user", [tool_result(item["call_id"], output if isinstance(output, str) else user_blocks(output))]
     return None, []
-
-
-def cache_breakpoints(out):
-    """Anthropic caches the prompt up to each block marked cache_control: the tools, the system
-    prompt, and the conversation so far, which the next request of the loop starts with."""
-    if out.get("tools"):
-        out["tools"][-1] = {**out["tools"][-1], "cache_control": _CACHE}
-    system = out.get("system")
-    if system:
-        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
-        out["system"] = [*blocks[:-1], {**blocks[-1], "cache_control": _CACHE}]
-    content = out["messages"][-1]["content"]  # never thinking last: a prefill has none
-    content[-1] = {**content[-1], "cache_control": _CACHE}
 
 
 # -- tools ---------------------------------------------------------------------------------
