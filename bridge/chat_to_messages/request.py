@@ -11,6 +11,7 @@ import hashlib
 import re
 import time
 
+from ..capabilities import capabilities_of
 from ..errors import invalid
 from ..model_map import map_model
 from ..schemas.openai import DATA_URL, image_media_type
@@ -63,6 +64,15 @@ KNOWN = {
 # reasoning_effort -> Anthropic thinking budget. 1024 is Anthropic's minimum.
 MIN_THINKING_BUDGET = 1024
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "xhigh": 24576}
+# reasoning_effort -> Anthropic output_config.effort on adaptive-thinking models: the first level
+# the model takes (capabilities.py). OpenAI's xhigh is its top: Anthropic's xhigh, else max.
+ADAPTIVE_EFFORTS = {
+    "minimal": ("low",),
+    "low": ("low",),
+    "medium": ("medium",),
+    "high": ("high",),
+    "xhigh": ("xhigh", "max", "high"),
+}
 
 # OpenAI's tool_choice strings -> Anthropic's tool_choice type: required is any, not auto.
 TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any"}
@@ -111,6 +121,7 @@ def to_messages_request(body, settings):
             context,
             body.get("max_completion_tokens") or body.get("max_tokens"),
             settings.default_max_tokens,
+            capabilities_of(out["model"], settings.capabilities),
             effort=body.get("reasoning_effort"),
             thinking=body.get("thinking"),
         )
@@ -476,44 +487,52 @@ def sampling(body, context):
 
 
 def thinking_and_max_tokens(
-    out, context, cap, default_max_tokens, effort=None, thinking=None, effort_param="reasoning_effort"
+    out, context, cap, default_max_tokens, caps, effort=None, thinking=None, effort_param="reasoning_effort"
 ):
     """max_tokens, plus a thinking config when one was asked for and can be honoured.
 
     The client's reasoning `effort` (Chat `reasoning_effort`, Responses
-    `reasoning.effort`: `effort_param` names it) picks a budget (fit_budget);
-    Anthropic's own `thinking` (openai SDK extra_body) is passed as given,
-    max_tokens raised above its budget when needed. `cap` is the client's
-    max_tokens, if any. Thinking is left off, and the parameter reported as
-    dropped, when Anthropic would refuse it (thinking_allowed): a forced tool
-    choice (including the JSON-answer tool), an assistant prefill, or a
-    final assistant tool-use turn without a signed thinking block (the
+    `reasoning.effort`: `effort_param` names it) is adaptive thinking with
+    output_config.effort on a model that takes it (`caps`, capabilities.py),
+    else a budget (fit_budget), else dropped; max_tokens leaves the budget's
+    room either way. Anthropic's own `thinking` (openai SDK extra_body) is
+    passed as given, max_tokens raised above its budget when needed. `cap` is
+    the client's max_tokens, if any. Thinking is left off, and the parameter
+    reported as dropped, when Anthropic would refuse it (thinking_allowed): a
+    forced tool choice (including the JSON-answer tool), an assistant prefill,
+    or a final assistant tool-use turn without a signed thinking block (the
     client did not echo it back).
     With thinking on Anthropic requires the default sampling, so
-    temperature, top_p and top_k go.
+    temperature, top_p and top_k go, unless the model takes them.
     """
-    config, max_tokens = requested_thinking(thinking, effort, cap, default_max_tokens)
+    config, max_tokens, level = requested_thinking(thinking, effort, cap, default_max_tokens, caps)
+    if effort in THINKING_BUDGETS and not thinking and not config:
+        context.dropped.append(effort_param)  # the model takes neither adaptive thinking nor a budget
     if config and config["type"] != "disabled" and not thinking_allowed(out):
         context.dropped.append("thinking" if thinking else effort_param)
         config = None
     if not config or config["type"] == "disabled":
         return {"max_tokens": cap or default_max_tokens, **({"thinking": config} if config else {})}
-    for name in ("temperature", "top_p", "top_k"):
-        if out.pop(name, None) is not None:
-            context.dropped.append(name)
-    return {"max_tokens": max_tokens, "thinking": config}
+    if not caps.temperature_with_thinking:
+        for name in ("temperature", "top_p", "top_k"):
+            if out.pop(name, None) is not None:
+                context.dropped.append(name)
+    return {"max_tokens": max_tokens, "thinking": config, **({"output_config": {"effort": level}} if level else {})}
 
 
-def requested_thinking(thinking, effort, cap, default_max_tokens):
-    """(thinking config or None, max_tokens that leaves room for it)."""
+def requested_thinking(thinking, effort, cap, default_max_tokens, caps):
+    """(thinking config or None, max_tokens that leaves room for it, output_config.effort or None)."""
     max_tokens = cap or default_max_tokens
     if thinking:
         budget = thinking.get("budget_tokens", 0)
-        return thinking, max_tokens + budget if max_tokens <= budget else max_tokens
-    if effort in THINKING_BUDGETS:
-        budget, max_tokens = fit_budget(THINKING_BUDGETS[effort], cap, default_max_tokens)
-        return {"type": "enabled", "budget_tokens": budget}, max_tokens
-    return None, max_tokens
+        return thinking, max_tokens + budget if max_tokens <= budget else max_tokens, None
+    if effort not in THINKING_BUDGETS or not (caps.efforts or caps.budget_tokens):
+        return None, max_tokens, None
+    budget, max_tokens = fit_budget(THINKING_BUDGETS[effort], cap, default_max_tokens)
+    if caps.efforts:
+        level = next((level for level in ADAPTIVE_EFFORTS[effort] if level in caps.efforts), None)
+        return {"type": "adaptive"}, max_tokens, level
+    return {"type": "enabled", "budget_tokens": budget}, max_tokens, None
 
 
 def fit_budget(budget, cap, default_max_tokens):

@@ -97,6 +97,7 @@ import dataclasses
 import time
 import uuid
 
+from ..capabilities import capabilities_of
 from ..chat_to_messages.request import (
     TOOL_CHOICES,
     anthropic_tool,
@@ -213,7 +214,13 @@ def to_messages_request(body, settings):
     effort = reasoning.get("effort")
     out.update(
         thinking_and_max_tokens(
-            out, context, cap, cap, effort=_EFFORTS.get(effort, effort), effort_param="reasoning.effort"
+            out,
+            context,
+            cap,
+            cap,
+            capabilities_of(out["model"], settings.capabilities),
+            effort=_EFFORTS.get(effort, effort),
+            effort_param="reasoning.effort",
         )
     )
     cache_breakpoints(out, settings.prompt_cache)
