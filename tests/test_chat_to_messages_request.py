@@ -18,10 +18,13 @@ from bridge.errors import BridgeError
 from bridge.schemas.openai import validate_chat
 from bridge.settings import Settings
 
+# Caching off and forced-tool JSON answers: the rules as they were (test_prompt_cache.py,
+# test_structured_output.py and the capability tests below cover the rest).
 SETTINGS = Settings(
     model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")),
     default_max_tokens=4000,
     prompt_cache="off",
+    capabilities=(("*", {"structured_output": False}),),
 )
 USER = {"role": "user", "content": "What is the weather in Paris?"}
 TOOL = {

@@ -25,7 +25,10 @@ from bridge.settings import Settings
 
 CAPTURES = sorted((pathlib.Path(__file__).parent / "fixtures/clients/codex-0.171.0/captures").glob("*.json"))
 SETTINGS = Settings(
-    model_map=(("gpt-5.5", "claude-sonnet-4-5"),), responses_default_max_tokens=32000, prompt_cache="off"
+    model_map=(("gpt-5.5", "claude-sonnet-4-5"),),
+    responses_default_max_tokens=32000,
+    prompt_cache="off",
+    capabilities=(("*", {"structured_output": False}),),  # forced-tool JSON answers, as they were
 )
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"

@@ -110,7 +110,8 @@ def to_messages_request(body, settings):
     out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
     if system:
         out["system"] = system
-    out.update(tools_and_choice(body, context))
+    caps = capabilities_of(out["model"], settings.capabilities)
+    out.update(tools_and_choice(body, context, caps))
     out.update(sampling(body, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -121,7 +122,7 @@ def to_messages_request(body, settings):
             context,
             body.get("max_completion_tokens") or body.get("max_tokens"),
             settings.default_max_tokens,
-            capabilities_of(out["model"], settings.capabilities),
+            caps,
             effort=body.get("reasoning_effort"),
             thinking=body.get("thinking"),
         )
@@ -373,23 +374,38 @@ def _client_marked(out):
 # -- tools ---------------------------------------------------------------------------------
 
 
-def tools_and_choice(body, context):
-    """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
+def tools_and_choice(body, context, caps):
+    """Function tools, tool_choice and parallel_tool_calls; response_format is Anthropic's
+    output_config.format on a model that takes it, else a forced tool."""
+    response_format = body.get("response_format")
+    native = native_format(response_format, caps)
     specs = [tool["function"] for tool in body.get("tools") or []]
-    tools = [anthropic_tool(spec) for spec in specs]
-    if (body.get("response_format") or {}).get("type") == "json_schema":
-        specs.append(body["response_format"]["json_schema"])
-    if any(spec.get("strict") for spec in specs):
+    tools = [anthropic_tool(spec, caps) for spec in specs]
+    if (response_format or {}).get("type") == "json_schema" and not native:
+        specs.append(response_format["json_schema"])
+    if not caps.structured_output and any(spec.get("strict") for spec in specs):
         context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
-    return tool_request(
+    out = tool_request(
         tools,
         choice,
-        response_format_tool(body.get("response_format")),
+        None if native else response_format_tool(response_format),
         body.get("parallel_tool_calls"),
         context,
         "response_format",
     )
+    if native:
+        out["output_config"] = {"format": native}
+    return out
+
+
+def native_format(response_format, caps):
+    """Anthropic's output_config.format for a json_schema answer, on a model that takes it: the
+    answer is the message text, constrained to the schema, and thinking stays allowed (a forced
+    tool would turn it off). json_object has no schema to give it and stays a forced tool."""
+    if not caps.structured_output or (response_format or {}).get("type") != "json_schema":
+        return None
+    return {"type": "json_schema", "schema": _object_schema(response_format["json_schema"].get("schema"))}
 
 
 def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_param):
@@ -418,10 +434,13 @@ def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_
     return {"tools": tools, **({"tool_choice": choice} if choice else {})}
 
 
-def anthropic_tool(function):
+def anthropic_tool(function, caps):
+    """A function as an Anthropic tool; `strict` kept where the model takes structured output."""
     tool = {"name": function["name"], "input_schema": _object_schema(function.get("parameters"))}
     if function.get("description"):
         tool["description"] = function["description"]
+    if function.get("strict") and caps.structured_output:
+        tool["strict"] = True
     return tool
 
 
@@ -517,7 +536,13 @@ def thinking_and_max_tokens(
         for name in ("temperature", "top_p", "top_k"):
             if out.pop(name, None) is not None:
                 context.dropped.append(name)
-    return {"max_tokens": max_tokens, "thinking": config, **({"output_config": {"effort": level}} if level else {})}
+    if level:
+        return {
+            "max_tokens": max_tokens,
+            "thinking": config,
+            "output_config": {**out.get("output_config", {}), "effort": level},
+        }
+    return {"max_tokens": max_tokens, "thinking": config}
 
 
 def requested_thinking(thinking, effort, cap, default_max_tokens, caps):

@@ -105,6 +105,7 @@ from ..chat_to_messages.request import (
     append_turn,
     cache_breakpoints,
     finish_prefill,
+    native_format,
     opaque_user_id,
     response_format_tool,
     sampling,
@@ -190,22 +191,29 @@ def to_messages_request(body, settings):
         dropped=dropped_options(body),
         summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
     )
-    tools, names = declare_tools(body, context)
+    model = map_model(settings.model_map, body["model"])
+    caps = capabilities_of(model, settings.capabilities)
+    tools, names = declare_tools(body, context, caps)
     system, messages = conversation(body.get("instructions"), input_items(body), names, context)
-    out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
+    out = {"model": model, "messages": messages}
     if system:
         out["system"] = system
     choice, tools = tool_choice(body.get("tool_choice"), tools, context) if tools else (None, tools)
+    native = native_format(_response_format(body), caps)
     out.update(
         tool_request(
             tools,
             choice,
-            response_format_tool(_response_format(body)),
+            None if native else response_format_tool(_response_format(body)),
             body.get("parallel_tool_calls"),
             context,
             "text.format",
         )
     )
+    if native:
+        out["output_config"] = {"format": native}
+    elif ((body.get("text") or {}).get("format") or {}).get("strict") is True:
+        context.dropped.append("text.format.strict")
     out.update(sampling({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -218,7 +226,7 @@ def to_messages_request(body, settings):
             context,
             cap,
             cap,
-            capabilities_of(out["model"], settings.capabilities),
+            caps,
             effort=_EFFORTS.get(effort, effort),
             effort_param="reasoning.effort",
         )
@@ -284,7 +292,6 @@ def dropped_options(body):
         "stream_options.include_obfuscation": (body.get("stream_options") or {}).get("include_obfuscation") is True,
         "include": any(entry != "reasoning.encrypted_content" for entry in body.get("include") or []),
         "text.verbosity": text.get("verbosity") is not None,
-        "text.format.strict": (text.get("format") or {}).get("strict") is True,
         "reasoning.context": reasoning.get("context") is not None,
         "reasoning.mode": reasoning.get("mode") is not None,
     }
@@ -365,7 +372,7 @@ def upstream_name(namespace, name):
     return safe_tool_name(f"{namespace}__{name}" if namespace else name)
 
 
-def declare_tools(body, context):
+def declare_tools(body, context, caps):
     """(Anthropic tools, {(namespace, name): upstream name}) for the function and custom tools
     the request declares; Context.tools gets the way back, Context.dropped the rest."""
     tools, names = [], {}
@@ -382,22 +389,26 @@ def declare_tools(body, context):
             name = safe_tool_name(f"{key[0]}/{key[1]}")
         names[key] = name
         context.tools[name] = {"kind": tool["type"], "name": tool["name"], "namespace": key[0]}
-        if tool.get("strict"):
+        if tool.get("strict") and not caps.structured_output:
             context.dropped.append("tools.strict")
         if tool.get("defer_loading"):
             context.dropped.append("tools.defer_loading")  # every tool goes upstream inline
-        tools.append(_anthropic_tool(name, tool, namespace))
+        tools.append(_anthropic_tool(name, tool, namespace, caps))
     return tools, names
 
 
-def _anthropic_tool(name, tool, namespace):
+def _anthropic_tool(name, tool, namespace, caps):
     descriptions = [(namespace or {}).get("description"), tool.get("description")]
-    spec = {"name": name, "description": "\n\n".join(text for text in descriptions if text)}
+    spec = {
+        "name": name,
+        "description": "\n\n".join(text for text in descriptions if text),
+        "strict": tool.get("strict"),
+    }
     if tool["type"] == "custom":
         spec["parameters"] = custom_input_schema(tool.get("format"))
     else:
         spec["parameters"] = tool.get("parameters")
-    return anthropic_tool(spec)
+    return anthropic_tool(spec, caps)
 
 
 def custom_input_schema(input_format):
