@@ -62,16 +62,18 @@ Tools
   function or custom tool; `allowed_tools` sends only the tools it lists, with
   its mode (`required` is `any`). `parallel_tool_calls: false` is
   `disable_parallel_tool_use`.
-- `text.format` `json_schema` / `json_object`: a forced tool whose input is the
-  answer (Context.json_tool), as the Chat front does for `response_format`;
-  `text.format.strict` is named as dropped.
+- `text.format` as the Chat front's `response_format`: `json_schema` is
+  Anthropic's output_config.format on a model that takes it (capabilities.py),
+  `strict` honoured; else a forced tool whose input is the answer
+  (Context.json_tool), and `text.format.strict` is named as dropped.
 
 Limits, reasoning, sampling
 - `max_output_tokens` is `max_tokens`; without it (Codex never sends it),
   BRIDGE_RESPONSES_DEFAULT_MAX_TOKENS. Either bounds thinking and answer
   together, as OpenAI counts reasoning in `max_output_tokens`.
-- `reasoning.effort` is a thinking budget (THINKING_BUDGETS, `max` as `xhigh`, at
-  most half of `max_tokens`); `none`, or no effort, leaves thinking off. Thinking is left off
+- `reasoning.effort` is adaptive thinking with output_config.effort, or a thinking
+  budget (THINKING_BUDGETS, at most half of `max_tokens`), as the model takes
+  (capabilities.py; `max` as `xhigh`); `none`, or no effort, leaves thinking off. Thinking is left off
   and `reasoning.effort` named where Anthropic would refuse it (a forced tool, a
   prefill, a last tool-use turn whose thinking the client did not echo).
   `reasoning.summary` (or `generate_summary`) asks for the thinking as summary
