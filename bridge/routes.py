@@ -27,8 +27,9 @@ from urllib.parse import quote
 
 from . import errors
 from . import settings as settings_module
+from .capabilities import check_fields
 from .errors import BridgeError
-from .settings import SettingsError, _url, json_setting
+from .settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting
 
 OPENAI_CHAT = "openai-chat"
 ANTHROPIC = "anthropic"
@@ -57,6 +58,8 @@ _DEPLOYMENT_FIELDS = {
     "stream_usage",
     "reasoning_effort",
     "reasoning_history",
+    "prompt_cache",
+    "capabilities",
     "weight",
 }
 # Per-deployment switches that are global settings for the default routes.
@@ -268,6 +271,22 @@ def _deployment(item, where, settings, environ):
         elif not isinstance(value, bool):
             raise SettingsError(f"{where}: {field} must be true or false")
         switches[setting] = value
+    if "prompt_cache" in item:
+        if protocol != ANTHROPIC:
+            raise SettingsError(f"{where}: prompt_cache applies to anthropic deployments only")
+        if item["prompt_cache"] not in PROMPT_CACHE_TTLS:
+            raise SettingsError(f"{where}: prompt_cache must be one of {', '.join(PROMPT_CACHE_TTLS)}")
+        switches["prompt_cache"] = item["prompt_cache"]
+    if "capabilities" in item:
+        if protocol != ANTHROPIC:
+            raise SettingsError(f"{where}: capabilities applies to anthropic deployments only")
+        if not isinstance(item["capabilities"], dict):
+            raise SettingsError(f"{where}: capabilities must be an object")
+        try:
+            fields = check_fields(item["capabilities"], f"{where}: capabilities")
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        switches["capabilities"] = (("*", fields), *settings.capabilities)
     model = _text(item, "model", where)
     own = dataclasses.replace(settings, model_map=(("*", model),) if model else (), **switches)
     return Deployment(

@@ -12,6 +12,11 @@ import json
 import os
 from urllib.parse import urlsplit
 
+from .capabilities import parse_overrides
+
+# Anthropic's prompt cache lifetimes, or off (BRIDGE_PROMPT_CACHE, a deployment's prompt_cache).
+PROMPT_CACHE_TTLS = ("off", "5m", "1h")
+
 
 class SettingsError(Exception):
     """A setting is missing, malformed or unsafe."""
@@ -44,6 +49,8 @@ class Settings:
     openai_stream_usage: bool = True
     openai_reasoning_effort: bool = False
     openai_reasoning_history: bool = False
+    prompt_cache: str = "5m"  # off, 5m or 1h: cache breakpoints for OpenAI clients on Anthropic
+    capabilities: tuple = ()  # ((upstream model pattern, {capability: value}), ...): capabilities.py
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
     max_json_values: int = 1_000_000
@@ -152,6 +159,14 @@ def _model_map(name, value):
     return tuple(mapping.items())
 
 
+def _capabilities(name, value):
+    """Upstream model pattern -> capabilities (capabilities.py), inline or in a file."""
+    try:
+        return parse_overrides(json_setting(name, value), name)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _client_keys(name, value):
     """Entries are `key`, `name:key` or `name:sha256:<hex>`, comma-separated or one per line of a file."""
     text = value.strip()
@@ -203,6 +218,8 @@ _PARSERS = {
     "BRIDGE_OPENAI_STREAM_USAGE": ("openai_stream_usage", _flag),
     "BRIDGE_OPENAI_REASONING_EFFORT": ("openai_reasoning_effort", _flag),
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
+    "BRIDGE_PROMPT_CACHE": ("prompt_cache", lambda n, v: _choice(n, v.strip().lower(), PROMPT_CACHE_TTLS)),
+    "BRIDGE_MODEL_CAPABILITIES": ("capabilities", _capabilities),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_MAX_JSON_VALUES": ("max_json_values", lambda n, v: _number(n, v, int, 1000)),

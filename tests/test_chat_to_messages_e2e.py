@@ -59,9 +59,14 @@ def test_plain_create(openai_client, fake):
     assert sent.headers["x-api-key"] == "sk-client", "no upstream key held: the client's key is forwarded"
     assert sent.body == {
         "model": "gpt-4o",
-        "system": "Be kind.",
+        "system": [{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}],
         "max_tokens": 8192,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": USER["content"], "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
     }
 
 
@@ -76,7 +81,12 @@ def test_create_with_tools(openai_client, fake):
     assert (call.id, call.function.name, json.loads(call.function.arguments)) == (use["id"], use["name"], use["input"])
     assert completion.choices[0].finish_reason == "tool_calls"
     assert fake.last.body["tools"] == [
-        {"name": "get_weather", "description": "Weather for a place", "input_schema": WEATHER["function"]["parameters"]}
+        {
+            "name": "get_weather",
+            "description": "Weather for a place",
+            "input_schema": WEATHER["function"]["parameters"],
+            "cache_control": {"type": "ephemeral"},
+        }
     ]
     assert fake.last.body["tool_choice"] == {"type": "auto"}
 
@@ -353,7 +363,7 @@ def test_agent_loop_with_two_parallel_tool_calls(openai_client, fake):
     assert [(b["type"], b["id"]) for b in second[1]["content"]] == [("tool_use", i) for i in ids]
     assert second[2]["content"] == [
         {"type": "tool_result", "tool_use_id": ids[0], "content": "Pelly"},
-        {"type": "tool_result", "tool_use_id": ids[1], "content": "Beaky"},
+        {"type": "tool_result", "tool_use_id": ids[1], "content": "Beaky", "cache_control": {"type": "ephemeral"}},
     ]
 
 

@@ -27,6 +27,13 @@ LOOKUP = {
 }
 
 
+@pytest.fixture
+def openai_client(start_bridge):
+    """The rules as translated, without the cache marks added by default (test_prompt_cache.py)."""
+    live = start_bridge(BRIDGE_PROMPT_CACHE="off")
+    return openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+
+
 def text(value):
     return {"type": "text", "text": value}
 

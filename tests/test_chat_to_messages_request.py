@@ -1,6 +1,7 @@
 """Chat request -> Messages request, one test per rule (bridge/chat_to_messages/request.py)."""
 
 import base64
+import dataclasses
 import json
 import re
 
@@ -17,7 +18,14 @@ from bridge.errors import BridgeError
 from bridge.schemas.openai import validate_chat
 from bridge.settings import Settings
 
-SETTINGS = Settings(model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")), default_max_tokens=4000)
+# Caching off and forced-tool JSON answers: the rules as they were (test_prompt_cache.py,
+# test_structured_output.py and the capability tests below cover the rest).
+SETTINGS = Settings(
+    model_map=(("gpt-4o", "claude-sonnet-4-5"), ("gpt-*", "claude-haiku-4-5")),
+    default_max_tokens=4000,
+    prompt_cache="off",
+    capabilities=(("*", {"structured_output": False}),),
+)
 USER = {"role": "user", "content": "What is the weather in Paris?"}
 TOOL = {
     "type": "function",
@@ -578,3 +586,64 @@ def test_a_system_message_between_a_call_and_its_results_is_hoisted_without_brea
     assert out["system"] == "Results follow."
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
     assert out["messages"][2]["content"][0]["tool_use_id"] == "call_1"
+
+
+# -- model capabilities --------------------------------------------------------------------
+
+
+def translate_for(upstream_model, settings=SETTINGS, **params):
+    """Translate for `upstream_model` (the model map sends every name there)."""
+    body = validate_chat({"model": "gpt-4o", "messages": [USER], **params})
+    return to_messages_request(body, dataclasses.replace(settings, model_map=(("*", upstream_model),)))
+
+
+@pytest.mark.parametrize(
+    "model, effort, level",
+    [
+        ("claude-opus-4-7", "minimal", "low"),
+        ("claude-opus-4-7", "medium", "medium"),
+        ("claude-opus-4-7", "xhigh", "xhigh"),
+        ("claude-opus-4-6", "xhigh", "max"),
+        ("claude-sonnet-4-6", "xhigh", "high"),
+        ("claude-sonnet-4-6-20260101", "high", "high"),
+    ],
+)
+def test_reasoning_effort_is_adaptive_thinking_with_an_effort_on_models_that_take_it(model, effort, level):
+    out, context = translate_for(model, reasoning_effort=effort, temperature=0.2)
+    assert out["thinking"] == {"type": "adaptive"} and out["output_config"] == {"effort": level}
+    assert "budget_tokens" not in json.dumps(out)
+    assert out["max_tokens"] == SETTINGS.default_max_tokens + THINKING_BUDGETS[effort], "room as a budget would have"
+    assert "temperature" not in out and context.dropped == ["temperature"]
+
+
+def test_reasoning_effort_is_a_budget_on_models_without_adaptive_thinking():
+    out, _ = translate_for("claude-sonnet-4-5", reasoning_effort="high")
+    assert out["thinking"] == {"type": "enabled", "budget_tokens": THINKING_BUDGETS["high"]}
+    assert "output_config" not in out
+
+
+def test_reasoning_effort_none_is_no_thinking_on_an_adaptive_model():
+    out, context = translate_for("claude-opus-4-7", reasoning_effort="none")
+    assert "thinking" not in out and "output_config" not in out and context.dropped == []
+
+
+def test_a_model_taking_no_thinking_drops_reasoning_effort_and_names_it():
+    settings = dataclasses.replace(SETTINGS, capabilities=(("claude-x-*", {"budget_tokens": False}),))
+    out, context = translate_for("claude-x-1", settings, reasoning_effort="high")
+    assert "thinking" not in out and context.dropped == ["reasoning_effort"]
+
+
+def test_the_next_model_needs_a_line_of_settings_not_a_release():
+    settings = dataclasses.replace(
+        SETTINGS, capabilities=(("claude-opus-5*", {"efforts": ("low", "medium", "high"), "budget_tokens": False}),)
+    )
+    out, _ = translate_for("claude-opus-5-20270101", settings, reasoning_effort="low")
+    assert out["thinking"] == {"type": "adaptive"} and out["output_config"] == {"effort": "low"}
+    out, _ = translate_for("claude-opus-5-20270101", reasoning_effort="low")
+    assert out["thinking"]["type"] == "enabled", "without the line: today's budget"
+
+
+def test_temperature_stays_with_thinking_on_a_model_that_takes_it():
+    settings = dataclasses.replace(SETTINGS, capabilities=(("*", {"temperature_with_thinking": True}),))
+    out, context = translate_for("claude-sonnet-4-5", settings, reasoning_effort="low", temperature=0.3)
+    assert out["temperature"] == 0.3 and out["thinking"]["type"] == "enabled" and context.dropped == []

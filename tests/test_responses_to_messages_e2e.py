@@ -60,8 +60,9 @@ def test_plain_create(openai_client, fake):
     assert response.usage.output_tokens == message["usage"]["output_tokens"]
     sent = fake.last
     assert sent.path == "/v1/messages" and sent.headers["x-api-key"] == "sk-client"
-    assert sent.body["system"] == "Be kind." and sent.body["max_tokens"] == 32000
-    assert sent.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
+    cached = {"cache_control": {"type": "ephemeral"}}  # BRIDGE_PROMPT_CACHE's default
+    assert sent.body["system"] == [{"type": "text", "text": "Be kind.", **cached}] and sent.body["max_tokens"] == 32000
+    assert sent.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": QUESTION, **cached}]}]
 
 
 def test_create_with_tools(openai_client, fake):
@@ -71,7 +72,12 @@ def test_create_with_tools(openai_client, fake):
     [call] = [item for item in response.output if item.type == "function_call"]
     assert (call.call_id, call.name, json.loads(call.arguments)) == (use["id"], use["name"], use["input"])
     assert fake.last.body["tools"] == [
-        {"name": "get_weather", "description": "Weather for a place", "input_schema": WEATHER["parameters"]}
+        {
+            "name": "get_weather",
+            "description": "Weather for a place",
+            "input_schema": WEATHER["parameters"],
+            "cache_control": {"type": "ephemeral"},
+        }
     ]
 
 
@@ -117,7 +123,9 @@ def test_max_tokens_is_an_incomplete_response(openai_client, fake):
     assert fake.last.body["max_tokens"] == 16
 
 
-def test_structured_output_with_a_json_schema(openai_client, fake):
+def test_structured_output_with_a_json_schema_on_a_model_without_native_output(openai_client, fake):
+    """A forced tool carries the answer (claude-3-7-sonnet takes no output_config.format)."""
+
     class Weather(pydantic.BaseModel):
         location: str
         temperature_c: float
@@ -131,7 +139,7 @@ def test_structured_output_with_a_json_schema(openai_client, fake):
             }
         )
     )
-    response = openai_client.responses.parse(model="claude-sonnet-4-5", input=QUESTION, text_format=Weather)
+    response = openai_client.responses.parse(model="claude-3-7-sonnet-latest", input=QUESTION, text_format=Weather)
     assert response.output_parsed == Weather(**answer) and response.status == "completed"
     [tool] = fake.last.body["tools"]
     assert tool["name"] == "Weather" and set(tool["input_schema"]["properties"]) == set(answer)
@@ -224,7 +232,14 @@ def test_two_turn_tool_loop_with_function_call_output(openai_client, fake):
     sent = fake.requests[1].body["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert [b["id"] for b in sent[1]["content"] if b["type"] == "tool_use"] == [call.call_id]
-    assert sent[2]["content"] == [{"type": "tool_result", "tool_use_id": call.call_id, "content": "sunny, 21 C"}]
+    assert sent[2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": call.call_id,
+            "content": "sunny, 21 C",
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])

@@ -8,6 +8,7 @@ what Codex CLI 0.171.0 sent to a Responses server, each `{"method", "path", "hea
 
 import base64
 import copy
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -23,7 +24,12 @@ from bridge.schemas.responses import validate_responses
 from bridge.settings import Settings
 
 CAPTURES = sorted((pathlib.Path(__file__).parent / "fixtures/clients/codex-0.171.0/captures").glob("*.json"))
-SETTINGS = Settings(model_map=(("gpt-5.5", "claude-sonnet-4-5"),), responses_default_max_tokens=32000)
+SETTINGS = Settings(
+    model_map=(("gpt-5.5", "claude-sonnet-4-5"),),
+    responses_default_max_tokens=32000,
+    prompt_cache="off",
+    capabilities=(("*", {"structured_output": False}),),  # forced-tool JSON answers, as they were
+)
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"
 WEATHER = {
@@ -866,8 +872,8 @@ def test_user_and_safety_identifier_become_a_hashed_metadata_user_id(params, who
     assert out["metadata"] == {"user_id": hashlib.sha256(who.encode()).hexdigest()}
 
 
-def test_prompt_cache_key_sets_cache_breakpoints_on_tools_system_and_the_conversation_end():
-    out, _ = translate(
+def test_prompt_caching_marks_tools_system_the_previous_turn_and_the_conversation_end():
+    out, context = translate(
         developer("Rules."),
         user(),
         call(),
@@ -875,18 +881,22 @@ def test_prompt_cache_key_sets_cache_breakpoints_on_tools_system_and_the_convers
         user("and tomorrow?"),
         tools=[WEATHER, APPLY_PATCH],
         prompt_cache_key="thread-1",
+        settings=dataclasses.replace(SETTINGS, prompt_cache="5m"),
     )
     assert_valid_messages_request(out)
     marked = {"type": "ephemeral"}
     assert out["tools"][-1]["cache_control"] == marked and "cache_control" not in out["tools"][0]
     assert out["system"] == [{"type": "text", "text": "Rules.", "cache_control": marked}]
+    assert out["messages"][0]["content"][-1]["cache_control"] == marked
     assert out["messages"][-1]["content"][-1]["cache_control"] == marked
-    assert json.dumps(out).count("cache_control") == 3
+    assert json.dumps(out).count("cache_control") == 4
+    assert context.dropped == [], "prompt_cache_key asks for what happens anyway"
 
 
-def test_without_prompt_cache_key_nothing_is_marked_for_caching():
-    out, _ = translate(developer("Rules."), user(), tools=[WEATHER])
+def test_with_caching_off_nothing_is_marked_and_prompt_cache_key_is_named():
+    out, context = translate(developer("Rules."), user(), tools=[WEATHER], prompt_cache_key="thread-1")
     assert "cache_control" not in json.dumps(out)
+    assert context.dropped == ["prompt_cache_key"]
 
 
 @pytest.mark.parametrize(
@@ -920,7 +930,6 @@ def test_fields_without_an_anthropic_equivalent_are_named_as_dropped(params, nam
         {"stream_options": {"include_obfuscation": False}},
         {"store": False},
         {"background": False},
-        {"prompt_cache_key": "k"},
         {"metadata": {}},
     ],
 )

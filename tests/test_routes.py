@@ -159,6 +159,22 @@ BAD = {
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "stream_usage": False}]}]},
         '("claude"): stream_usage applies to openai-chat deployments only',
     ),
+    "prompt_cache on an OpenAI deployment": (
+        {"routes": [{"models": ["x"], "deployments": [{**AZURE, "prompt_cache": "5m"}]}]},
+        "prompt_cache applies to anthropic deployments only",
+    ),
+    "unknown prompt cache lifetime": (
+        {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "prompt_cache": "24h"}]}]},
+        '("claude"): prompt_cache must be one of off, 5m, 1h',
+    ),
+    "unknown capability": (
+        {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "capabilities": {"vision": True}}]}]},
+        "(\"claude\"): capabilities: unknown capability 'vision'",
+    ),
+    "unknown effort level": (
+        {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "capabilities": {"efforts": ["extreme"]}}]}]},
+        '("claude"): capabilities: efforts must be a list of low, medium, high, xhigh, max',
+    ),
     "unknown deployment field": (
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "api_key": "sk-in-the-file"}]}]},
         "(\"claude\"): unknown field 'api_key'",

@@ -11,6 +11,7 @@ import hashlib
 import re
 import time
 
+from ..capabilities import capabilities_of
 from ..errors import invalid
 from ..model_map import map_model
 from ..schemas.openai import DATA_URL, image_media_type
@@ -26,7 +27,6 @@ HINTS = (
     "prediction",
     "metadata",
     "verbosity",
-    "prompt_cache_key",
     "prompt_cache_retention",
 )
 # Fields this module reads; anything else the client sent is reported as dropped.
@@ -57,12 +57,22 @@ KNOWN = {
     "functions",
     "function_call",
     "web_search_options",
+    "prompt_cache_key",
     *HINTS,
 }
 
 # reasoning_effort -> Anthropic thinking budget. 1024 is Anthropic's minimum.
 MIN_THINKING_BUDGET = 1024
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "xhigh": 24576}
+# reasoning_effort -> Anthropic output_config.effort on adaptive-thinking models: the first level
+# the model takes (capabilities.py). OpenAI's xhigh is its top: Anthropic's xhigh, else max.
+ADAPTIVE_EFFORTS = {
+    "minimal": ("low",),
+    "low": ("low",),
+    "medium": ("medium",),
+    "high": ("high",),
+    "xhigh": ("xhigh", "max", "high"),
+}
 
 # OpenAI's tool_choice strings -> Anthropic's tool_choice type: required is any, not auto.
 TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any"}
@@ -100,7 +110,8 @@ def to_messages_request(body, settings):
     out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
     if system:
         out["system"] = system
-    out.update(tools_and_choice(body, context))
+    caps = capabilities_of(out["model"], settings.capabilities)
+    out.update(tools_and_choice(body, context, caps))
     out.update(sampling(body, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -111,10 +122,14 @@ def to_messages_request(body, settings):
             context,
             body.get("max_completion_tokens") or body.get("max_tokens"),
             settings.default_max_tokens,
+            caps,
             effort=body.get("reasoning_effort"),
             thinking=body.get("thinking"),
         )
     )
+    cache_breakpoints(out, settings.prompt_cache)
+    if body.get("prompt_cache_key") and settings.prompt_cache == "off":
+        context.dropped.append("prompt_cache_key")  # Anthropic keys its cache by the prefix itself
     if stream:
         out["stream"] = True
     return out, context
@@ -314,26 +329,83 @@ def finish_prefill(turns):
         turns.pop()
 
 
+# -- prompt caching ------------------------------------------------------------------------
+
+# BRIDGE_PROMPT_CACHE -> Anthropic's cache_control marker (5 minutes is its default TTL).
+CACHE_MARKERS = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}
+
+
+def cache_breakpoints(out, ttl):
+    """Anthropic caches the prompt up to each block marked cache_control (at most four marks).
+
+    An OpenAI client cannot mark its prompt, so the bridge marks where a conversation's
+    stable prefix ends: the last tool, the system prompt, the end of the conversation
+    (what the next request of an agent loop starts with) and the end of the turn the
+    previous request ended with (what this request can read from cache, however many
+    blocks were added since). A client that marked blocks itself keeps its own marks.
+    `ttl` is off, 5m or 1h.
+    """
+    marker = CACHE_MARKERS.get(ttl)
+    if marker is None or _client_marked(out):
+        return
+    if out.get("tools"):
+        out["tools"][-1] = {**out["tools"][-1], "cache_control": marker}
+    system = out.get("system")
+    if system:
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        out["system"] = [*blocks[:-1], {**blocks[-1], "cache_control": marker}]
+    messages = out["messages"]
+    users = [turn for turn in messages[:-1] if turn["role"] == "user"]
+    for turn in (users[-1], messages[-1]) if users else (messages[-1],):
+        # Never a thinking block: a user turn has none, a final assistant turn (a prefill) neither.
+        turn["content"][-1] = {**turn["content"][-1], "cache_control": marker}
+
+
+def _client_marked(out):
+    system = out.get("system")
+    blocks = [
+        *(out.get("tools") or ()),
+        *(system if isinstance(system, list) else ()),
+        *(block for turn in out["messages"] for block in turn["content"]),
+    ]
+    return any("cache_control" in block for block in blocks)
+
+
 # -- tools ---------------------------------------------------------------------------------
 
 
-def tools_and_choice(body, context):
-    """Function tools, tool_choice and parallel_tool_calls; response_format adds a forced tool."""
+def tools_and_choice(body, context, caps):
+    """Function tools, tool_choice and parallel_tool_calls; response_format is Anthropic's
+    output_config.format on a model that takes it, else a forced tool."""
+    response_format = body.get("response_format")
+    native = native_format(response_format, caps)
     specs = [tool["function"] for tool in body.get("tools") or []]
-    tools = [anthropic_tool(spec) for spec in specs]
-    if (body.get("response_format") or {}).get("type") == "json_schema":
-        specs.append(body["response_format"]["json_schema"])
-    if any(spec.get("strict") for spec in specs):
+    tools = [anthropic_tool(spec, caps) for spec in specs]
+    if (response_format or {}).get("type") == "json_schema" and not native:
+        specs.append(response_format["json_schema"])
+    if not caps.structured_output and any(spec.get("strict") for spec in specs):
         context.dropped.append("strict")  # Anthropic tools follow the schema, but do not promise to
     choice = _tool_choice(body.get("tool_choice")) if tools else None
-    return tool_request(
+    out = tool_request(
         tools,
         choice,
-        response_format_tool(body.get("response_format")),
+        None if native else response_format_tool(response_format),
         body.get("parallel_tool_calls"),
         context,
         "response_format",
     )
+    if native:
+        out["output_config"] = {"format": native}
+    return out
+
+
+def native_format(response_format, caps):
+    """Anthropic's output_config.format for a json_schema answer, on a model that takes it: the
+    answer is the message text, constrained to the schema, and thinking stays allowed (a forced
+    tool would turn it off). json_object has no schema to give it and stays a forced tool."""
+    if not caps.structured_output or (response_format or {}).get("type") != "json_schema":
+        return None
+    return {"type": "json_schema", "schema": _object_schema(response_format["json_schema"].get("schema"))}
 
 
 def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_param):
@@ -362,10 +434,13 @@ def tool_request(tools, choice, json_tool, parallel_tool_calls, context, format_
     return {"tools": tools, **({"tool_choice": choice} if choice else {})}
 
 
-def anthropic_tool(function):
+def anthropic_tool(function, caps):
+    """A function as an Anthropic tool; `strict` kept where the model takes structured output."""
     tool = {"name": function["name"], "input_schema": _object_schema(function.get("parameters"))}
     if function.get("description"):
         tool["description"] = function["description"]
+    if function.get("strict") and caps.structured_output:
+        tool["strict"] = True
     return tool
 
 
@@ -431,44 +506,58 @@ def sampling(body, context):
 
 
 def thinking_and_max_tokens(
-    out, context, cap, default_max_tokens, effort=None, thinking=None, effort_param="reasoning_effort"
+    out, context, cap, default_max_tokens, caps, effort=None, thinking=None, effort_param="reasoning_effort"
 ):
     """max_tokens, plus a thinking config when one was asked for and can be honoured.
 
     The client's reasoning `effort` (Chat `reasoning_effort`, Responses
-    `reasoning.effort`: `effort_param` names it) picks a budget (fit_budget);
-    Anthropic's own `thinking` (openai SDK extra_body) is passed as given,
-    max_tokens raised above its budget when needed. `cap` is the client's
-    max_tokens, if any. Thinking is left off, and the parameter reported as
-    dropped, when Anthropic would refuse it (thinking_allowed): a forced tool
-    choice (including the JSON-answer tool), an assistant prefill, or a
-    final assistant tool-use turn without a signed thinking block (the
+    `reasoning.effort`: `effort_param` names it) is adaptive thinking with
+    output_config.effort on a model that takes it (`caps`, capabilities.py),
+    else a budget (fit_budget), else dropped; max_tokens leaves the budget's
+    room either way. Anthropic's own `thinking` (openai SDK extra_body) is
+    passed as given, max_tokens raised above its budget when needed. `cap` is
+    the client's max_tokens, if any. Thinking is left off, and the parameter
+    reported as dropped, when Anthropic would refuse it (thinking_allowed): a
+    forced tool choice (including the JSON-answer tool), an assistant prefill,
+    or a final assistant tool-use turn without a signed thinking block (the
     client did not echo it back).
     With thinking on Anthropic requires the default sampling, so
-    temperature, top_p and top_k go.
+    temperature, top_p and top_k go, unless the model takes them.
     """
-    config, max_tokens = requested_thinking(thinking, effort, cap, default_max_tokens)
+    config, max_tokens, level = requested_thinking(thinking, effort, cap, default_max_tokens, caps)
+    if effort in THINKING_BUDGETS and not thinking and not config:
+        context.dropped.append(effort_param)  # the model takes neither adaptive thinking nor a budget
     if config and config["type"] != "disabled" and not thinking_allowed(out):
         context.dropped.append("thinking" if thinking else effort_param)
         config = None
     if not config or config["type"] == "disabled":
         return {"max_tokens": cap or default_max_tokens, **({"thinking": config} if config else {})}
-    for name in ("temperature", "top_p", "top_k"):
-        if out.pop(name, None) is not None:
-            context.dropped.append(name)
+    if not caps.temperature_with_thinking:
+        for name in ("temperature", "top_p", "top_k"):
+            if out.pop(name, None) is not None:
+                context.dropped.append(name)
+    if level:
+        return {
+            "max_tokens": max_tokens,
+            "thinking": config,
+            "output_config": {**out.get("output_config", {}), "effort": level},
+        }
     return {"max_tokens": max_tokens, "thinking": config}
 
 
-def requested_thinking(thinking, effort, cap, default_max_tokens):
-    """(thinking config or None, max_tokens that leaves room for it)."""
+def requested_thinking(thinking, effort, cap, default_max_tokens, caps):
+    """(thinking config or None, max_tokens that leaves room for it, output_config.effort or None)."""
     max_tokens = cap or default_max_tokens
     if thinking:
         budget = thinking.get("budget_tokens", 0)
-        return thinking, max_tokens + budget if max_tokens <= budget else max_tokens
-    if effort in THINKING_BUDGETS:
-        budget, max_tokens = fit_budget(THINKING_BUDGETS[effort], cap, default_max_tokens)
-        return {"type": "enabled", "budget_tokens": budget}, max_tokens
-    return None, max_tokens
+        return thinking, max_tokens + budget if max_tokens <= budget else max_tokens, None
+    if effort not in THINKING_BUDGETS or not (caps.efforts or caps.budget_tokens):
+        return None, max_tokens, None
+    budget, max_tokens = fit_budget(THINKING_BUDGETS[effort], cap, default_max_tokens)
+    if caps.efforts:
+        level = next((level for level in ADAPTIVE_EFFORTS[effort] if level in caps.efforts), None)
+        return {"type": "adaptive"}, max_tokens, level
+    return {"type": "enabled", "budget_tokens": budget}, max_tokens, None
 
 
 def fit_budget(budget, cap, default_max_tokens):

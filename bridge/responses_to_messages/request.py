@@ -62,16 +62,18 @@ Tools
   function or custom tool; `allowed_tools` sends only the tools it lists, with
   its mode (`required` is `any`). `parallel_tool_calls: false` is
   `disable_parallel_tool_use`.
-- `text.format` `json_schema` / `json_object`: a forced tool whose input is the
-  answer (Context.json_tool), as the Chat front does for `response_format`;
-  `text.format.strict` is named as dropped.
+- `text.format` as the Chat front's `response_format`: `json_schema` is
+  Anthropic's output_config.format on a model that takes it (capabilities.py),
+  `strict` honoured; else a forced tool whose input is the answer
+  (Context.json_tool), and `text.format.strict` is named as dropped.
 
 Limits, reasoning, sampling
 - `max_output_tokens` is `max_tokens`; without it (Codex never sends it),
   BRIDGE_RESPONSES_DEFAULT_MAX_TOKENS. Either bounds thinking and answer
   together, as OpenAI counts reasoning in `max_output_tokens`.
-- `reasoning.effort` is a thinking budget (THINKING_BUDGETS, `max` as `xhigh`, at
-  most half of `max_tokens`); `none`, or no effort, leaves thinking off. Thinking is left off
+- `reasoning.effort` is adaptive thinking with output_config.effort, or a thinking
+  budget (THINKING_BUDGETS, at most half of `max_tokens`), as the model takes
+  (capabilities.py; `max` as `xhigh`); `none`, or no effort, leaves thinking off. Thinking is left off
   and `reasoning.effort` named where Anthropic would refuse it (a forced tool, a
   prefill, a last tool-use turn whose thinking the client did not echo).
   `reasoning.summary` (or `generate_summary`) asks for the thinking as summary
@@ -79,10 +81,10 @@ Limits, reasoning, sampling
 - `temperature` (capped at 1) and `top_p` as on the Chat front; with thinking
   on both go, named. `user` / `safety_identifier` reach Anthropic as
   `metadata.user_id`, hashed.
-- `prompt_cache_key` (the client's word that this prefix comes again) sets
-  Anthropic cache breakpoints on the last tool, the system prompt and the last
-  block of the conversation, so each request of an agent loop reads the one
-  before it from cache.
+- Prompt caching (BRIDGE_PROMPT_CACHE, per deployment `prompt_cache`) marks
+  the stable prefix as the Chat front does (chat request.cache_breakpoints).
+  `prompt_cache_key` asks for what happens anyway (Anthropic's cache is keyed by
+  the prefix itself); it is named as dropped only when caching is off.
 - Named as dropped when they ask for something: `store: true`, `metadata`,
   `client_metadata`, `service_tier`, `truncation: auto`, `text.verbosity`,
   `max_tool_calls`, `stream_options.include_obfuscation`, `include` entries
@@ -97,12 +99,15 @@ import dataclasses
 import time
 import uuid
 
+from ..capabilities import capabilities_of
 from ..chat_to_messages.request import (
     TOOL_CHOICES,
     anthropic_tool,
     anthropic_tool_id,
     append_turn,
+    cache_breakpoints,
     finish_prefill,
+    native_format,
     opaque_user_id,
     response_format_tool,
     sampling,
@@ -152,7 +157,6 @@ KNOWN = {
 }
 # The user turn put before a history that opens with the assistant: Anthropic wants a user turn first.
 STARTED = "(The conversation starts here.)"
-_CACHE = {"type": "ephemeral"}
 # Responses efforts beyond Chat's: the largest Chat budget serves them.
 _EFFORTS = {"max": "xhigh"}
 
@@ -189,22 +193,29 @@ def to_messages_request(body, settings):
         dropped=dropped_options(body),
         summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
     )
-    tools, names = declare_tools(body, context)
+    model = map_model(settings.model_map, body["model"])
+    caps = capabilities_of(model, settings.capabilities)
+    tools, names = declare_tools(body, context, caps)
     system, messages = conversation(body.get("instructions"), input_items(body), names, context)
-    out = {"model": map_model(settings.model_map, body["model"]), "messages": messages}
+    out = {"model": model, "messages": messages}
     if system:
         out["system"] = system
     choice, tools = tool_choice(body.get("tool_choice"), tools, context) if tools else (None, tools)
+    native = native_format(_response_format(body), caps)
     out.update(
         tool_request(
             tools,
             choice,
-            response_format_tool(_response_format(body)),
+            None if native else response_format_tool(_response_format(body)),
             body.get("parallel_tool_calls"),
             context,
             "text.format",
         )
     )
+    if native:
+        out["output_config"] = {"format": native}
+    elif ((body.get("text") or {}).get("format") or {}).get("strict") is True:
+        context.dropped.append("text.format.strict")
     out.update(sampling({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -213,11 +224,18 @@ def to_messages_request(body, settings):
     effort = reasoning.get("effort")
     out.update(
         thinking_and_max_tokens(
-            out, context, cap, cap, effort=_EFFORTS.get(effort, effort), effort_param="reasoning.effort"
+            out,
+            context,
+            cap,
+            cap,
+            caps,
+            effort=_EFFORTS.get(effort, effort),
+            effort_param="reasoning.effort",
         )
     )
-    if body.get("prompt_cache_key"):
-        cache_breakpoints(out)
+    cache_breakpoints(out, settings.prompt_cache)
+    if body.get("prompt_cache_key") and settings.prompt_cache == "off":
+        context.dropped.append("prompt_cache_key")
     if stream:
         out["stream"] = True
     context.dropped = list(dict.fromkeys(context.dropped))
@@ -276,7 +294,6 @@ def dropped_options(body):
         "stream_options.include_obfuscation": (body.get("stream_options") or {}).get("include_obfuscation") is True,
         "include": any(entry != "reasoning.encrypted_content" for entry in body.get("include") or []),
         "text.verbosity": text.get("verbosity") is not None,
-        "text.format.strict": (text.get("format") or {}).get("strict") is True,
         "reasoning.context": reasoning.get("context") is not None,
         "reasoning.mode": reasoning.get("mode") is not None,
     }
@@ -349,19 +366,6 @@ def _blocks(item, names):
     return None, []
 
 
-def cache_breakpoints(out):
-    """Anthropic caches the prompt up to each block marked cache_control: the tools, the system
-    prompt, and the conversation so far, which the next request of the loop starts with."""
-    if out.get("tools"):
-        out["tools"][-1] = {**out["tools"][-1], "cache_control": _CACHE}
-    system = out.get("system")
-    if system:
-        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
-        out["system"] = [*blocks[:-1], {**blocks[-1], "cache_control": _CACHE}]
-    content = out["messages"][-1]["content"]  # never thinking last: a prefill has none
-    content[-1] = {**content[-1], "cache_control": _CACHE}
-
-
 # -- tools ---------------------------------------------------------------------------------
 
 
@@ -370,7 +374,7 @@ def upstream_name(namespace, name):
     return safe_tool_name(f"{namespace}__{name}" if namespace else name)
 
 
-def declare_tools(body, context):
+def declare_tools(body, context, caps):
     """(Anthropic tools, {(namespace, name): upstream name}) for the function and custom tools
     the request declares; Context.tools gets the way back, Context.dropped the rest."""
     tools, names = [], {}
@@ -387,22 +391,26 @@ def declare_tools(body, context):
             name = safe_tool_name(f"{key[0]}/{key[1]}")
         names[key] = name
         context.tools[name] = {"kind": tool["type"], "name": tool["name"], "namespace": key[0]}
-        if tool.get("strict"):
+        if tool.get("strict") and not caps.structured_output:
             context.dropped.append("tools.strict")
         if tool.get("defer_loading"):
             context.dropped.append("tools.defer_loading")  # every tool goes upstream inline
-        tools.append(_anthropic_tool(name, tool, namespace))
+        tools.append(_anthropic_tool(name, tool, namespace, caps))
     return tools, names
 
 
-def _anthropic_tool(name, tool, namespace):
+def _anthropic_tool(name, tool, namespace, caps):
     descriptions = [(namespace or {}).get("description"), tool.get("description")]
-    spec = {"name": name, "description": "\n\n".join(text for text in descriptions if text)}
+    spec = {
+        "name": name,
+        "description": "\n\n".join(text for text in descriptions if text),
+        "strict": tool.get("strict"),
+    }
     if tool["type"] == "custom":
         spec["parameters"] = custom_input_schema(tool.get("format"))
     else:
         spec["parameters"] = tool.get("parameters")
-    return anthropic_tool(spec)
+    return anthropic_tool(spec, caps)
 
 
 def custom_input_schema(input_format):

@@ -1,0 +1,77 @@
+"""What each Anthropic model takes, as data: the next model needs a line, not a release.
+
+Looked up by the upstream model name (after BRIDGE_MODEL_MAP or a deployment's `model`),
+first matching `*` pattern wins: a deployment's `capabilities` first, then
+BRIDGE_MODEL_CAPABILITIES, then DEFAULTS. Sources: Anthropic's adaptive thinking and
+structured outputs pages (Opus 4.7 takes only adaptive thinking and refuses budget_tokens;
+Opus 4.6 and Sonnet 4.6 take both, budget_tokens deprecated; older models only budgets).
+"""
+
+import dataclasses
+import fnmatch
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    # output_config.effort levels taken with thinking {"type": "adaptive"}; none: no adaptive thinking
+    efforts: tuple = ()
+    budget_tokens: bool = True  # thinking {"type": "enabled", "budget_tokens": N}
+    structured_output: bool = False  # output_config.format (native JSON answers)
+    temperature_with_thinking: bool = False  # temperature/top_p/top_k kept with thinking on
+
+
+FIELDS = tuple(field.name for field in dataclasses.fields(Capabilities))
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # Anthropic's output_config.effort, ascending
+
+_BUDGET = Capabilities(structured_output=True)
+
+# (pattern, capabilities), first match wins; the last line is any other model (today's rules).
+DEFAULTS = (
+    ("claude-opus-4-7*", Capabilities(efforts=EFFORTS, budget_tokens=False, structured_output=True)),
+    ("claude-mythos*", Capabilities(efforts=EFFORTS, budget_tokens=False, structured_output=True)),
+    ("claude-opus-4-6*", Capabilities(efforts=("low", "medium", "high", "max"), structured_output=True)),
+    ("claude-sonnet-4-6*", Capabilities(efforts=("low", "medium", "high"), structured_output=True)),
+    ("claude-opus-4-5*", _BUDGET),
+    ("claude-sonnet-4-5*", _BUDGET),
+    ("claude-haiku-4-5*", _BUDGET),
+    ("claude-opus-4-1*", _BUDGET),
+    ("*", Capabilities()),
+)
+
+
+def capabilities_of(model, overrides=()):
+    """The capabilities of upstream `model`: the first of `overrides` ((pattern, {field: value}),
+    ...) it matches, over the model's line of DEFAULTS."""
+    base = next(caps for pattern, caps in DEFAULTS if fnmatch.fnmatchcase(model, pattern))
+    for pattern, fields in overrides:
+        if fnmatch.fnmatchcase(model, pattern):
+            return dataclasses.replace(base, **fields)
+    return base
+
+
+def parse_overrides(document, where):
+    """{pattern: {field: bool}} -> ((pattern, fields), ...), or ValueError naming the entry."""
+    if not isinstance(document, dict):
+        raise ValueError(f"{where}: must map upstream model name patterns to objects of capabilities")
+    entries = []
+    for pattern, fields in document.items():
+        if not isinstance(fields, dict):
+            raise ValueError(f"{where}: {pattern!r} must be an object of capabilities")
+        entries.append((pattern, check_fields(fields, f"{where}: {pattern!r}")))
+    return tuple(entries)
+
+
+def check_fields(fields, where):
+    """{field: value} checked: efforts a list of Anthropic effort levels, the others true or false."""
+    checked = {}
+    for name, value in fields.items():
+        if name not in FIELDS:
+            raise ValueError(f"{where}: unknown capability {name!r} (known: {', '.join(FIELDS)})")
+        if name == "efforts":
+            if not isinstance(value, list) or not all(level in EFFORTS for level in value):
+                raise ValueError(f"{where}: efforts must be a list of {', '.join(EFFORTS)}")
+            value = tuple(value)
+        elif not isinstance(value, bool):
+            raise ValueError(f"{where}: {name} must be true or false")
+        checked[name] = value
+    return checked
