@@ -27,9 +27,10 @@ RETRY_AFTER = "5"
 _HELD = "bridge.held"  # environ: this request's place in its client's count
 
 
-def install(app, settings, exempt):
-    """Refuse requests beyond capacity and beyond the per-client cap; `exempt` paths are always
-    answered. Register after the hook that authenticates: the cap counts by its client."""
+def install(app, settings, exempt, accounts):
+    """Refuse requests beyond capacity, beyond a client's limits (usage.Accounts, shared through
+    Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
+    the hook that authenticates: the cap and the limits count by its client."""
     in_flight = _InFlight(settings.max_requests_per_client)
 
     @app.before_request
@@ -39,6 +40,7 @@ def install(app, settings, exempt):
         if request.environ.get(OVER_CAPACITY):
             raise refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
         client = observability.current().client
+        accounts.admit(client)
         if in_flight.limit and client is not None:
             request.environ[_HELD] = in_flight.take(client)
 
