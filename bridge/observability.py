@@ -109,7 +109,7 @@ class Record:
             self.count(usage)
 
     def heard(self, payload):
-        """An upstream stream event, before translation: what it reports is what client limits
+        """An upstream's answer or stream event, before translation: what it reports is what client limits
         count (usage.py), also when the client's stream carries no usage (a Chat client that
         did not ask for it) or the client left before the translated stream reached it."""
         usage = _usage_in(payload) if isinstance(payload, dict) else None
