@@ -38,12 +38,10 @@ MESSAGE_ANSWER = {
     "usage": {"input_tokens": 30, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 10, "output_tokens": 7},
 }
 # One call in each protocol: path, body; the Messages front goes to the Chat upstream, the others to Anthropic.
+HI = [{"role": "user", "content": "hi"}]
 CALLS = {
-    "anthropic": (
-        "/v1/messages",
-        {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-    ),
-    "chat": ("/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
+    "anthropic": ("/v1/messages", {"model": "claude-x", "max_tokens": 64, "messages": HI}),
+    "chat": ("/v1/chat/completions", {"model": "gpt-4o", "messages": HI}),
     "responses": ("/v1/responses", {"model": "gpt-5.5", "input": "hi"}),
 }
 
