@@ -9,7 +9,10 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
 - Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
   flight (streamed or not: each holds a thread until its answer ends) gets a 429 for the next
   one, before anything goes upstream. The count is per worker process: gunicorn's workers
-  share nothing, and a count across workers and VMs waits for Redis (DESIGN.md section 7).
+  share nothing, and an in-flight count is left there (a Redis count would need a release
+  that survives a killed worker).
+- Client limits (usage.py): requests and tokens per minute and per day, shared by every
+  worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
 """
 
 import threading

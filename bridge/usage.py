@@ -152,24 +152,23 @@ class Accounts:
             if count:
                 _series(CLIENT_TOKENS, client, model, kind).inc(count)
         if self.redis is not None:
-            self._store(client, used, record.time)
+            self._store(client, used, time.time())  # tokens count in the window where they were reported
 
     def _store(self, client, used, when):
+        """One transaction: the token windows the limits read, and the day's usage per kind."""
         tokens = used["input"] + used["output"]
-        minute = int(when // 60)
+        per_minute, per_day = f"bridge:tpm:{client}:{int(when // 60)}", f"bridge:tpd:{client}:{day(when)}"
+        key = usage_key(client, when)
         try:
             with self.redis.pipeline(transaction=True) as pipe:
                 if tokens:
-                    pipe.incrby(f"bridge:tpm:{client}:{minute}", tokens).expire(f"bridge:tpm:{client}:{minute}", 120)
-                    pipe.incrby(f"bridge:tpd:{client}:{day(when)}", tokens)
-                    pipe.expire(f"bridge:tpd:{client}:{day(when)}", 2 * 86400)
-                key = usage_key(client, when)
+                    pipe.incrby(per_minute, tokens).expire(per_minute, 120)
+                    pipe.incrby(per_day, tokens).expire(per_day, 2 * 86400)
                 pipe.hincrby(key, "requests", 1)
                 for kind, count in used.items():
                     if count:
                         pipe.hincrby(key, kind, count)
-                pipe.expire(key, _DAY_KEPT)
-                pipe.execute()
+                pipe.expire(key, _DAY_KEPT).execute()
         except redis.RedisError as error:
             self._failed("count", error)
 
@@ -211,4 +210,5 @@ def today(settings, client=None, now=None):
     now = time.time() if now is None else now
     prefix = usage_key("", now)
     keys = [usage_key(client, now)] if client else sorted(store.scan_iter(match=prefix + "*", count=1000))
-    return {key[len(prefix) :]: store.hgetall(key) for key in keys if store.exists(key)}
+    counts = {key[len(prefix) :]: store.hgetall(key) for key in keys}
+    return {name: row for name, row in counts.items() if row}
