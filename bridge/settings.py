@@ -155,11 +155,14 @@ _LIMIT_NAMES = {"rpm": "requests_per_minute", "tpm": "tokens_per_minute", "tpd":
 
 def _client_limits(name, value):
     """Lines `client rpm=N tpm=N tpd=N` (any of the three; `*` for every client without a line of
-    its own), from a file, or the same entries separated by commas."""
+    its own), from a file (an absolute path), or the same entries separated by commas."""
     text = value.strip()
-    if text and os.path.isfile(text):
-        with open(text, encoding="utf-8") as fh:
-            entries = [line.split("#")[0].strip() for line in fh]
+    if text.startswith("/"):
+        try:
+            with open(text, encoding="utf-8") as fh:
+                entries = [line.split("#")[0].strip() for line in fh]
+        except OSError as exc:
+            raise SettingsError(f"{name}: cannot read {text}: {exc.strerror}") from None
     else:
         entries = [part.strip() for part in text.split(",")]
     limits = {}

@@ -120,6 +120,11 @@ def test_a_limits_file_is_read_with_comments(tmp_path):
     }
 
 
+def test_a_limits_file_that_cannot_be_read_is_refused(tmp_path):
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_CLIENT_LIMITS: cannot read .*missing"):
+        load(BRIDGE_CLIENT_LIMITS=str(tmp_path / "missing"), BRIDGE_REDIS_URL="redis://127.0.0.1:1")
+
+
 @pytest.mark.parametrize(
     ("url", "error"),
     [
