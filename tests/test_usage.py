@@ -76,6 +76,12 @@ def today(server, client):
     return store(server).hgetall(f"bridge:usage:{time.strftime('%Y-%m-%d', time.gmtime())}:{client}")
 
 
+def counted(server, requests, client="team-a"):
+    """Wait until the client's first `requests` answers are counted: that happens as each answer
+    closes, which the client may outrun with its next request."""
+    wait_for(lambda: int(today(server, client).get("requests", 0)) >= requests, f"{requests} answers counted")
+
+
 # -- settings ---------------------------------------------------------------------------------------
 
 
@@ -185,10 +191,12 @@ def test_a_minute_window_resets_when_its_key_expires(limited, redis_server):
     assert call(live, "chat").status_code == 200
 
 
-def test_a_daily_token_budget_stops_one_client_and_not_another(limited):
+def test_a_daily_token_budget_stops_one_client_and_not_another(limited, redis_server):
     live = limited("team-a tpd=100")
     assert call(live, "chat").status_code == 200  # 67 tokens: under 100
+    counted(redis_server, 1)
     assert call(live, "chat").status_code == 200  # under at its start: admitted, 134 now
+    counted(redis_server, 2)
     refused = call(live, "chat")
     assert is_openai_error(refused, 429) and "100 tokens per day" in refused.json()["error"]["message"]
     assert refused.headers["x-ratelimit-limit-tokens"] == "100"
@@ -198,10 +206,12 @@ def test_a_daily_token_budget_stops_one_client_and_not_another(limited):
     assert call(live, "anthropic", key="sk-team-b").status_code == 200
 
 
-def test_a_minute_token_limit_counts_tokens_of_the_minute(limited):
+def test_a_minute_token_limit_counts_tokens_of_the_minute(limited, redis_server):
     live = limited("team-a tpm=50")
     assert call(live, "anthropic").status_code == 200  # 45 tokens
+    counted(redis_server, 1)
     assert call(live, "anthropic").status_code == 200
+    counted(redis_server, 2)
     refused = call(live, "anthropic")
     assert is_anthropic_error(refused, 429, "rate_limit_error")
     assert refused.headers["anthropic-ratelimit-tokens-limit"] == "50"
