@@ -339,14 +339,20 @@ class _Observed:
 
 
 class _Body:
-    """The response body as the server iterates it (PEP 3333: the server always calls close)."""
+    """The response body as the server iterates it; the record is written once, when the body
+    ends or when the server closes it (the client left early), whichever comes first.
+
+    PEP 3333 says the server always calls close, but werkzeug's server (the tests' and `flask
+    run`'s) skips it when the client hangs up while it drains the request socket after the
+    last chunk: a complete answer would go unlogged and uncounted.
+    """
 
     def __init__(self, iterable, record, finished):
         self._iterable = iterable
         self._finished = finished
         self._chunks = iter(iterable)
         self._record = record
-        self._ended = False
+        self._written = False
         if record.stream:
             _series(OPEN_STREAMS, record.label).inc()
 
@@ -357,11 +363,11 @@ class _Body:
         try:
             return next(self._chunks)
         except StopIteration:
-            self._ended = True
+            self._write(ended=True)
             raise
         except Exception:
             self._record.error = self._record.error or "internal_error"
-            self._ended = True
+            self._write(ended=True)
             raise
 
     def close(self):
@@ -369,9 +375,15 @@ class _Body:
             if hasattr(self._iterable, "close"):
                 self._iterable.close()
         finally:
-            if self._record.stream:
-                _series(OPEN_STREAMS, self._record.label).dec()
-            self._record.finish(ended=self._ended, then=self._finished)
+            self._write(ended=False)
+
+    def _write(self, ended):
+        if self._written:
+            return
+        self._written = True
+        if self._record.stream:
+            _series(OPEN_STREAMS, self._record.label).dec()
+        self._record.finish(ended=ended, then=self._finished)
 
 
 class _StderrLines(logging.Handler):
