@@ -110,7 +110,9 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
                 if isinstance(batch, BaseException):
                     raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
                 for event in batch:
-                    for item in translator.feed(event.event, _payload(event)):
+                    payload = _payload(event)
+                    record.heard(payload)
+                    for item in translator.feed(event.event, payload):
                         record.saw(item)
                         pending.append(frame(item))
             now = time.monotonic()
