@@ -59,11 +59,12 @@ class Gunicorn:
     Its log and metrics go to `workdir`, where it also runs unless `cwd` says otherwise. Not the
     checkout: gunicorn puts its working directory first on sys.path, and a checkout's bridge/
     there would shadow the installed package. `env` adds to the environment: BRIDGE_*
-    settings, or PYTHONPATH to serve an install other than the venv's.
+    settings, or PYTHONPATH to serve an install other than the venv's. It listens on a free
+    port, or on `port`: a bridge started again where one was.
     """
 
-    def __init__(self, workdir, upstream_url, *flags, cwd=None, **env):
-        self.port = free_port()
+    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, **env):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir = pathlib.Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
