@@ -1,8 +1,9 @@
 """Load and abuse, at small scale: loadtest/ through gunicorn, and what load found.
 
 The full runs are `python -m loadtest.run` (200 concurrent paced streams, 1,000 requests),
-`python -m loadtest.abuse` (issue 15's attacks) and `python -m loadtest.limits` (client limits); their numbers are in the README under
-"Capacity and sizing" and "Reliability". Here the same scripts run at a fraction of that, and
+`python -m loadtest.abuse` (issue 15's attacks) and `python -m loadtest.limits` (client
+limits); their numbers are in the README under "Capacity and sizing", "Reliability" and
+"Usage and limits per client". Here the same scripts run at a fraction of that, and
 the load run's own checks are shown to catch a stream that lost or reordered an event.
 """
 
