@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from bench.processes import RedisServer
-from tests.fake_upstream import json_reply
+from tests.fake_upstream import json_reply, message
 from tests.helpers import bridge_env, gunicorn
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
@@ -16,16 +16,7 @@ pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 PASSWORD = "redis-pass-never-printed"
 KEYS = "team-a:sk-team-a,team-b:sk-team-b"
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
-ANSWER = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-x",
-    "content": [{"type": "text", "text": "hi"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 30, "output_tokens": 7},
-}
+ANSWER = message("hi", {"input_tokens": 30, "output_tokens": 7})
 
 
 @pytest.fixture

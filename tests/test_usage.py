@@ -13,7 +13,7 @@ import requests
 
 from bench.processes import wait_for
 from bridge import settings as settings_module
-from tests.fake_upstream import json_reply, messages_stream
+from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers import ANTHROPIC_HEADERS, TextStream, is_anthropic_error, is_openai_error, metric, next_text
 from tests.helpers import openai_client as sdk_client
 
@@ -27,16 +27,9 @@ CHAT_ANSWER = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
 }
-MESSAGE_ANSWER = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-x",
-    "content": [{"type": "text", "text": "hi"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 30, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 10, "output_tokens": 7},
-}
+MESSAGE_ANSWER = message(
+    "hi", {"input_tokens": 30, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 10, "output_tokens": 7}
+)
 # One call in each protocol: path, body; the Messages front goes to the Chat upstream, the others to Anthropic.
 HI = [{"role": "user", "content": "hi"}]
 CALLS = {
