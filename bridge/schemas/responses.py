@@ -31,6 +31,8 @@ from .openai import (
     NAME,
     NO_LOGPROBS,
     REASONING_EFFORTS,
+    SEARCH_CONTEXT_SIZES,
+    ApproximateLocation,
     JsonSchemaFormat,
     ObjectText,
     RefusalPart,
@@ -46,11 +48,15 @@ EFFORTS = (*REASONING_EFFORTS, "max")
 SUMMARIES = ("auto", "concise", "detailed")
 # Tools OpenAI runs itself (or, for shell/apply_patch/local_shell, through item types of
 # their own): no Anthropic equivalent here, so the translator drops them and says so.
-HOSTED_TOOLS = (
+# OpenAI's web search tool: Anthropic's web search where the operator enabled it, else dropped too.
+WEB_SEARCH_TOOLS = (
     "web_search",
     "web_search_preview",
     "web_search_2025_08_26",
     "web_search_preview_2025_03_11",
+)
+HOSTED_TOOLS = (
+    *WEB_SEARCH_TOOLS,
     "file_search",
     "computer",
     "computer_use",
@@ -201,6 +207,17 @@ class NamespaceTool(Schema):
     tools = List(Tagged({"function": FunctionTool(), "custom": CustomTool()}, what="namespace tool"), required=True)
 
 
+class SearchFilters(Schema):
+    allowed_domains = List(fields.String(), allow_none=True)
+
+
+class WebSearchTool(Schema):
+    filters = Nested(SearchFilters, allow_none=True)
+    user_location = Nested(ApproximateLocation, allow_none=True)
+    search_context_size = fields.String(allow_none=True, validate=validate.OneOf(SEARCH_CONTEXT_SIZES))
+    external_web_access = Flag(allow_none=True)
+
+
 _HOSTED = Schema()
 TOOL = Tagged(
     {
@@ -208,6 +225,7 @@ TOOL = Tagged(
         "custom": CustomTool(),
         "namespace": NamespaceTool(),
         **{kind: _HOSTED for kind in HOSTED_TOOLS},
+        **{kind: WebSearchTool() for kind in WEB_SEARCH_TOOLS},
     },
     what="tool",
 )
