@@ -3,6 +3,11 @@
 The stream translator (stream.py) builds its chunks from the same helpers,
 so a streamed answer accumulates to exactly what the non-streamed one is.
 
+Web search runs upstream (Anthropic's server tool): its blocks are never tool calls.
+A text block's web page citations are `url_citation` annotations spanning that
+text in `message.annotations`, and the search count is
+`usage.server_tool_use.web_search_requests`.
+
 A context overflow (`prompt is too long: ...`, `input length and `max_tokens`
 exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
 and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others

@@ -6,7 +6,9 @@ remembered by its Anthropic index with what it became on the Chat side: text
 Chat tool index (0, 1, ... over tool calls only), the response_format tool ->
 delta.content, and anything Chat cannot show (server tools, compaction) ->
 nothing. Signed thinking is sent whole, once its block closes, in the
-`thinking_blocks` extension so the client can echo it back.
+`thinking_blocks` extension so the client can echo it back; a text block's web
+citations go out when it closes, when their end is known, as `delta.annotations`
+entries with an `index` (the openai SDK's accumulator merges list entries by it).
 
 The final chunk (finish_reason) and the usage-only chunk go out at
 message_stop, and the response ends there (`done`; the Chat framing adds

@@ -56,8 +56,10 @@ Tools
   tools when the model slug is one of OpenAI's) and of `tool_search_output`
   items join `tools`; every tool goes upstream inline, so `tool_search`,
   `defer_loading`, and `tool_search_call`/`tool_search_output` items are
-  dropped and named. Hosted tools (`web_search`, `file_search`, `mcp`...) and
-  `web_search_call` items are dropped and named.
+  dropped and named. Hosted tools (`file_search`, `mcp`...) and `web_search_call`
+  items are dropped and named, and so is `web_search` unless the operator turned
+  web search on (BRIDGE_WEB_SEARCH, a deployment's `web_search`): then the first
+  `web_search` tool is Anthropic's web search tool (web_search()).
 - `tool_choice`: `auto`, `none`, `required` (Anthropic `any`), a named
   function or custom tool; `allowed_tools` sends only the tools it lists, with
   its mode (`required` is `any`). `parallel_tool_calls: false` is

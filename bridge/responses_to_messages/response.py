@@ -17,6 +17,11 @@ holds one item per thing the client can act on, in the order of Anthropic's bloc
   string, `namespace` for a namespaced tool) or, for a custom tool, a
   `custom_tool_call` whose `input` is the text of Anthropic's `{"input": "..."}`.
   `Context.tools` maps the upstream name back to the client's.
+- a web search (`server_tool_use` named web_search) -> a `web_search_call` item with its
+  query, `completed` once its `web_search_tool_result` came (`failed` for an error
+  result, `incomplete` when the turn paused first). A text block's web citations are
+  `url_citation` annotations spanning its whole output_text part. Other server tools
+  are left out.
 - stop_reason `refusal` -> a `refusal` part closing the (last) message.
 - stop_reason `max_tokens` (or the context window filled) -> `status: "incomplete"`,
   `incomplete_details.reason: "max_output_tokens"` and the last item `incomplete`, as
@@ -24,7 +29,8 @@ holds one item per thing the client can act on, in the order of Anthropic's bloc
 
 Usage follows OpenAI: `input_tokens` include cache reads and writes, shown again as
 `cached_tokens` and `cache_write_tokens` (Codex reads both); `reasoning_tokens` is
-Anthropic's thinking token count, 0 when it does not say. Item ids are the type's
+Anthropic's thinking token count, 0 when it does not say; web searches are
+`server_tool_use.web_search_requests`, Anthropic's name, as on the Chat front. Item ids are the type's
 prefix and the response id's hex with the output index, so the streamed and the
 non-streamed answer agree. The stream translator (stream.py) builds its items and
 the final response from these same helpers.
@@ -51,7 +57,7 @@ REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True
 
 
 def to_response(message, context):
-    """One Anthropic message as one Response; blocks Responses cannot show (server tools) are left out."""
+    """One Anthropic message as one Response; blocks it cannot show (server tools but web search) are left out."""
     shapes.anthropic_message(message)
     output = []
     parts = None  # the content of the message item ending `output`, while more text may join it

@@ -21,8 +21,11 @@ continue what the deltas sent, the deltas' sum is the same JSON, not the same te
 An item ends (`output_item.done`) when the next item begins or the message ends,
 so a refusal can still join the last message and a cut-off answer marks its last
 item `incomplete`; a block's parts and `.done` events close with the block.
-Anthropic `ping` and blocks Responses cannot show (server tools, compaction)
-produce nothing. The event grammar is read by bridge/anthropic_stream.py: an
+A web search is a `web_search_call` item: `response.web_search_call.in_progress` when
+it opens, `.searching` once its query is whole, `.completed` with its result. A text
+part's url citations are `response.output_text.annotation.added` events before its
+`.done` events. Anthropic `ping` and blocks Responses cannot show (other server
+tools, compaction) produce nothing. The event grammar is read by bridge/anthropic_stream.py: an
 upstream `event: error` raises BridgeError, and so does a stream that ends
 before message_stop; `fail` then ends the client's stream with `response.failed`,
 its error code one Codex acts on (response.response_error).

@@ -18,7 +18,8 @@ changing the answer:
 - a `tool_choice` naming a tool the request does not declare, or a hosted tool.
 
 Hosted tools (`web_search`, `file_search`, `mcp`...) and the other fields the
-translator drops pass validation; the translator names them in
+translator drops pass validation (a `web_search` tool's fields are checked, since
+the translator may send them on); the translator names them in
 x-bridge-dropped-params. Unknown top-level fields are kept for that report;
 unknown fields inside items, parts and tools are ignored, since clients echo
 whole output items back (`id`, `status`, `annotations`, `phase`...).
