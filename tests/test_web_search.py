@@ -11,11 +11,12 @@ import json
 import openai
 import pytest
 
+from bench.processes import wait_for
 from bridge import settings as settings_module
 from bridge.routes import load as load_routes
 from bridge.settings import SettingsError
 from tests.fake_upstream import fixture
-from tests.helpers import anthropic_stream_message, bridge_env, recorded
+from tests.helpers import anthropic_stream_message, bridge_env, metric, recorded
 
 USER = {"role": "user", "content": "What is the weather in San Francisco today?"}
 PLACE = {"city": "San Francisco", "region": "California", "country": "US", "timezone": "America/Los_Angeles"}
@@ -53,9 +54,23 @@ def client_of(live):
 
 
 @pytest.fixture
-def searching(start_bridge):
+def search_bridge(start_bridge):
+    """A bridge with web search on."""
+    return start_bridge(BRIDGE_WEB_SEARCH="true")
+
+
+@pytest.fixture
+def searching(search_bridge):
     """An openai client of a bridge with web search on."""
-    return client_of(start_bridge(BRIDGE_WEB_SEARCH="true"))
+    return client_of(search_bridge)
+
+
+def counts_searches(live, direction, searches, before):
+    """The searches an answer ran reach the metrics (once the request's record is written)."""
+    wait_for(
+        lambda: metric(live, "bridge_web_searches_total", direction=direction) == before + searches,
+        "the web searches in the metrics",
+    )
 
 
 # -- Chat ------------------------------------------------------------------------------------
@@ -71,7 +86,10 @@ def chat_completion(client, streamed, **params):
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
-def test_chat_sees_the_cited_text_as_url_citation_annotations_at_their_indexes(searching, fake, streamed):
+def test_chat_sees_the_cited_text_as_url_citation_annotations_at_their_indexes(
+    search_bridge, searching, fake, streamed
+):
+    before = metric(search_bridge, "bridge_web_searches_total", direction="chat_to_messages")
     fake.reply(fixture(ANSWERS[streamed]))
     completion = chat_completion(
         searching, streamed, web_search_options={"user_location": {"type": "approximate", "approximate": PLACE}}
@@ -90,6 +108,7 @@ def test_chat_sees_the_cited_text_as_url_citation_annotations_at_their_indexes(s
     assert not message.tool_calls and choice.finish_reason == "stop", "a server-side search is no tool call"
     searches = answer["usage"]["server_tool_use"]["web_search_requests"]
     assert completion.usage.model_extra["server_tool_use"] == {"web_search_requests": searches}
+    counts_searches(search_bridge, "chat_to_messages", searches, before)
     assert upstream_tools(fake.last) == [{**SEARCH, "user_location": {"type": "approximate", **PLACE}}]
 
 
@@ -172,7 +191,10 @@ def response_of(client, streamed, tools):
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
-def test_responses_sees_cited_output_text_and_each_search_as_a_web_search_call(searching, fake, streamed):
+def test_responses_sees_cited_output_text_and_each_search_as_a_web_search_call(
+    search_bridge, searching, fake, streamed
+):
+    before = metric(search_bridge, "bridge_web_searches_total", direction="responses_to_messages")
     fake.reply(fixture(ANSWERS[streamed]))
     response, events = response_of(searching, streamed, [HOSTED])
     answer = recorded_answer(streamed)
@@ -193,6 +215,7 @@ def test_responses_sees_cited_output_text_and_each_search_as_a_web_search_call(s
     assert response.output_text == "".join(b["text"] for b in answer["content"] if b["type"] == "text")
     searches_billed = answer["usage"]["server_tool_use"]["web_search_requests"]
     assert response.usage.model_extra["server_tool_use"] == {"web_search_requests": searches_billed}
+    counts_searches(search_bridge, "responses_to_messages", searches_billed, before)
     assert upstream_tools(fake.last) == [
         SEARCH | {"allowed_domains": ["weather.com", "accuweather.com"], "user_location": HOSTED["user_location"]}
     ]
