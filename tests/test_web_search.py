@@ -112,6 +112,15 @@ def test_chat_sees_the_cited_text_as_url_citation_annotations_at_their_indexes(
     assert upstream_tools(fake.last) == [{**SEARCH, "user_location": {"type": "approximate", **PLACE}}]
 
 
+def test_searches_count_in_the_metrics_also_when_a_chat_stream_carries_no_usage(search_bridge, searching, fake):
+    before = metric(search_bridge, "bridge_web_searches_total", direction="chat_to_messages")
+    fake.reply(fixture("anthropic/web_search.sse"))
+    with searching.chat.completions.stream(model="gpt-4o", messages=[USER], web_search_options={}) as stream:
+        assert stream.get_final_completion().usage is None
+    searches = recorded_answer(True)["usage"]["server_tool_use"]["web_search_requests"]
+    counts_searches(search_bridge, "chat_to_messages", searches, before)
+
+
 def test_chat_names_what_anthropic_cannot_honour_and_a_bridge_without_web_search_drops_it(
     searching, openai_client, fake
 ):
