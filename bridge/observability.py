@@ -61,6 +61,9 @@ FIRST_BYTE = Histogram(
     buckets=_SECONDS,
 )
 TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.", ["direction", "kind"])
+WEB_SEARCHES = Counter(
+    "bridge_web_searches", "Web searches the upstream ran for OpenAI clients (billed per search).", ["direction"]
+)
 UPSTREAM_ERRORS = Counter(
     "bridge_upstream_errors", "Upstream calls or streams that failed, by error kind.", ["direction", "type"]
 )
@@ -137,6 +140,9 @@ class Record:
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         if isinstance(details, dict) and is_count(details.get("cached_tokens")):
             into["cached_tokens"] = details["cached_tokens"]
+        server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
+        if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
+            into["web_search_requests"] = server_tools["web_search_requests"]
 
     def upstream_failed(self, error):
         self.upstream_status = error.upstream_status
@@ -198,6 +204,9 @@ class Record:
         for kind, count in zip(("input", "output"), tokens, strict=True):
             if count:
                 _series(TOKENS, self.label, kind).inc(count)
+        searches = (self.upstream_usage or self.usage).get("web_search_requests")
+        if searches:
+            _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
 

@@ -60,6 +60,8 @@ class Settings:
     openai_reasoning_history: bool = False
     prompt_cache: str = "5m"  # off, 5m or 1h: cache breakpoints for OpenAI clients on Anthropic
     capabilities: tuple = ()  # ((upstream model pattern, {capability: value}), ...): capabilities.py
+    web_search: bool = False  # OpenAI clients' web search as Anthropic's web search tool (costs per search)
+    web_search_max_uses: int = 5  # searches one request may run
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
     max_json_values: int = 1_000_000
@@ -294,6 +296,8 @@ _PARSERS = {
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
     "BRIDGE_PROMPT_CACHE": ("prompt_cache", lambda n, v: _choice(n, v.strip().lower(), PROMPT_CACHE_TTLS)),
     "BRIDGE_MODEL_CAPABILITIES": ("capabilities", _capabilities),
+    "BRIDGE_WEB_SEARCH": ("web_search", _flag),
+    "BRIDGE_WEB_SEARCH_MAX_USES": ("web_search_max_uses", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_MAX_JSON_VALUES": ("max_json_values", lambda n, v: _number(n, v, int, 1000)),

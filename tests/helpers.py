@@ -874,7 +874,12 @@ BAD_CHAT_REQUESTS = {
     "thinking budget": (chat(thinking={"type": "enabled", "budget_tokens": 10}), "thinking", "1024"),
     "model missing": ({"messages": [USER]}, "model", "required"),
     "stream flag type": (chat(stream="yes"), "stream", "boolean"),
-    "web search": (chat(web_search_options={}), "web_search_options", "web search"),
+    "web search options type": (chat(web_search_options="on"), "web_search_options", "Invalid input type"),
+    "web search context size": (
+        chat(web_search_options={"search_context_size": "huge"}),
+        "web_search_options.search_context_size",
+        "Must be one of",
+    ),
 }
 
 
