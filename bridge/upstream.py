@@ -360,7 +360,8 @@ def answer_error(response):
 def refused_credentials(response, url, held):
     """An upstream 401/403 for the bridge's own credential (a key it holds, or none when it holds
     none): a bad gateway, never the client's 401, which would send Claude Code to log in again.
-    Nothing of the upstream's message goes on: it may quote the key, masked or not."""
+    Nothing of the upstream's message goes on: it may quote the key, masked or not. The SDKs
+    retry a 502 unless told not to, and a refused key stays refused until the operator acts."""
     response.close()
     status = response.status_code
     log.warning(
@@ -376,6 +377,7 @@ def refused_credentials(response, url, held):
         "the bridge's operator must check its upstream API key",
         status=502,
         upstream_status=status,
+        upstream_headers=CaseInsensitiveDict({"x-should-retry": "false"}),
     )
 
 

@@ -217,6 +217,7 @@ def test_a_refused_held_key_is_a_502_that_shows_nothing_of_the_key(start_bridge,
     caplog.set_level(logging.WARNING, logger="bridge.upstream")
     error = refused(front, live.url, stream)
     assert isinstance(error, front.sdk.InternalServerError) and error.status_code == 502
+    assert error.response.headers["x-should-retry"] == "false"  # the SDKs would retry a 502
     body = error.response.json()["error"]
     assert body["type"] in ("api_error", "server_error")
     assert f"the bridge's upstream credentials were refused (HTTP {status} from the upstream)" in body["message"]
