@@ -117,7 +117,7 @@ def register_error_handlers(app):
 
     @app.errorhandler(Exception)
     def unexpected(exc):
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        log.exception("unhandled error on %s %s", request.method, observability.escaped(request.path))
         return _render(
             BridgeError(
                 "api_error",

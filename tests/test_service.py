@@ -47,6 +47,18 @@ def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request
     assert requests.post(f"{bridge.url}/v1/messages", json=body).status_code == 200
 
 
+def test_the_unexpected_errors_log_line_shows_a_forged_path_escaped(bridge, monkeypatch, caplog):
+    def broken(*args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("bridge.models.to_openai_model", broken)
+    monkeypatch.setattr("bridge.models._upstream_model", lambda protocol, model_id: {"id": model_id})
+    failed = requests.get(f'{bridge.url}/v1/models/gpt%0D%1B[2K{{"forged":1}}')
+    assert is_openai_error(failed, 500)
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("unhandled error on")]
+    assert line == 'unhandled error on GET /v1/models/gpt\\r\\x1b[2K{"forged":1}'
+
+
 def test_unknown_route_is_a_json_404_in_each_protocol(bridge):
     assert is_anthropic_error(requests.post(f"{bridge.url}/v1/messages/nope", json={}), 404, "not_found_error")
     assert is_openai_error(requests.get(f"{bridge.url}/v1/nope"), 404)
