@@ -349,6 +349,7 @@ def main(argv=None):
         try:
             reference = direct(upstream_url, args) if args.reference else None
             report = measure(bridge, args)
+            report["log"] = log_summary(bridge.log())
             if reference:
                 report["reference_straight_to_upstream"] = reference
         finally:
@@ -359,6 +360,18 @@ def main(argv=None):
         workdir.cleanup()
     print(json.dumps(report, indent=2))
     return 0 if report["ok"] else 1
+
+
+def log_summary(text):
+    """gunicorn's and the bridge's own log lines (not the access lines), counted by what they
+    say with the numbers taken out: where an overloaded bridge breaks, and how."""
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("{") or "[INFO] Booting worker" in line or "] Starting gunicorn" in line:
+            continue
+        message = re.sub(r"[\d.:]+", "#", line.split("] ", 2)[-1])[:160]
+        counts[message] = counts.get(message, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1])[:12])
 
 
 def direct(upstream_url, args):
