@@ -244,10 +244,10 @@ class _UpstreamBody:
         raise BridgeError("api_error", "the upstream closed the connection mid-response (IncompleteRead)", status=502)
 
     def close(self):
-        """Give a body read to its end back to the pool, with the socket as urllib3 left it;
-        close any other (the client left, an error) at once: its rest is never read."""
+        """Give a body read to its end back to the pool (urllib3 sets the socket's timeout
+        again before it sends on it); close any other (the client left, an error) at once: its
+        rest is never read."""
         if self._complete and not self._head.will_close:
-            self._sock.settimeout(self._read_timeout)
             self._head._close_conn()  # http.client's own end of a body: the connection may serve again
             self._response.raw.release_conn()
         else:

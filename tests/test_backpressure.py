@@ -114,3 +114,29 @@ def test_a_client_that_reads_nothing_for_the_stall_timeout_loses_its_upstream(tm
         assert "".join(c.choices[0].delta.content or "" for c in again if c.choices) == "still here"
     finally:
         server.stop()
+
+
+def test_an_open_stream_holds_one_thread_of_the_worker(tmp_path, fake):
+    """Thousands of streams at once need a thread each at most: the request's own thread reads
+    the upstream, and while the upstream is silent (a model thinking) it still holds only that."""
+    streams = 10
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS=1)
+    clients = []
+    try:
+        (worker,) = set(procstat.tree(server.process.pid)) - {server.process.pid}
+        fake.reply(messages_stream("warm-up"))
+        warm_up = requests.post(
+            f"{server.url}/v1/chat/completions", json=STREAM, headers={"authorization": "Bearer sk-client"}
+        )
+        assert "warm-up" in warm_up.text
+        before = procstat.threads(worker)
+        held = messages_stream("held")
+        held.stall_after = 2  # message_start and the text's first delta, then silence
+        fake.reply(*[held] * streams)
+        clients = [stalled_client(server) for _ in range(streams)]
+        wait_for(lambda: len(fake.requests) == streams + 1, "every stream to reach the upstream")
+        assert procstat.threads(worker) - before <= streams + 1  # + a spare thread the pool may start
+    finally:
+        for client in clients:
+            client.close()
+        server.stop()

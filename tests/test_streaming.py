@@ -1,7 +1,6 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
 
 import json
-import threading
 import time
 
 import pytest
@@ -87,19 +86,6 @@ def test_closing_the_client_side_closes_the_upstream_at_once(fake):
     while not fake.closed_streams and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake.closed_streams and fake.closed_streams[0][1] < 50
-
-
-def test_a_stream_is_relayed_on_the_callers_thread_alone(fake):
-    """One thread per stream, not a reader beside it: no thread is started, even while the
-    upstream is silent and keep-alives go out."""
-    before = threading.active_count()
-    response = open_stream(fake, '{"type":"a"}', '{"type":"b"}', pace=0.3)
-    chunks = []
-    for chunk in relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=0.1):
-        chunks.append(chunk)
-        assert threading.active_count() <= before + 1  # the fake's own thread serving the stream
-    names = [e.event for e in decoded(chunks)]
-    assert "ping" in names and [name for name in names if name != "ping"] == ["a", "b"]
 
 
 def test_a_stream_read_to_its_end_gives_its_connection_back_for_the_next_call(fake):
