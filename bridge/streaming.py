@@ -26,6 +26,7 @@ from .translator import DONE
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 65536
+_NOTHING = object()
 # A server learns that the client has gone only when a write fails, and that is the second
 # write after it left (the first one draws the reset). While the upstream is silent a bare SSE
 # comment, which every client ignores, goes out this often, so a departed client is noticed
@@ -156,9 +157,9 @@ class _UpstreamBody:
     http.client reads only blocking (a socket timeout leaves its reader unusable), so this
     takes the socket over once the head is parsed: it reads non-blocking, waits in poll() for
     at most the caller's timeout, and undoes the body's framing (chunked, content-length, or to
-    the close) itself. Whatever http.client's buffer (or TLS's) already holds is taken before
-    any wait, so no event waits behind a poll; otherwise an event costs a poll and a recv. A
-    body read to its end gives the connection back to the pool; any other end closes it.
+    the close) itself. Whatever http.client's buffer already holds is taken before any wait,
+    so no event waits behind a poll; otherwise an event costs a poll and a recv. A body read
+    to its end gives the connection back to the pool; any other end closes it.
     """
 
     def __init__(self, response):
@@ -180,16 +181,21 @@ class _UpstreamBody:
         came, None once the body is over."""
         if self._complete:
             return None
-        if self._buffered():
+        if self._first:  # what came with the head may wait in http.client's buffer, unseen by poll()
+            self._first = False
             data = self._take()
+            if data is _NOTHING or not data:
+                return b""
         elif not self._wait(timeout):
             return b""
         else:
             data = self._take()
-            if data == b"":  # readable, and nothing to read: the upstream closed
+            if data is _NOTHING:  # a TLS record with no data for the body (a session ticket)
+                return b""
+            if not data:  # readable, and nothing to read: the upstream closed
                 data = self._closed()
-        if data is None:
-            return None
+                if data is None:
+                    return None
         self._silent_since = time.monotonic()
         if self._chunks is not None:
             data = self._chunks.feed(data)
@@ -204,21 +210,15 @@ class _UpstreamBody:
                 return data or None
         return data
 
-    def _buffered(self):
-        """Whether bytes may wait where poll() does not see them. read1() of more than the
-        buffered reader's buffer (8 KiB) empties it, so only its first read can leave bytes
-        there: those that came with the head. TLS may hold the rest of a record it decrypted."""
-        if self._first:
-            self._first = False
-            return True
-        return isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0
-
     def _take(self):
-        """What can be read without waiting (b"" for nothing)."""
+        """What can be read without waiting: bytes; b"" at the end (or, from a plain socket,
+        for nothing yet); _NOTHING when TLS has nothing yet."""
         try:
-            return self._file.read1(_READ_SIZE)  # the buffer's bytes, else one recv (b"": nothing yet)
+            # The buffer's bytes, else one recv of up to 64 KiB: more than the buffer holds (8
+            # KiB) and than a TLS record (16 KiB), so nothing is left where poll() cannot see it.
+            return self._file.read1(_READ_SIZE)
         except (BlockingIOError, ssl.SSLWantReadError):
-            return b""
+            return _NOTHING
         except OSError as exc:  # a reset
             raise _cut(type(exc).__name__) from None
 

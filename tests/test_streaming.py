@@ -12,8 +12,17 @@ from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
 from bridge.translator import DONE
-from tests.fake_upstream import Flood, Reply, messages_stream
-from tests.helpers import FRAMING, Echo, chat_to_messages_context, decoded, openai_fold, settled, socket_buffers
+from tests.fake_upstream import FakeUpstream, Flood, Reply, messages_stream
+from tests.helpers import (
+    FRAMING,
+    Echo,
+    chat_to_messages_context,
+    decoded,
+    openai_fold,
+    self_signed_certificate,
+    settled,
+    socket_buffers,
+)
 
 
 def open_stream(fake, *events, **reply):
@@ -100,6 +109,27 @@ def test_a_stream_read_to_its_end_gives_its_connection_back_for_the_next_call(fa
     again = session.get(f"{fake.url}/json", stream=True)
     assert again.raw._connection.sock.getsockname()[1] == port, "the connection was not reused"
     assert again.json() == {"ok": True}
+
+
+def test_a_tls_upstream_is_relayed_as_it_comes_with_keepalives_in_its_silences(tmp_path):
+    """Real upstreams speak TLS: the relay reads the TLS socket itself, and what TLS has already
+    decrypted must not wait behind a poll that cannot see it (a long fast stream arrives in
+    records of 16 KiB, read one at a time)."""
+    cert, key = self_signed_certificate(tmp_path)
+    upstream = FakeUpstream(tls=(cert, key))
+    try:
+        paced = ['{"type":"a","n":%d}' % n for n in range(4)]
+        upstream.reply(Reply(events=[sse.encode(p, event="a") for p in paced], pace=0.3))
+        response = requests.get(f"{upstream.url}/stream", stream=True, verify=str(cert))
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=0.1))
+        assert [e.data for e in events if e.event == "a"] == paced and "ping" in {e.event for e in events}
+        fast = ['{"type":"b","n":%d,"text":"%s"}' % (n, "." * 200) for n in range(2000)]
+        upstream.reply(Reply(events=[sse.encode(p, event="b") for p in fast]))
+        response = requests.get(f"{upstream.url}/stream", stream=True, verify=str(cert))
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
+        assert [e.data for e in events] == fast
+    finally:
+        upstream.close()
 
 
 @pytest.mark.parametrize("framing", ["chunked", "content-length"])
