@@ -408,7 +408,7 @@ def measure(bridge, args):
     config = {**gunicorn_config(), "processes": len(procstat.tree(pid))}
     stream_report, request_report = summary(streams, stream=True), summary(requests, stream=False)
     memory_back = after <= baseline * (1 + RSS_SLACK_FRACTION) + RSS_SLACK_MIB
-    events = len(streams) * args.events
+    events = sum(len(result.delays) for _, result, _ in streams)  # delivered: none of a refused stream
     failed = sum(report[key] for report in (stream_report, request_report) for key in ("failed", "refused"))
     return {
         "ok": not failed and not health_report["failed"] and memory_back,
