@@ -170,6 +170,8 @@ class _UpstreamBody:
         self._sock = raw._connection.sock
         self._read_timeout = self._sock.gettimeout()  # urllib3 set it to BRIDGE_READ_TIMEOUT
         self._sock.settimeout(0)
+        self._poller = select.poll()
+        self._poller.register(self._sock, select.POLLIN)
         self._silent_since = time.monotonic()
         self._chunks = _Dechunker() if self._head.chunked else None
         self._left = self._head.length  # content-length still to come, None: not framed by one
@@ -225,9 +227,7 @@ class _UpstreamBody:
     def _wait(self, timeout):
         """Whether the socket became readable within `timeout`; raises once it has been silent
         for the read timeout, as a blocking read would have."""
-        poller = select.poll()
-        poller.register(self._sock, select.POLLIN)
-        if poller.poll(timeout * 1000):
+        if self._poller.poll(timeout * 1000):
             return True
         if self._read_timeout is not None and time.monotonic() - self._silent_since >= self._read_timeout:
             raise BridgeError(
