@@ -59,11 +59,12 @@ class Gunicorn:
     Its log and metrics go to `workdir`, where it also runs unless `cwd` says otherwise. Not the
     checkout: gunicorn puts its working directory first on sys.path, and a checkout's bridge/
     there would shadow the installed package. `env` adds to the environment: BRIDGE_*
-    settings, or PYTHONPATH to serve an install other than the venv's.
+    settings, or PYTHONPATH to serve an install other than the venv's. It listens on a free
+    port, or on `port`: a bridge started again where one was.
     """
 
-    def __init__(self, workdir, upstream_url, *flags, cwd=None, **env):
-        self.port = free_port()
+    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, **env):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir = pathlib.Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -113,3 +114,32 @@ class Gunicorn:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class RedisServer:
+    """Debian's redis-server on a free loopback port, its files in `workdir`, persisting nothing:
+    never the system service. stop() kills it (a crash, as tests want it); start() brings it
+    back, empty, on the same port. With `password`, clients must give it (the URL carries it)."""
+
+    def __init__(self, workdir, password=None):
+        self.port = free_port()
+        self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        self.url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{self.port}/0"
+        self.process = None
+        self.start()
+
+    def start(self):
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        if self.password:
+            command += ["--requirepass", self.password]
+        self.process = subprocess.Popen(
+            [*command, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for(lambda: accepts(self.port), f"redis-server on port {self.port}")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()

@@ -18,6 +18,8 @@ A newcomer's map, from the wire inwards:
 - translator.py     the stream-translator contract every stream.py implements.
 - errors.py         the one error type, BridgeError, rendered in either protocol.
 - observability.py  the access log line and Prometheus metrics of each request.
+- usage.py          usage per client (Prometheus, and each day's in Redis) and client limits
+                    (rpm, tpm, tokens per day) shared through Redis; admission.py applies them.
 - schemas/          validation: __init__.py is the toolkit, one module per client protocol.
 - a direction       <client protocol>_to_<upstream protocol>/: routes.py (the thin blueprint of
                     the front, which also hands a route of its own protocol to pass-through),

@@ -9,7 +9,10 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
 - Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
   flight (streamed or not: each holds a thread until its answer ends) gets a 429 for the next
   one, before anything goes upstream. The count is per worker process: gunicorn's workers
-  share nothing, and a count across workers and VMs waits for Redis (DESIGN.md section 7).
+  share nothing, and an in-flight count is left there (a Redis count would need a release
+  that survives a killed worker).
+- Client limits (usage.py): requests and tokens per minute and per day, shared by every
+  worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
 """
 
 import threading
@@ -27,9 +30,10 @@ RETRY_AFTER = "5"
 _HELD = "bridge.held"  # environ: this request's place in its client's count
 
 
-def install(app, settings, exempt):
-    """Refuse requests beyond capacity and beyond the per-client cap; `exempt` paths are always
-    answered. Register after the hook that authenticates: the cap counts by its client."""
+def install(app, settings, exempt, accounts):
+    """Refuse requests beyond capacity, beyond a client's limits (usage.Accounts, shared through
+    Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
+    the hook that authenticates: the cap and the limits count by its client."""
     in_flight = _InFlight(settings.max_requests_per_client)
 
     @app.before_request
@@ -39,6 +43,7 @@ def install(app, settings, exempt):
         if request.environ.get(OVER_CAPACITY):
             raise refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
         client = observability.current().client
+        accounts.admit(client)
         if in_flight.limit and client is not None:
             request.environ[_HELD] = in_flight.take(client)
 

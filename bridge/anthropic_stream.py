@@ -18,17 +18,27 @@ import dataclasses
 from . import shapes, translator
 from .errors import BridgeError
 
-# Anthropic content block type -> kind; any other block (server tools, compaction) is "ignored".
-BLOCK_KINDS = {"text": "text", "thinking": "thinking", "redacted_thinking": "redacted", "tool_use": "tool"}
+# Anthropic content block type -> kind; any other block (compaction...) is "ignored". Server tools
+# (web search) run upstream: a translator shows them, if at all, as what they are, never as tool calls.
+BLOCK_KINDS = {
+    "text": "text",
+    "thinking": "thinking",
+    "redacted_thinking": "redacted",
+    "tool_use": "tool",
+    "server_tool_use": "server_tool",
+    "web_search_tool_result": "search_result",
+}
 
 
 @dataclasses.dataclass
 class Block:
     """One content block, remembered by its index from content_block_start to content_block_stop."""
 
-    kind: str  # text | thinking | redacted | tool | json (the JSON-format tool) | ignored
+    kind: str  # text | thinking | redacted | tool | json (the JSON-format tool) | server_tool | search_result | ignored
     start: dict  # the content_block_start block
     signature: str = ""  # a thinking block's, from its start and signature_delta
+    citations: list = dataclasses.field(default_factory=list)  # a text block's, from its start and citations_delta
+    server_input: str = ""  # a server tool's input JSON, from input_json_delta
 
 
 class MessagesStream(translator.StreamTranslator):
@@ -109,6 +119,8 @@ class MessagesStream(translator.StreamTranslator):
         if kind == "tool" and block.get("name") == self.json_tool:
             kind = "json"
         state = self.blocks[index] = self.block_type(kind, block, signature=block.get("signature") or "")
+        if kind == "text" and isinstance(block.get("citations"), list):
+            state.citations.extend(block["citations"])
         return self.on_block_start(state)
 
     def _content_block_delta(self, payload):
@@ -124,6 +136,10 @@ class MessagesStream(translator.StreamTranslator):
             return []
         if kind == "input_json_delta" and state.kind in ("tool", "json"):
             return self.on_input(state, delta.get("partial_json"))
+        if kind == "input_json_delta" and state.kind == "server_tool":
+            state.server_input += delta.get("partial_json") or ""
+        elif kind == "citations_delta" and state.kind == "text":
+            state.citations.append(delta.get("citation"))
         return []
 
     def _content_block_stop(self, payload):

@@ -16,7 +16,7 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import admission, auth, models, observability, ratelimit, routes
+from . import admission, auth, models, observability, ratelimit, routes, usage
 from . import settings as settings_module
 from .chat_to_messages.routes import bp as chat_to_messages_bp
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
@@ -38,6 +38,7 @@ def create_app(settings=None):
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     table = routes.load(settings)
+    accounts = usage.Accounts(settings, table)
     app.extensions["bridge"] = types.SimpleNamespace(
         settings=settings,
         routes=table,
@@ -50,7 +51,7 @@ def create_app(settings=None):
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
-    observability.install(app, settings)
+    observability.install(app, settings, accounts.finished)
 
     @app.get("/healthz")
     def healthz():
@@ -68,7 +69,7 @@ def create_app(settings=None):
         if request.path not in _UNAUTHENTICATED:
             record.client = auth.authenticate(settings, request.headers) or None
 
-    admission.install(app, settings, exempt=_UNAUTHENTICATED)
+    admission.install(app, settings, _UNAUTHENTICATED, accounts)
 
     @app.after_request
     def add_request_id(response):

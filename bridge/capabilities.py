@@ -4,7 +4,9 @@ Looked up by the upstream model name (after BRIDGE_MODEL_MAP or a deployment's `
 first matching `*` pattern wins: a deployment's `capabilities` first, then
 BRIDGE_MODEL_CAPABILITIES, then DEFAULTS. Sources: Anthropic's adaptive thinking and
 structured outputs pages (Opus 4.7 takes only adaptive thinking and refuses budget_tokens;
-Opus 4.6 and Sonnet 4.6 take both, budget_tokens deprecated; older models only budgets).
+Opus 4.6 and Sonnet 4.6 take both, budget_tokens deprecated; older models only budgets),
+and its effort page for the levels (max on Mythos Preview, Opus 4.7, Opus 4.6 and Sonnet
+4.6; xhigh on Opus 4.7 and the Mythos models after the Preview, not on the Preview).
 """
 
 import dataclasses
@@ -24,13 +26,15 @@ FIELDS = tuple(field.name for field in dataclasses.fields(Capabilities))
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # Anthropic's output_config.effort, ascending
 
 _BUDGET = Capabilities(structured_output=True)
+_NO_XHIGH = ("low", "medium", "high", "max")  # xhigh came after max
 
 # (pattern, capabilities), first match wins; the last line is any other model (today's rules).
 DEFAULTS = (
     ("claude-opus-4-7*", Capabilities(efforts=EFFORTS, budget_tokens=False, structured_output=True)),
+    ("claude-mythos-preview*", Capabilities(efforts=_NO_XHIGH, budget_tokens=False, structured_output=True)),
     ("claude-mythos*", Capabilities(efforts=EFFORTS, budget_tokens=False, structured_output=True)),
-    ("claude-opus-4-6*", Capabilities(efforts=("low", "medium", "high", "max"), structured_output=True)),
-    ("claude-sonnet-4-6*", Capabilities(efforts=("low", "medium", "high"), structured_output=True)),
+    ("claude-opus-4-6*", Capabilities(efforts=_NO_XHIGH, structured_output=True)),
+    ("claude-sonnet-4-6*", Capabilities(efforts=_NO_XHIGH, structured_output=True)),
     ("claude-opus-4-5*", _BUDGET),
     ("claude-sonnet-4-5*", _BUDGET),
     ("claude-haiku-4-5*", _BUDGET),

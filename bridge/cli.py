@@ -1,10 +1,12 @@
-"""The `bridge` command: `bridge check` tells an operator whether the service can run.
+"""The `bridge` command: `bridge check` tells an operator whether the service can run;
+`bridge usage` prints today's usage per client from Redis.
 
 It loads the settings and the routes exactly as the service will (environment,
 then BRIDGE_SETTINGS_FILE, then BRIDGE_ROUTES), prints them with every key shown
 only as set or unset, and asks every deployment for its model list, naming those
-that fail. Exit status: 0 when all is well, 1 when a deployment is unreachable,
-refuses a key the bridge holds or answers an error, 2 when a setting is invalid.
+that fail, and pings Redis when BRIDGE_REDIS_URL is set (its password masked). Exit status:
+0 when all is well, 1 when a deployment or Redis is unreachable, or a deployment refuses a
+key the bridge holds or answers an error, 2 when a setting is invalid.
 """
 
 import argparse
@@ -12,9 +14,10 @@ import dataclasses
 import json
 import sys
 
+import redis
 import requests
 
-from . import auth, routes
+from . import auth, routes, usage
 from . import settings as settings_module
 from .upstream import transport_error
 
@@ -25,9 +28,34 @@ _TIMEOUT = 5.0
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bridge", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="validate the settings and try each upstream")
-    parser.parse_args(argv)
+    commands.add_parser("check", help="validate the settings and try each upstream and Redis")
+    used = commands.add_parser("usage", help="print today's (UTC) usage per client from Redis")
+    used.add_argument("--client", help="only this client key name")
+    args = parser.parse_args(argv)
+    if args.command == "usage":
+        return print_usage(args.client)
     return check()
+
+
+def print_usage(client):
+    try:
+        settings = settings_module.load()
+    except settings_module.SettingsError as error:
+        print(f"bridge: invalid setting: {error}", file=sys.stderr)
+        return 2
+    if not settings.redis_url:
+        print("bridge: usage is kept in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
+        return 2
+    try:
+        counts = usage.today(settings, client)
+    except redis.RedisError as error:
+        print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
+        return 1
+    fields = ("requests", *usage.KINDS)
+    print("client".ljust(24) + "".join(field.rjust(14) for field in fields))
+    for name, row in counts.items():
+        print(name.ljust(24) + "".join(row.get(field, "0").rjust(14) for field in fields))
+    return 0
 
 
 def check():
@@ -54,9 +82,23 @@ def check():
             failing.append(deployment.name)
         key = "none" if deployment.auth == "none" else "set" if deployment.key else "unset"
         print(f"  {deployment.name} ({deployment.protocol}, key {key}): GET {url} -> {verdict}")
+    if settings.redis_url:
+        verdict = redis_verdict(settings)
+        print(f"redis:\n  {settings_module.masked_url(settings.redis_url)} -> {verdict}")
+        if verdict != "reachable":
+            failing.append("redis")
     if failing:
         print(f"failing: {', '.join(failing)}")
     return 1 if failing else 0
+
+
+def redis_verdict(settings):
+    """`reachable`, or why not (the error names host and port, never the password)."""
+    try:
+        usage.connect(settings).ping()
+    except redis.RedisError as error:
+        return f"unreachable ({error})"
+    return "reachable"
 
 
 def shown(settings):
@@ -67,6 +109,10 @@ def shown(settings):
             value = "set" if value else "unset"
         elif field.name == "client_keys":
             value = ", ".join(key.name for key in value) or "none"
+        elif field.name == "redis_url":
+            value = settings_module.masked_url(value) or "unset"
+        elif field.name == "client_limits":
+            value = "; ".join(f"{name}: {limits}" for name, limits in value) or "none"
         elif field.name == "model_map":
             value = json.dumps(dict(value))
         yield field.name, value

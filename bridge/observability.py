@@ -61,6 +61,9 @@ FIRST_BYTE = Histogram(
     buckets=_SECONDS,
 )
 TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.", ["direction", "kind"])
+WEB_SEARCHES = Counter(
+    "bridge_web_searches", "Web searches the upstream ran for OpenAI clients (billed per search).", ["direction"]
+)
 UPSTREAM_ERRORS = Counter(
     "bridge_upstream_errors", "Upstream calls or streams that failed, by error kind.", ["direction", "type"]
 )
@@ -91,7 +94,8 @@ class Record:
         self.status = self.upstream_status = None
         self.first_byte = None
         self.stream = False
-        self.usage = {}
+        self.usage = {}  # as the client was told it
+        self.upstream_usage = {}  # as an upstream stream reported it (heard)
         self.error = None
         self.upstream_error = None
 
@@ -103,13 +107,17 @@ class Record:
         """A translated stream item goes to the client; usage rides on some events."""
         if self.first_byte is None:
             self.first_byte = time.monotonic()
-        usage = item.get("usage")  # Anthropic message_delta, OpenAI usage chunk
-        if usage is None:
-            # Anthropic message_start, a Responses event carrying the Response (completed, incomplete)
-            envelope = item.get("message") or item.get("response")
-            usage = envelope.get("usage") if isinstance(envelope, dict) else None
-        if isinstance(usage, dict):
+        usage = _usage_in(item)
+        if usage is not None:
             self.count(usage)
+
+    def heard(self, payload):
+        """An upstream's answer or stream event, before translation: what it reports is what client limits
+        count (usage.py), also when the client's stream carries no usage (a Chat client that
+        did not ask for it) or the client left before the translated stream reached it."""
+        usage = _usage_in(payload) if isinstance(payload, dict) else None
+        if usage is not None:
+            self.count(usage, self.upstream_usage)
 
     def answered(self, body):
         """A JSON answer's usage, or the error type the client was told."""
@@ -118,14 +126,23 @@ class Record:
         if isinstance(body.get("error"), dict):
             self.error = body["error"].get("type")
 
-    def count(self, usage):
-        """Merge usage fields: later events refine earlier ones, missing fields keep their value.
+    def count(self, usage, into=None):
+        """Merge usage fields into self.usage (or `into`): later events refine earlier ones,
+        missing fields keep their value. OpenAI's cached input tokens (`prompt_tokens_details`,
+        `input_tokens_details`) are kept as `cached_tokens`.
 
         Only sane counts: a metric cannot take 10**400, and an exception here, as the server
         closes the response, is one it does not expect (gunicorn's count of open connections
         went wrong with it).
         """
-        self.usage.update((k, v) for k, v in usage.items() if is_count(v))
+        into = self.usage if into is None else into
+        into.update((k, v) for k, v in usage.items() if is_count(v))
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        if isinstance(details, dict) and is_count(details.get("cached_tokens")):
+            into["cached_tokens"] = details["cached_tokens"]
+        server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
+        if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
+            into["web_search_requests"] = server_tools["web_search_requests"]
 
     def upstream_failed(self, error):
         self.upstream_status = error.upstream_status
@@ -138,8 +155,9 @@ class Record:
         self.error = error.body_for(protocol)["error"]["type"]
         self.upstream_error = error.kind
 
-    def finish(self, ended=True):
-        """Write the access line and the metrics; `ended` is false when the client left early."""
+    def finish(self, ended=True, then=None):
+        """Write the access line and the metrics, then call `then` with the record (the app's
+        usage.Accounts.finished); `ended` is false when the client left early."""
         if self.quiet:
             return
         if not ended and self.error is None:
@@ -153,6 +171,8 @@ class Record:
             line = json_codec.dumps_text(self._line(duration, first_byte, tokens))
             access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, line, None, None))
         self._measure(duration, first_byte, tokens)
+        if then is not None:
+            then(self)
 
     def _line(self, duration, first_byte, tokens):
         return {
@@ -184,8 +204,21 @@ class Record:
         for kind, count in zip(("input", "output"), tokens, strict=True):
             if count:
                 _series(TOKENS, self.label, kind).inc(count)
+        searches = (self.upstream_usage or self.usage).get("web_search_requests")
+        if searches:
+            _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+def _usage_in(item):
+    """The usage an event or answer carries: top level (Anthropic message_delta, an OpenAI usage
+    chunk), or in the message or response it carries (message_start, a Responses event)."""
+    usage = item.get("usage")
+    if usage is None:
+        envelope = item.get("message") or item.get("response")
+        usage = envelope.get("usage") if isinstance(envelope, dict) else None
+    return usage if isinstance(usage, dict) else None
 
 
 def _utc_time(timestamp):
@@ -245,8 +278,9 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app, settings):
-    """Log and measure every request `app` serves, and serve GET /metrics.
+def install(app, settings, finished=None):
+    """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
+    is called with each request's record once it is written.
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -256,7 +290,7 @@ def install(app, settings):
     access_log.setLevel(settings.log_level)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
-    app.wsgi_app = _Observed(app.wsgi_app)
+    app.wsgi_app = _Observed(app.wsgi_app, finished)
 
 
 class _SharedMetrics(multiprocess.MultiProcessCollector):
@@ -303,23 +337,31 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app):
+    def __init__(self, wsgi_app, finished):
         self.wsgi_app = wsgi_app
+        self.finished = finished
 
     def __call__(self, environ, start_response):
         record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
         _current.set(record)
-        return _Body(self.wsgi_app(environ, start_response), record)
+        return _Body(self.wsgi_app(environ, start_response), record, self.finished)
 
 
 class _Body:
-    """The response body as the server iterates it (PEP 3333: the server always calls close)."""
+    """The response body as the server iterates it; the record is written once, when the body
+    ends or when the server closes it (the client left early), whichever comes first.
 
-    def __init__(self, iterable, record):
+    PEP 3333 says the server always calls close, but werkzeug's server (the tests' and `flask
+    run`'s) skips it when the client hangs up while it drains the request socket after the
+    last chunk: a complete answer would go unlogged and uncounted.
+    """
+
+    def __init__(self, iterable, record, finished):
         self._iterable = iterable
+        self._finished = finished
         self._chunks = iter(iterable)
         self._record = record
-        self._ended = False
+        self._written = False
         if record.stream:
             _series(OPEN_STREAMS, record.label).inc()
 
@@ -330,11 +372,11 @@ class _Body:
         try:
             return next(self._chunks)
         except StopIteration:
-            self._ended = True
+            self._write(ended=True)
             raise
         except Exception:
             self._record.error = self._record.error or "internal_error"
-            self._ended = True
+            self._write(ended=True)
             raise
 
     def close(self):
@@ -342,9 +384,15 @@ class _Body:
             if hasattr(self._iterable, "close"):
                 self._iterable.close()
         finally:
-            if self._record.stream:
-                _series(OPEN_STREAMS, self._record.label).dec()
-            self._record.finish(ended=self._ended)
+            self._write(ended=False)
+
+    def _write(self, ended):
+        if self._written:
+            return
+        self._written = True
+        if self._record.stream:
+            _series(OPEN_STREAMS, self._record.label).dec()
+        self._record.finish(ended=ended, then=self._finished)
 
 
 class _StderrLines(logging.Handler):

@@ -60,6 +60,7 @@ _DEPLOYMENT_FIELDS = {
     "reasoning_history",
     "prompt_cache",
     "capabilities",
+    "web_search",
     "weight",
 }
 # Per-deployment switches that are global settings for the default routes.
@@ -287,6 +288,12 @@ def _deployment(item, where, settings, environ):
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
         switches["capabilities"] = (("*", fields), *settings.capabilities)
+    if "web_search" in item:
+        if protocol != ANTHROPIC:
+            raise SettingsError(f"{where}: web_search applies to anthropic deployments only")
+        if not isinstance(item["web_search"], bool):
+            raise SettingsError(f"{where}: web_search must be true or false")
+        switches["web_search"] = item["web_search"]
     model = _text(item, "model", where)
     own = dataclasses.replace(settings, model_map=(("*", model),) if model else (), **switches)
     return Deployment(

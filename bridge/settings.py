@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from .capabilities import parse_overrides
 
@@ -26,6 +26,15 @@ class SettingsError(Exception):
 class ClientKey:
     name: str
     digest: bytes  # sha256 of the key: the key itself is never kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """One client's limits (usage.py); 0 is no limit."""
+
+    requests_per_minute: int = 0
+    tokens_per_minute: int = 0
+    tokens_per_day: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +60,8 @@ class Settings:
     openai_reasoning_history: bool = False
     prompt_cache: str = "5m"  # off, 5m or 1h: cache breakpoints for OpenAI clients on Anthropic
     capabilities: tuple = ()  # ((upstream model pattern, {capability: value}), ...): capabilities.py
+    web_search: bool = False  # OpenAI clients' web search as Anthropic's web search tool (costs per search)
+    web_search_max_uses: int = 5  # searches one request may run
     ping_interval: float = 10.0
     max_event_bytes: int = 16 * 1024 * 1024
     max_json_values: int = 1_000_000
@@ -64,6 +75,10 @@ class Settings:
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
     max_requests_per_client: int = 0
+    client_limits: tuple = ()  # (client name or "*", Limits) pairs
+    redis_url: str = ""
+    redis_timeout: float = 0.25
+    redis_failure: str = "open"
     # A non-streamed answer is at most max_tokens of output: 128,000 tokens of text are 0.5-1 MB of JSON.
     max_upstream_body_bytes: int = 8 * 1024 * 1024
     retries: int = 2
@@ -78,6 +93,7 @@ class Settings:
         for secret in ("openai_api_key", "anthropic_api_key"):
             shown[secret] = "<set>" if shown[secret] else None
         shown["client_keys"] = [k.name for k in self.client_keys]
+        shown["redis_url"] = masked_url(self.redis_url)
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
@@ -108,6 +124,66 @@ def _url(name, value):
         # A URL is logged (a retry names it); a key in it would be too.
         raise SettingsError(f"{name}: must not carry credentials; put the key in the _API_KEY setting")
     return value.rstrip("/")
+
+
+def _redis_url(name, value):
+    """redis://, rediss:// (TLS) or unix://; never echoed back, as it may carry the password."""
+    value = value.strip()
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise SettingsError(f"{name}: must be a redis://, rediss:// or unix:// URL, got scheme {parts.scheme!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        raise SettingsError(f"{name}: the port is not a number") from None
+    if parts.scheme == "unix" and not parts.path or parts.scheme != "unix" and not parts.hostname:
+        raise SettingsError(f"{name}: names no host (or, for unix://, no socket path)")
+    return value
+
+
+def masked_url(url):
+    """A URL fit to print: its password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+_LIMIT_NAMES = {"rpm": "requests_per_minute", "tpm": "tokens_per_minute", "tpd": "tokens_per_day"}
+
+
+def _client_limits(name, value):
+    """Lines `client rpm=N tpm=N tpd=N` (any of the three; `*` for every client without a line of
+    its own), from a file (an absolute path), or the same entries separated by commas."""
+    text = value.strip()
+    if text.startswith("/"):
+        try:
+            with open(text, encoding="utf-8") as fh:
+                entries = [line.split("#")[0].strip() for line in fh]
+        except OSError as exc:
+            raise SettingsError(f"{name}: cannot read {text}: {exc.strerror}") from None
+    else:
+        entries = [part.strip() for part in text.split(",")]
+    limits = {}
+    for number, entry in enumerate(entries, 1):
+        if not entry:
+            continue
+        client, *fields = entry.split()
+        if client in limits:
+            raise SettingsError(f"{name}: entry {number}: client {client!r} has two lines")
+        values = {}
+        for field in fields:
+            key, sep, raw = field.partition("=")
+            if not sep or key not in _LIMIT_NAMES:
+                raise SettingsError(f"{name}: entry {number} ({client}): {field!r} is not rpm=N, tpm=N or tpd=N")
+            values[_LIMIT_NAMES[key]] = _number(f"{name}: entry {number} ({client}) {key}", raw, int, 1)
+        if not values:
+            raise SettingsError(f"{name}: entry {number} ({client}): no limit given (rpm=N, tpm=N or tpd=N)")
+        limits[client] = Limits(**values)
+    return tuple(limits.items())
 
 
 def _number(name, value, kind=float, minimum=0):
@@ -220,6 +296,8 @@ _PARSERS = {
     "BRIDGE_OPENAI_REASONING_HISTORY": ("openai_reasoning_history", _flag),
     "BRIDGE_PROMPT_CACHE": ("prompt_cache", lambda n, v: _choice(n, v.strip().lower(), PROMPT_CACHE_TTLS)),
     "BRIDGE_MODEL_CAPABILITIES": ("capabilities", _capabilities),
+    "BRIDGE_WEB_SEARCH": ("web_search", _flag),
+    "BRIDGE_WEB_SEARCH_MAX_USES": ("web_search_max_uses", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_PING_INTERVAL": ("ping_interval", lambda n, v: _number(n, v, float, 0.05)),
     "BRIDGE_MAX_EVENT_BYTES": ("max_event_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_MAX_JSON_VALUES": ("max_json_values", lambda n, v: _number(n, v, int, 1000)),
@@ -233,6 +311,10 @@ _PARSERS = {
     "BRIDGE_CLIENT_HEADER_TIMEOUT": ("client_header_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_CLIENT_BODY_TIMEOUT": ("client_body_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
+    "BRIDGE_CLIENT_LIMITS": ("client_limits", _client_limits),
+    "BRIDGE_REDIS_URL": ("redis_url", _redis_url),
+    "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
+    "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
     "BRIDGE_MAX_UPSTREAM_BODY_BYTES": ("max_upstream_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
@@ -292,4 +374,25 @@ def load(environ=None):
             "BRIDGE_MAX_REQUESTS_PER_CLIENT counts requests by client key, but BRIDGE_CLIENT_KEYS is empty: "
             "without client keys the bridge cannot tell clients apart. Set BRIDGE_CLIENT_KEYS, or leave it at 0."
         )
+    _check_limits(settings)
     return settings
+
+
+def _check_limits(settings):
+    if not settings.client_limits:
+        return
+    if not settings.redis_url:
+        raise SettingsError(
+            "BRIDGE_CLIENT_LIMITS needs Redis: set BRIDGE_REDIS_URL. The limits hold across gunicorn's "
+            "workers and across VMs only through a shared store; the bridge keeps no per-worker ones."
+        )
+    if not settings.client_keys:
+        raise SettingsError(
+            "BRIDGE_CLIENT_LIMITS counts by client key, but BRIDGE_CLIENT_KEYS is empty: "
+            "without client keys the bridge cannot tell clients apart."
+        )
+    names = {key.name for key in settings.client_keys}
+    for client, _ in settings.client_limits:
+        if client != "*" and client not in names:
+            known = ", ".join(sorted(names)) or "none: BRIDGE_CLIENT_KEYS is empty"
+            raise SettingsError(f"BRIDGE_CLIENT_LIMITS: client {client!r} is no client key name (known: {known})")

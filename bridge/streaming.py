@@ -83,7 +83,9 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
             chunk = body.read(min(ping_interval, PROBE_INTERVAL))
             ended = chunk is None
             for event in decoder.close() if ended else decoder.feed(chunk):
-                for item in translator.feed(event.event, _payload(event)):
+                payload = _payload(event)
+                record.heard(payload)
+                for item in translator.feed(event.event, payload):
                     record.saw(item)
                     pending.append(frame(item))
             now = time.monotonic()

@@ -389,9 +389,10 @@ def _lenient(raw):
 
 
 def read_json(response):
-    """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none."""
+    """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none; the access
+    record hears its usage as the upstream reported it."""
     try:
-        return json_codec.loads(response.content, fallback=_lenient)
+        payload = json_codec.loads(response.content, fallback=_lenient)
     except ValueError:
         content_type = response.headers.get("content-type", "unknown").split(";")[0]
         raise BridgeError(
@@ -401,3 +402,5 @@ def read_json(response):
         ) from None
     except requests.RequestException as exc:
         raise transport_error(exc) from None
+    observability.current().heard(payload)
+    return payload

@@ -3,10 +3,13 @@
 What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers.py.
 """
 
+import shutil
+
 import anthropic
 import openai
 import pytest
 
+from bench.processes import RedisServer
 from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
@@ -36,6 +39,16 @@ def other_fake():
 def installed_bridge(tmp_path_factory):
     """The site directory of this checkout installed as a deploy installs it, outside the checkout."""
     return install(tmp_path_factory.mktemp("install"))
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of this test's own (Debian's package: .ci/run installs it)."""
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server is not installed: apt-get install redis-server (.ci/run does)")
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -78,6 +78,20 @@ def json_reply(body, status=200, headers=None):
     )
 
 
+def message(text, usage, model="claude-x"):
+    """A non-streamed Anthropic Messages answer: one text block, ended, with this usage."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
 def chat_stream(text="", tool_calls=(), model="fake-model"):
     """A streamed Chat Completions answer as an OpenAI-compatible server writes it: a role chunk,
     the text, each tool call `(id, name, arguments dict)` whole in one chunk, the finish reason,

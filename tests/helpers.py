@@ -874,7 +874,12 @@ BAD_CHAT_REQUESTS = {
     "thinking budget": (chat(thinking={"type": "enabled", "budget_tokens": 10}), "thinking", "1024"),
     "model missing": ({"messages": [USER]}, "model", "required"),
     "stream flag type": (chat(stream="yes"), "stream", "boolean"),
-    "web search": (chat(web_search_options={}), "web_search_options", "web search"),
+    "web search options type": (chat(web_search_options="on"), "web_search_options", "Invalid input type"),
+    "web search context size": (
+        chat(web_search_options={"search_context_size": "huge"}),
+        "web_search_options.search_context_size",
+        "Must be one of",
+    ),
 }
 
 
@@ -1023,7 +1028,7 @@ def served_from(server):
     return re.findall(r"Serving the app from (\S+)", server.log())
 
 
-def gunicorn(workdir, fake, *flags, site=None, cwd=None, **env):
+def gunicorn(workdir, fake, *flags, site=None, cwd=None, port=None, **env):
     """gunicorn from the shipped config in front of the fake upstream, logging at DEBUG.
 
     With `site` (from install()) it serves that install, and is checked to: the workers must
@@ -1031,7 +1036,9 @@ def gunicorn(workdir, fake, *flags, site=None, cwd=None, **env):
     """
     if site:
         env["PYTHONPATH"] = str(site)
-    server = Gunicorn(workdir, fake.url, *flags, cwd=cwd, **bridge_env(fake, **{"BRIDGE_LOG_LEVEL": "DEBUG", **env}))
+    server = Gunicorn(
+        workdir, fake.url, *flags, cwd=cwd, port=port, **bridge_env(fake, **{"BRIDGE_LOG_LEVEL": "DEBUG", **env})
+    )
     if site:
         assert served_from(server) and set(served_from(server)) == {str(site / "bridge")}, server.log()
     return server
@@ -1112,12 +1119,19 @@ def self_signed_certificate(directory):
     return cert, key
 
 
-def adapted_site(site, https_port, http_port, bridge_port, cert, key, log_dir):
-    """The shipped site file with its ports and paths replaced; each must be found as shipped."""
+def adapted_site(site, https_port, http_port, bridge_ports, cert, key, log_dir):
+    """The shipped site file with its ports and paths replaced; each must be found as shipped.
+    Its `server` line becomes one per bridge port, with the shipped parameters, as an operator
+    adds a line per VM."""
+    server = re.search(r"server 127\.0\.0\.1:8080( [^;]*)?;", site)
+    assert server, "deploy/nginx/bridge.conf no longer has its server 127.0.0.1:8080 line"
     replacements = [
         ("listen 443 ssl;", f"listen 127.0.0.1:{https_port} ssl;"),
         ("listen 80;", f"listen 127.0.0.1:{http_port};"),
-        ("server 127.0.0.1:8080;", f"server 127.0.0.1:{bridge_port};"),
+        (
+            server.group(0),
+            "\n    ".join(f"server 127.0.0.1:{port}{server.group(1) or ''};" for port in bridge_ports),
+        ),
         ("/etc/ssl/certs/bridge.crt", str(cert)),
         ("/etc/ssl/private/bridge.key", str(key)),
         ("/var/log/nginx/", f"{log_dir}/"),
@@ -1129,23 +1143,26 @@ def adapted_site(site, https_port, http_port, bridge_port, cert, key, log_dir):
 
 
 class Nginx:
-    """nginx serving the shipped site file in front of a Gunicorn."""
+    """nginx serving the shipped site file in front of one Gunicorn or several, with `workers`
+    worker processes."""
 
-    def __init__(self, tmp_path, bridge_port):
+    def __init__(self, tmp_path, *bridge_ports, workers=1):
         self.dir = tmp_path / "nginx"
         self.dir.mkdir()
         self.https_port, self.http_port = free_port(), free_port()
         self.cert, key = self_signed_certificate(self.dir)
         site = self.dir / "bridge.conf"
         site.write_text(
-            adapted_site(NGINX_SITE.read_text(), self.https_port, self.http_port, bridge_port, self.cert, key, self.dir)
+            adapted_site(
+                NGINX_SITE.read_text(), self.https_port, self.http_port, bridge_ports, self.cert, key, self.dir
+            )
         )
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
         conf = self.dir / "nginx.conf"
         conf.write_text(f"""
 {user}
 daemon off;
-worker_processes 1;
+worker_processes {workers};
 pid {self.dir}/nginx.pid;
 error_log {self.dir}/error.log info;
 events {{ worker_connections 256; }}
@@ -1197,6 +1214,18 @@ def openai_client(url, cafile=None, api_key="sk-client"):
     verify = ssl.create_default_context(cafile=str(cafile)) if cafile else True
     return openai.OpenAI(
         base_url=f"{url}/v1",
+        api_key=api_key,
+        max_retries=0,
+        timeout=10,
+        http_client=httpx2.Client(verify=verify, timeout=10),
+    )
+
+
+def anthropic_client(url, cafile=None, api_key="sk-ant-client"):
+    """openai_client's counterpart: the anthropic SDK pointed at `url`, the same way."""
+    verify = ssl.create_default_context(cafile=str(cafile)) if cafile else True
+    return anthropic.Anthropic(
+        base_url=url,
         api_key=api_key,
         max_retries=0,
         timeout=10,

@@ -604,7 +604,9 @@ def translate_for(upstream_model, settings=SETTINGS, **params):
         ("claude-opus-4-7", "medium", "medium"),
         ("claude-opus-4-7", "xhigh", "xhigh"),
         ("claude-opus-4-6", "xhigh", "max"),
-        ("claude-sonnet-4-6", "xhigh", "high"),
+        ("claude-sonnet-4-6", "xhigh", "max"),
+        ("claude-mythos-preview", "xhigh", "max"),
+        ("claude-mythos-5", "xhigh", "xhigh"),
         ("claude-sonnet-4-6-20260101", "high", "high"),
     ],
 )

@@ -47,7 +47,8 @@ def comparable(completion):
     """A Chat completion as far as its streamed and non-streamed forms must agree.
 
     They legitimately differ in: null and absent fields, which read the same; the `index` of
-    tool_calls and thinking_blocks entries, the stream's merge keys, which the accumulator keeps;
+    tool_calls, thinking_blocks and annotations entries, the stream's merge keys, which the
+    accumulator keeps;
     the arguments' JSON text, forwarded as Anthropic streamed it but re-serialised in a body, so
     arguments are compared parsed (cut by max_tokens, as partial JSON, as the anthropic SDK parses
     them); content "" where the body has null because no text came: the role chunk goes out at
@@ -59,7 +60,7 @@ def comparable(completion):
     message = choice["message"]
     if message.get("content") == "":
         del message["content"]
-    for entry in message.get("thinking_blocks", []):
+    for entry in [*message.get("thinking_blocks", []), *message.get("annotations", [])]:
         entry.pop("index", None)
     for call in message.get("tool_calls", []):
         call.pop("index", None)

@@ -1,8 +1,9 @@
 """Load and abuse, at small scale: loadtest/ through gunicorn, and what load found.
 
-The full runs are `python -m loadtest.run` (200 concurrent paced streams, 1,000 requests) and
-`python -m loadtest.abuse` (issue 15's attacks); their numbers are in the README under
-"Capacity and sizing" and "Reliability". Here the same scripts run at a fraction of that, and
+The full runs are `python -m loadtest.run` (200 concurrent paced streams, 1,000 requests),
+`python -m loadtest.abuse` (issue 15's attacks) and `python -m loadtest.limits` (client
+limits); their numbers are in the README under "Capacity and sizing", "Reliability" and
+"Usage and limits per client". Here the same scripts run at a fraction of that, and
 the load run's own checks are shown to catch a stream that lost or reordered an event.
 """
 
@@ -68,6 +69,25 @@ def test_the_abuse_run_at_a_small_scale_holds():
     broken = report["cases"]["broken_answers"]
     assert broken["upstream_calls"] == broken["client_calls"] > 0, broken
     assert run.returncode == 0 and report["ok"], run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_sixteen_clients_against_a_limit_get_exactly_the_limit_admitted():
+    """loadtest/limits.py, smaller: one client key's rpm admits exactly its limit across
+    gunicorn's workers (one Lua script in Redis), tpm within one call per client over."""
+    run = subprocess.run(
+        [sys.executable, "-m", "loadtest.limits", "--clients", "16", "--limit", "40", "--calls", "120"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(run.stdout)
+    rpm = report["requests_per_minute"]
+    assert (rpm["admitted"], rpm["statuses"]) == (40, {"200": 40, "429": 80}), rpm
+    tpm = report["tokens_per_minute"]
+    low, high = tpm["admitted_range"]
+    assert low <= tpm["admitted"] <= high and high - low == 16 - 1, tpm
+    assert run.returncode == 0 and report["ok"], run.stderr[-2000:]
 
 
 def stamped_stream(direction, stamps):

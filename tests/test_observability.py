@@ -9,6 +9,7 @@ import anthropic
 import openai
 import pytest
 import requests
+from werkzeug.test import EnvironBuilder
 
 from bench.processes import wait_for
 from bridge import observability
@@ -123,6 +124,20 @@ def test_a_streamed_request_is_one_line_written_when_the_stream_ends(live, fake,
         ("bridge_time_to_first_byte_seconds_count", "stream", "true"): 1,
     }
     assert_nothing_secret_logged(caplog, lines, answer)
+
+
+def test_an_answer_that_ends_is_written_once_though_the_server_never_closes_it(live, fake, lines):
+    """werkzeug's server skips close() when the client hangs up right after the last chunk."""
+    fake.reply(fixture("openai/text.sse"))
+    body = {"model": "claude-test", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    environ = EnvironBuilder(
+        path="/v1/messages", method="POST", json=body, headers={"x-api-key": CLIENT_KEY}
+    ).get_environ()
+    answer = live.app.wsgi_app(environ, lambda status, headers, exc_info=None: None)
+    assert b"message_stop" in b"".join(answer)  # to its end, and no close()
+    assert [(line["route"], line["stream"], line["error"]) for line in lines] == [("/v1/messages", True, None)]
+    answer.close()
+    assert len(lines) == 1
 
 
 def test_a_huge_model_name_is_cut_short_in_the_access_line(live, fake, lines):

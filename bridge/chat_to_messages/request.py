@@ -80,6 +80,11 @@ TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any"}
 # The forced tool that carries a json_object answer (json_schema answers use the schema's name).
 JSON_OBJECT_TOOL = "json_response"
 
+# Anthropic's web search server tool. 20250305 runs on every model that searches; 20260209 adds
+# dynamic filtering, which needs the code execution tool and runs on a few models only.
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search"}
+LOCATION_FIELDS = ("city", "region", "country", "timezone")
+
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
@@ -112,6 +117,7 @@ def to_messages_request(body, settings):
         out["system"] = system
     caps = capabilities_of(out["model"], settings.capabilities)
     out.update(tools_and_choice(body, context, caps))
+    web_search_options(body.get("web_search_options"), settings, out, context)
     out.update(sampling(body, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -442,6 +448,37 @@ def anthropic_tool(function, caps):
     if function.get("strict") and caps.structured_output:
         tool["strict"] = True
     return tool
+
+
+def web_search_options(options, settings, out, context):
+    """Chat's web search as Anthropic's web search tool, only where the operator turned it on
+    (each search costs): else dropped and named. Anthropic has no search_context_size."""
+    if options is None:
+        return
+    if not settings.web_search:
+        context.dropped.append("web_search_options")
+        return
+    if options.get("search_context_size"):
+        context.dropped.append("web_search_options.search_context_size")
+    add_web_search(out, settings.web_search_max_uses, (options.get("user_location") or {}).get("approximate"))
+
+
+def add_web_search(out, max_uses, location=None, allowed_domains=None):
+    """Anthropic's web search server tool joins the request's tools, at most `max_uses` searches."""
+    tools = out.get("tools") or []
+    if any(tool["name"] == WEB_SEARCH_TOOL["name"] for tool in tools):
+        raise invalid(
+            f"tools: a function named {WEB_SEARCH_TOOL['name']!r} would clash with the web search this "
+            "request asks for; rename the function",
+            "tools",
+        )
+    tool = {**WEB_SEARCH_TOOL, "max_uses": max_uses}
+    if allowed_domains:
+        tool["allowed_domains"] = list(allowed_domains)
+    place = {name: (location or {}).get(name) for name in LOCATION_FIELDS}
+    if any(place.values()):
+        tool["user_location"] = {"type": "approximate", **{name: value for name, value in place.items() if value}}
+    out["tools"] = [*tools, tool]
 
 
 def _tool_choice(choice):

@@ -3,6 +3,11 @@
 The stream translator (stream.py) builds its chunks from the same helpers,
 so a streamed answer accumulates to exactly what the non-streamed one is.
 
+Web search runs upstream (Anthropic's server tool): its blocks are never tool calls.
+A text block's web page citations are `url_citation` annotations spanning that
+text in `message.annotations`, and the search count is
+`usage.server_tool_use.web_search_requests`.
+
 A context overflow (`prompt is too long: ...`, `input length and `max_tokens`
 exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
 and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others
@@ -31,13 +36,17 @@ STANDARD_REFUSAL = "The model declined to answer this request."
 def to_chat_completion(message, context):
     """One Anthropic message as one Chat choice; blocks Chat cannot show (server tools) are left out."""
     shapes.anthropic_message(message)
-    text, reasoning, signed, calls = [], [], [], []
+    text, reasoning, signed, calls, annotations = [], [], [], [], []
+    length = 0  # of the content so far, where the next text starts
     for block in message.get("content") or []:
         kind = block.get("type")
         if kind == "text":
             text.append(block.get("text") or "")
+            annotations += chat_annotations(block.get("citations"), length, length + len(text[-1]))
+            length += len(text[-1])
         elif kind == "tool_use" and block.get("name") == context.json_tool:
             text.append(arguments(block.get("input")))
+            length += len(text[-1])
         elif kind == "tool_use":
             calls.append(tool_call(block["id"], block["name"], arguments(block.get("input"))))
         elif kind == "thinking":
@@ -52,6 +61,8 @@ def to_chat_completion(message, context):
         "content": "".join(text) if text else None,
         "refusal": refusal_text(message.get("stop_details")) if finish == "content_filter" else None,
     }
+    if annotations:
+        chat_message["annotations"] = annotations
     if calls:
         chat_message["tool_calls"] = calls
     if reasoning:
@@ -104,6 +115,36 @@ def finish_reason(stop_reason, made_tool_calls):
     return FINISH_REASONS.get(stop_reason, "stop")
 
 
+def url_citations(citations):
+    """(url, title) of each web page a text block cites, once each: Anthropic's web search
+    citations (`web_search_result_location`); citations of the client's own documents have no URL."""
+    found = {}
+    for citation in citations if isinstance(citations, list) else ():
+        if isinstance(citation, dict) and citation.get("type") == "web_search_result_location":
+            url, title = citation.get("url"), citation.get("title")
+            if isinstance(url, str):
+                found.setdefault((url, title if isinstance(title, str) else ""), None)
+    return list(found)
+
+
+def chat_annotations(citations, start, end):
+    """Chat's url_citation annotations for a text block at [start, end) of the message content."""
+    return [
+        {"type": "url_citation", "url_citation": {"url": url, "title": title, "start_index": start, "end_index": end}}
+        for url, title in url_citations(citations)
+    ]
+
+
+def search_usage(usage):
+    """Anthropic's count of web searches (each billed), which no OpenAI usage field holds: kept
+    under Anthropic's own name, `server_tool_use.web_search_requests`, when there were any."""
+    server_tools = usage.get("server_tool_use")
+    searches = server_tools.get("web_search_requests") if isinstance(server_tools, dict) else None
+    if type(searches) is not int or searches <= 0:
+        return {}
+    return {"server_tool_use": {"web_search_requests": searches}}
+
+
 def refusal_text(stop_details):
     explanation = (stop_details or {}).get("explanation")
     return explanation if isinstance(explanation, str) and explanation else STANDARD_REFUSAL
@@ -120,6 +161,7 @@ def chat_usage(usage):
     }
     if counts.thinking is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": counts.thinking}
+    out.update(search_usage(usage))
     return out
 
 

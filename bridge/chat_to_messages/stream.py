@@ -6,7 +6,9 @@ remembered by its Anthropic index with what it became on the Chat side: text
 Chat tool index (0, 1, ... over tool calls only), the response_format tool ->
 delta.content, and anything Chat cannot show (server tools, compaction) ->
 nothing. Signed thinking is sent whole, once its block closes, in the
-`thinking_blocks` extension so the client can echo it back.
+`thinking_blocks` extension so the client can echo it back; a text block's web
+citations go out when it closes, when their end is known, as `delta.annotations`
+entries with an `index` (the openai SDK's accumulator merges list entries by it).
 
 The final chunk (finish_reason) and the usage-only chunk go out at
 message_stop, and the response ends there (`done`; the Chat framing adds
@@ -22,6 +24,7 @@ from ..anthropic_stream import Block, MessagesStream
 from ..errors import OPENAI
 from .response import (
     arguments,
+    chat_annotations,
     chat_usage,
     completion_id,
     finish_reason,
@@ -37,6 +40,7 @@ class _Block(Block):
     tool_index: int = None  # Chat tool index, for kind "tool"
     sent_input: bool = False  # a non-empty input fragment went out
     thinking: list = dataclasses.field(default_factory=list)
+    offset: int = 0  # where a text block starts in the message content
 
 
 class StreamTranslator(MessagesStream):
@@ -51,6 +55,8 @@ class StreamTranslator(MessagesStream):
         self.id = None
         self.tool_calls = 0
         self.thinking_entries = 0
+        self.content_length = 0  # characters of delta.content sent, where annotations point
+        self.annotations = 0
 
     # -- events ----------------------------------------------------------------------------
 
@@ -69,6 +75,7 @@ class StreamTranslator(MessagesStream):
                 self._chunk({"tool_calls": [{"index": state.tool_index, **tool_call(block["id"], block["name"], "")}]})
             ]
         if state.kind == "text":
+            state.offset = self.content_length
             return self.on_text(state, block.get("text"))
         if state.kind == "thinking":
             return self.on_thinking(state, block.get("thinking"))
@@ -82,6 +89,8 @@ class StreamTranslator(MessagesStream):
             return self._signed({"type": "thinking", "thinking": "".join(state.thinking), "signature": state.signature})
         if state.kind == "redacted":
             return self._signed(state.start)
+        if state.kind == "text" and state.citations:
+            return self._annotations(chat_annotations(state.citations, state.offset, self.content_length))
         return []
 
     def on_message_stop(self):
@@ -95,7 +104,10 @@ class StreamTranslator(MessagesStream):
         return out
 
     def on_text(self, state, text):
-        return [self._chunk({"content": text})] if text else []
+        if not text:
+            return []
+        self.content_length += len(text)
+        return [self._chunk({"content": text})]
 
     def on_thinking(self, state, text):
         if not text:
@@ -108,6 +120,7 @@ class StreamTranslator(MessagesStream):
             return []
         state.sent_input = True
         if state.kind == "json":
+            self.content_length += len(fragment)
             return [self._chunk({"content": fragment})]
         return [self._chunk({"tool_calls": [{"index": state.tool_index, "function": {"arguments": fragment}}]})]
 
@@ -118,6 +131,14 @@ class StreamTranslator(MessagesStream):
         entry = {"index": self.thinking_entries, **thinking_entry(block)}
         self.thinking_entries += 1
         return [self._chunk({"thinking_blocks": [entry]})]
+
+    def _annotations(self, annotations):
+        """A text block's url citations, once its end is known, each with an `index` as `_signed`'s."""
+        if not annotations:
+            return []
+        entries = [{"index": self.annotations + n, **annotation} for n, annotation in enumerate(annotations)]
+        self.annotations += len(entries)
+        return [self._chunk({"annotations": entries})]
 
     def _chunk(self, delta, finish=None):
         return self._envelope([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}])

@@ -56,8 +56,10 @@ Tools
   tools when the model slug is one of OpenAI's) and of `tool_search_output`
   items join `tools`; every tool goes upstream inline, so `tool_search`,
   `defer_loading`, and `tool_search_call`/`tool_search_output` items are
-  dropped and named. Hosted tools (`web_search`, `file_search`, `mcp`...) and
-  `web_search_call` items are dropped and named.
+  dropped and named. Hosted tools (`file_search`, `mcp`...) and `web_search_call`
+  items are dropped and named, and so is `web_search` unless the operator turned
+  web search on (BRIDGE_WEB_SEARCH, a deployment's `web_search`): then the first
+  `web_search` tool is Anthropic's web search tool (web_search()).
 - `tool_choice`: `auto`, `none`, `required` (Anthropic `any`), a named
   function or custom tool; `allowed_tools` sends only the tools it lists, with
   its mode (`required` is `any`). `parallel_tool_calls: false` is
@@ -102,6 +104,7 @@ import uuid
 from ..capabilities import capabilities_of
 from ..chat_to_messages.request import (
     TOOL_CHOICES,
+    add_web_search,
     anthropic_tool,
     anthropic_tool_id,
     append_turn,
@@ -120,7 +123,7 @@ from ..chat_to_messages.request import (
 )
 from ..errors import invalid
 from ..model_map import map_model
-from ..schemas.responses import HOSTED_TOOLS, declared_tools, input_items
+from ..schemas.responses import HOSTED_TOOLS, WEB_SEARCH_TOOLS, declared_tools, input_items
 from ..tool_names import safe_tool_name
 from .reasoning import thinking_block
 
@@ -195,7 +198,7 @@ def to_messages_request(body, settings):
     )
     model = map_model(settings.model_map, body["model"])
     caps = capabilities_of(model, settings.capabilities)
-    tools, names = declare_tools(body, context, caps)
+    tools, names = declare_tools(body, context, caps, settings.web_search)
     system, messages = conversation(body.get("instructions"), input_items(body), names, context)
     out = {"model": model, "messages": messages}
     if system:
@@ -216,6 +219,8 @@ def to_messages_request(body, settings):
         out["output_config"] = {"format": native}
     elif ((body.get("text") or {}).get("format") or {}).get("strict") is True:
         context.dropped.append("text.format.strict")
+    if settings.web_search:
+        web_search(body, settings, out, context)
     out.update(sampling({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, context))
     user = body.get("safety_identifier") or body.get("user")
     if user:
@@ -374,13 +379,15 @@ def upstream_name(namespace, name):
     return safe_tool_name(f"{namespace}__{name}" if namespace else name)
 
 
-def declare_tools(body, context, caps):
+def declare_tools(body, context, caps, web_search_on=False):
     """(Anthropic tools, {(namespace, name): upstream name}) for the function and custom tools
-    the request declares; Context.tools gets the way back, Context.dropped the rest."""
+    the request declares; Context.tools gets the way back, Context.dropped the rest (a web_search
+    tool where web search is on is web_search's to translate)."""
     tools, names = [], {}
     for path, tool, namespace in declared_tools(body):
         if tool["type"] in HOSTED_TOOLS:
-            context.dropped.append(f"tools.{tool['type']}")
+            if not (web_search_on and tool["type"] in WEB_SEARCH_TOOLS):
+                context.dropped.append(f"tools.{tool['type']}")
             continue
         key = (namespace and namespace["name"], tool["name"])
         if key in names:
@@ -411,6 +418,22 @@ def _anthropic_tool(name, tool, namespace, caps):
     else:
         spec["parameters"] = tool.get("parameters")
     return anthropic_tool(spec, caps)
+
+
+def web_search(body, settings, out, context):
+    """The first web_search tool declared as Anthropic's web search tool: its allowed domains
+    and user location kept, search_context_size named as dropped (Anthropic has none). One that
+    asks for cached results only (external_web_access false) is dropped: Anthropic searches live."""
+    tool = next((tool for _, tool, _ in declared_tools(body) if tool["type"] in WEB_SEARCH_TOOLS), None)
+    if tool is None:
+        return
+    if tool.get("external_web_access") is False:
+        context.dropped.append(f"tools.{tool['type']}.external_web_access")
+        return
+    if tool.get("search_context_size"):
+        context.dropped.append(f"tools.{tool['type']}.search_context_size")
+    domains = (tool.get("filters") or {}).get("allowed_domains")
+    add_web_search(out, settings.web_search_max_uses, tool.get("user_location"), domains)
 
 
 def custom_input_schema(input_format):

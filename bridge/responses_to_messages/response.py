@@ -17,6 +17,11 @@ holds one item per thing the client can act on, in the order of Anthropic's bloc
   string, `namespace` for a namespaced tool) or, for a custom tool, a
   `custom_tool_call` whose `input` is the text of Anthropic's `{"input": "..."}`.
   `Context.tools` maps the upstream name back to the client's.
+- a web search (`server_tool_use` named web_search) -> a `web_search_call` item with its
+  query, `completed` once its `web_search_tool_result` came (`failed` for an error
+  result, `incomplete` when the turn paused first). A text block's web citations are
+  `url_citation` annotations spanning its whole output_text part. Other server tools
+  are left out.
 - stop_reason `refusal` -> a `refusal` part closing the (last) message.
 - stop_reason `max_tokens` (or the context window filled) -> `status: "incomplete"`,
   `incomplete_details.reason: "max_output_tokens"` and the last item `incomplete`, as
@@ -24,7 +29,8 @@ holds one item per thing the client can act on, in the order of Anthropic's bloc
 
 Usage follows OpenAI: `input_tokens` include cache reads and writes, shown again as
 `cached_tokens` and `cache_write_tokens` (Codex reads both); `reasoning_tokens` is
-Anthropic's thinking token count, 0 when it does not say. Item ids are the type's
+Anthropic's thinking token count, 0 when it does not say; web searches are
+`server_tool_use.web_search_requests`, Anthropic's name, as on the Chat front. Item ids are the type's
 prefix and the response id's hex with the output index, so the streamed and the
 non-streamed answer agree. The stream translator (stream.py) builds its items and
 the final response from these same helpers.
@@ -33,10 +39,17 @@ the final response from these same helpers.
 import json
 
 from .. import overflow, shapes
-from ..chat_to_messages.response import FINISH_REASONS, refusal_text, token_counts
+from ..chat_to_messages.request import WEB_SEARCH_TOOL
+from ..chat_to_messages.response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
 from .reasoning import encrypted_content
 
-ID_PREFIXES = {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc", "reasoning": "rs"}
+ID_PREFIXES = {
+    "message": "msg",
+    "function_call": "fc",
+    "custom_tool_call": "ctc",
+    "reasoning": "rs",
+    "web_search_call": "ws",
+}
 # The request parameters a Response must repeat, when the request translator has not set them.
 REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True}
 # Anthropic says so in an error message only: "prompt is too long: 208310 tokens > 200000 maximum",
@@ -44,10 +57,11 @@ REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True
 
 
 def to_response(message, context):
-    """One Anthropic message as one Response; blocks Responses cannot show (server tools) are left out."""
+    """One Anthropic message as one Response; blocks it cannot show (server tools but web search) are left out."""
     shapes.anthropic_message(message)
     output = []
     parts = None  # the content of the message item ending `output`, while more text may join it
+    searches = {}  # server_tool_use id -> its web_search_call item
 
     def add_part(part):
         nonlocal parts
@@ -61,7 +75,13 @@ def to_response(message, context):
         if kind == "tool_use" and block.get("name") == context.json_tool:
             kind, block = "text", {"text": arguments(block.get("input"))}
         if kind == "text" and block.get("text"):
-            add_part(output_text(block["text"]))
+            add_part(output_text(block["text"], url_annotations(block.get("citations"), block["text"])))
+        elif is_web_search(block):
+            parts = None
+            item = web_search_item(item_id(context, "web_search_call", len(output)), block.get("input"))
+            output.append(searches.setdefault(block.get("id"), item))
+        elif kind == "web_search_tool_result" and block.get("tool_use_id") in searches:
+            searches[block["tool_use_id"]]["status"] = search_status(block)
         elif kind == "tool_use":
             parts = None
             output.append(call_item(context, len(output), block["id"], block["name"], block.get("input")))
@@ -115,8 +135,33 @@ def message_item(identifier, parts, status="completed"):
     return {"id": identifier, "type": "message", "status": status, "role": "assistant", "content": parts}
 
 
-def output_text(text):
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text(text, annotations=()):
+    return {"type": "output_text", "text": text, "annotations": list(annotations), "logprobs": []}
+
+
+def url_annotations(citations, text):
+    """The url_citation annotations of one output_text part: each cites the whole part, which is
+    the one Anthropic text block the citation came with."""
+    return [
+        {"type": "url_citation", "url": url, "title": title, "start_index": 0, "end_index": len(text)}
+        for url, title in url_citations(citations)
+    ]
+
+
+def is_web_search(block):
+    return block.get("type") == "server_tool_use" and block.get("name") == WEB_SEARCH_TOOL["name"]
+
+
+def web_search_item(identifier, tool_input, status="incomplete"):
+    """A web search Anthropic ran, as Responses' web_search_call; incomplete until its result came."""
+    query = tool_input.get("query") if isinstance(tool_input, dict) else None
+    action = {"type": "search", "query": query if isinstance(query, str) else ""}
+    return {"id": identifier, "type": "web_search_call", "status": status, "action": action}
+
+
+def search_status(result):
+    """A web_search_tool_result holds the results, or an error object (max_uses_exceeded...)."""
+    return "completed" if isinstance(result.get("content"), list) else "failed"
 
 
 def refusal_part(text):
@@ -190,6 +235,7 @@ def usage(anthropic_usage):
         "output_tokens": counts.output,
         "output_tokens_details": {"reasoning_tokens": counts.thinking or 0},
         "total_tokens": counts.input + counts.output,
+        **search_usage(anthropic_usage),
     }
 
 

@@ -21,8 +21,11 @@ continue what the deltas sent, the deltas' sum is the same JSON, not the same te
 An item ends (`output_item.done`) when the next item begins or the message ends,
 so a refusal can still join the last message and a cut-off answer marks its last
 item `incomplete`; a block's parts and `.done` events close with the block.
-Anthropic `ping` and blocks Responses cannot show (server tools, compaction)
-produce nothing. The event grammar is read by bridge/anthropic_stream.py: an
+A web search is a `web_search_call` item: `response.web_search_call.in_progress` when
+it opens, `.searching` once its query is whole, `.completed` with its result. A text
+part's url citations are `response.output_text.annotation.added` events before its
+`.done` events. Anthropic `ping` and blocks Responses cannot show (other server
+tools, compaction) produce nothing. The event grammar is read by bridge/anthropic_stream.py: an
 upstream `event: error` raises BridgeError, and so does a stream that ends
 before message_stop; `fail` then ends the client's stream with `response.failed`,
 its error code one Codex acts on (response.response_error).
@@ -40,6 +43,7 @@ from .response import (
     arguments,
     call_item,
     envelope,
+    is_web_search,
     item_id,
     message_item,
     outcome,
@@ -48,8 +52,11 @@ from .response import (
     refusal_part,
     refused,
     response_error,
+    search_status,
     summary_text,
+    url_annotations,
     usage,
+    web_search_item,
 )
 
 # A call item's events and the field its deltas build.
@@ -97,6 +104,7 @@ class StreamTranslator(MessagesStream):
         self.opened = False  # response.created is out
         self.items = []  # every item added so far; the last may be open
         self.output = []  # the items done, for the final response
+        self.searches = {}  # server_tool_use id -> its web_search_call _Item
 
     def fail(self, error):
         """The events that end the stream after `error`: response.failed with the items done so far."""
@@ -125,6 +133,10 @@ class StreamTranslator(MessagesStream):
                 state, "reasoning", lambda identifier: {"id": identifier, "type": "reasoning", "summary": []}
             )
             return out + self.on_thinking(state, block.get("thinking"))
+        if state.kind == "server_tool" and is_web_search(block):
+            return self._open_search(state)
+        if state.kind == "search_result":
+            return self._search_done(block)
         return []
 
     def on_message_stop(self):
@@ -197,6 +209,24 @@ class StreamTranslator(MessagesStream):
             state.custom = _InputText()
         return out
 
+    def _open_search(self, state):
+        """A web search Anthropic runs: a web_search_call item, in progress until its result comes."""
+        out = self._open_item(
+            state, "web_search_call", lambda identifier: web_search_item(identifier, {}, "in_progress")
+        )
+        state.item.done = web_search_item(state.item.id, {})
+        self.searches[state.start.get("id")] = state.item
+        return [*out, self._event("response.web_search_call.in_progress", **self._where(state))]
+
+    def _search_done(self, result):
+        item = self.searches.get(result.get("tool_use_id"))
+        if item is None or item.done["status"] != "incomplete":
+            return []
+        item.done["status"] = search_status(result)
+        if item.done["status"] != "completed":
+            return []
+        return [self._event("response.web_search_call.completed", item_id=item.id, output_index=item.index)]
+
     def _refusal(self, text):
         state = _Block("refusal", {})
         out = self._open_part(state, refusal_part(""))
@@ -256,12 +286,19 @@ class StreamTranslator(MessagesStream):
         item, where = state.item, self._where(state)
         if state.kind in ("text", "json"):
             text = state.sent if state.kind == "text" else arguments(self._tool_input(state))
-            item.parts[state.part] = output_text(text)
+            part = item.parts[state.part] = output_text(text, url_annotations(state.citations, text))
             return [
                 *self._rest(state, text),
+                *(
+                    self._event("response.output_text.annotation.added", **where, annotation_index=n, annotation=note)
+                    for n, note in enumerate(part["annotations"])
+                ),
                 self._event("response.output_text.done", **where, text=text, logprobs=[]),
-                self._event("response.content_part.done", **where, part=output_text(text)),
+                self._event("response.content_part.done", **where, part=part),
             ]
+        if state.kind == "server_tool":
+            item.done = web_search_item(item.id, self._server_input(state))
+            return [self._event("response.web_search_call.searching", **where)]
         if state.kind == "tool":
             block = state.start
             item.done = call_item(self.context, item.index, block.get("id"), block.get("name"), self._tool_input(state))
@@ -288,6 +325,14 @@ class StreamTranslator(MessagesStream):
             return []
         rest, state.sent = value[len(state.sent) :], value
         return [self._delta(state, rest)]
+
+    @staticmethod
+    def _server_input(state):
+        """A server tool's input, or {} when it is not whole JSON: the search's query is only shown."""
+        try:
+            return json.loads(state.server_input or "{}")
+        except (ValueError, RecursionError):
+            return {}
 
     def _tool_input(self, state):
         """Tool input as the anthropic SDK folds the fragments: an input cut off is read up to the cut."""

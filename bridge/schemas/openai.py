@@ -308,6 +308,30 @@ class StreamOptions(Schema):
     include_usage = Flag(allow_none=True)
 
 
+SEARCH_CONTEXT_SIZES = ("low", "medium", "high")
+
+
+class ApproximateLocation(Schema):
+    """Where the user roughly is, for web search: Chat nests it in user_location.approximate,
+    Responses gives it flat in the web_search tool's user_location."""
+
+    type = fields.String(allow_none=True, validate=validate.Equal("approximate"))
+    city = fields.String(allow_none=True)
+    region = fields.String(allow_none=True)
+    country = fields.String(allow_none=True)
+    timezone = fields.String(allow_none=True)
+
+
+class ChatUserLocation(Schema):
+    type = fields.String(required=True, validate=validate.Equal("approximate"))
+    approximate = Nested(ApproximateLocation, required=True)
+
+
+class WebSearchOptions(Schema):
+    search_context_size = fields.String(allow_none=True, validate=validate.OneOf(SEARCH_CONTEXT_SIZES))
+    user_location = Nested(ChatUserLocation, allow_none=True)
+
+
 def _thinking(value):
     if not isinstance(value, dict) or value.get("type") not in ("enabled", "disabled", "adaptive"):
         raise ValidationError(
@@ -386,7 +410,7 @@ class ChatRequest(Schema):
     audio = must_be_absent("audio output is not supported by the Anthropic upstream")
     functions = must_be_absent("legacy function calling is not supported; use tools")
     function_call = must_be_absent("legacy function calling is not supported; use tool_choice")
-    web_search_options = must_be_absent("web search is not supported through the Chat Completions bridge")
+    web_search_options = Nested(WebSearchOptions, allow_none=True)
 
 
 def _check_conversation(request):

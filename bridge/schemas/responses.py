@@ -18,7 +18,8 @@ changing the answer:
 - a `tool_choice` naming a tool the request does not declare, or a hosted tool.
 
 Hosted tools (`web_search`, `file_search`, `mcp`...) and the other fields the
-translator drops pass validation; the translator names them in
+translator drops pass validation (a `web_search` tool's fields are checked, since
+the translator may send them on); the translator names them in
 x-bridge-dropped-params. Unknown top-level fields are kept for that report;
 unknown fields inside items, parts and tools are ignored, since clients echo
 whole output items back (`id`, `status`, `annotations`, `phase`...).
@@ -31,6 +32,8 @@ from .openai import (
     NAME,
     NO_LOGPROBS,
     REASONING_EFFORTS,
+    SEARCH_CONTEXT_SIZES,
+    ApproximateLocation,
     JsonSchemaFormat,
     ObjectText,
     RefusalPart,
@@ -46,11 +49,15 @@ EFFORTS = (*REASONING_EFFORTS, "max")
 SUMMARIES = ("auto", "concise", "detailed")
 # Tools OpenAI runs itself (or, for shell/apply_patch/local_shell, through item types of
 # their own): no Anthropic equivalent here, so the translator drops them and says so.
-HOSTED_TOOLS = (
+# OpenAI's web search tool: Anthropic's web search where the operator enabled it, else dropped too.
+WEB_SEARCH_TOOLS = (
     "web_search",
     "web_search_preview",
     "web_search_2025_08_26",
     "web_search_preview_2025_03_11",
+)
+HOSTED_TOOLS = (
+    *WEB_SEARCH_TOOLS,
     "file_search",
     "computer",
     "computer_use",
@@ -201,6 +208,17 @@ class NamespaceTool(Schema):
     tools = List(Tagged({"function": FunctionTool(), "custom": CustomTool()}, what="namespace tool"), required=True)
 
 
+class SearchFilters(Schema):
+    allowed_domains = List(fields.String(), allow_none=True)
+
+
+class WebSearchTool(Schema):
+    filters = Nested(SearchFilters, allow_none=True)
+    user_location = Nested(ApproximateLocation, allow_none=True)
+    search_context_size = fields.String(allow_none=True, validate=validate.OneOf(SEARCH_CONTEXT_SIZES))
+    external_web_access = Flag(allow_none=True)
+
+
 _HOSTED = Schema()
 TOOL = Tagged(
     {
@@ -208,6 +226,7 @@ TOOL = Tagged(
         "custom": CustomTool(),
         "namespace": NamespaceTool(),
         **{kind: _HOSTED for kind in HOSTED_TOOLS},
+        **{kind: WebSearchTool() for kind in WEB_SEARCH_TOOLS},
     },
     what="tool",
 )

@@ -1,0 +1,294 @@
+"""Per-client usage and limits (bridge/usage.py) against a real redis-server: 429s in each
+protocol before anything goes upstream, windows that reset, token counts as the upstream
+reported them, and Redis going away and coming back."""
+
+import json
+import socket
+import time
+
+import anthropic
+import pytest
+import redis
+import requests
+
+from bench.processes import wait_for
+from bridge import settings as settings_module
+from tests.fake_upstream import json_reply, message, messages_stream
+from tests.helpers import ANTHROPIC_HEADERS, TextStream, is_anthropic_error, is_openai_error, metric, next_text
+from tests.helpers import openai_client as sdk_client
+
+KEYS = "team-a:sk-team-a,team-b:sk-team-b"
+MODELS = json.dumps({"claude-x": "gpt-4o"})  # a configured name: the model label keeps it
+CHAT_ANSWER = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "gpt-4o",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
+}
+MESSAGE_ANSWER = message(
+    "hi", {"input_tokens": 30, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 10, "output_tokens": 7}
+)
+# One call in each protocol: path, body; the Messages front goes to the Chat upstream, the others to Anthropic.
+HI = [{"role": "user", "content": "hi"}]
+CALLS = {
+    "anthropic": ("/v1/messages", {"model": "claude-x", "max_tokens": 64, "messages": HI}),
+    "chat": ("/v1/chat/completions", {"model": "gpt-4o", "messages": HI}),
+    "responses": ("/v1/responses", {"model": "gpt-5.5", "input": "hi"}),
+}
+
+
+def answers(recorded):
+    """The fake upstream's answer to a non-streamed call, in its protocol."""
+    return json_reply(MESSAGE_ANSWER if recorded.path == "/v1/messages" else CHAT_ANSWER)
+
+
+@pytest.fixture
+def limited(start_bridge, fake, redis_server):
+    """A bridge with these limits (BRIDGE_CLIENT_LIMITS) sharing the test's Redis."""
+    fake.default = answers
+
+    def start(limits, **extra):
+        settings = {"BRIDGE_CLIENT_KEYS": KEYS, "BRIDGE_REDIS_URL": redis_server.url, "BRIDGE_MODEL_MAP": MODELS}
+        return start_bridge(BRIDGE_CLIENT_LIMITS=limits, **{**settings, **extra})
+
+    return start
+
+
+def call(live, protocol, key="sk-team-a"):
+    path, body = CALLS[protocol]
+    return requests.post(f"{live.url}{path}", json=body, headers={**ANTHROPIC_HEADERS, "x-api-key": key}, timeout=30)
+
+
+def store(server):
+    return redis.Redis.from_url(server.url, decode_responses=True)
+
+
+def today(server, client):
+    return store(server).hgetall(f"bridge:usage:{time.strftime('%Y-%m-%d', time.gmtime())}:{client}")
+
+
+def counted(server, requests, client="team-a"):
+    """Wait until the client's first `requests` answers are counted: that happens as each answer
+    closes, which the client may outrun with its next request."""
+    wait_for(lambda: int(today(server, client).get("requests", 0)) >= requests, f"{requests} answers counted")
+
+
+# -- settings ---------------------------------------------------------------------------------------
+
+
+def load(**env):
+    return settings_module.load({"BRIDGE_CLIENT_KEYS": KEYS, **env})
+
+
+def test_limits_without_redis_are_refused_at_start_saying_redis_is_needed():
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_CLIENT_LIMITS needs Redis: set BRIDGE_REDIS_URL"):
+        load(BRIDGE_CLIENT_LIMITS="team-a rpm=5")
+
+
+def test_limits_without_client_keys_are_refused():
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_CLIENT_KEYS is empty"):
+        settings_module.load({"BRIDGE_CLIENT_LIMITS": "* rpm=5", "BRIDGE_REDIS_URL": "redis://127.0.0.1:1"})
+
+
+@pytest.mark.parametrize(
+    ("limits", "error"),
+    [
+        ("team-c rpm=5", "client 'team-c' is no client key name"),
+        ("team-a rpm=five", "entry 1 (team-a) rpm: must be a int"),
+        ("team-a rpm=0", "entry 1 (team-a) rpm: must be at least 1"),
+        ("team-a rps=5", "'rps=5' is not rpm=N, tpm=N or tpd=N"),
+        ("team-a", "entry 1 (team-a): no limit given"),
+        ("team-a rpm=5, team-a tpd=9", "entry 2: client 'team-a' has two lines"),
+    ],
+)
+def test_a_bad_limits_entry_is_refused_naming_it(limits, error):
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_CLIENT_LIMITS") as raised:
+        load(BRIDGE_CLIENT_LIMITS=limits, BRIDGE_REDIS_URL="redis://127.0.0.1:1")
+    assert error in str(raised.value)
+
+
+def test_a_limits_file_is_read_with_comments(tmp_path):
+    path = tmp_path / "limits"
+    path.write_text("# team quotas\nteam-a rpm=60 tpm=100000 tpd=2000000  # the agents\n\n* rpm=10\n")
+    settings = load(BRIDGE_CLIENT_LIMITS=str(path), BRIDGE_REDIS_URL="redis://127.0.0.1:1")
+    assert dict(settings.client_limits) == {
+        "team-a": settings_module.Limits(60, 100000, 2000000),
+        "*": settings_module.Limits(requests_per_minute=10),
+    }
+
+
+def test_a_limits_file_that_cannot_be_read_is_refused(tmp_path):
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_CLIENT_LIMITS: cannot read .*missing"):
+        load(BRIDGE_CLIENT_LIMITS=str(tmp_path / "missing"), BRIDGE_REDIS_URL="redis://127.0.0.1:1")
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("http://127.0.0.1:6379", "must be a redis://, rediss:// or unix:// URL, got scheme 'http'"),
+        ("redis://:s3cret@127.0.0.1:port/0", "the port is not a number"),
+        ("redis:///0", "names no host"),
+    ],
+)
+def test_a_bad_redis_url_is_refused_without_echoing_it(url, error):
+    with pytest.raises(settings_module.SettingsError, match="BRIDGE_REDIS_URL") as raised:
+        load(BRIDGE_REDIS_URL=url)
+    assert error in str(raised.value) and "s3cret" not in str(raised.value)
+
+
+def test_the_redis_password_is_never_shown():
+    settings = load(BRIDGE_REDIS_URL="redis://bridge:s3cret@10.0.0.5:6379/0")
+    assert "s3cret" not in repr(settings) and "redis://bridge:***@10.0.0.5:6379/0" in repr(settings)
+
+
+# -- limits -----------------------------------------------------------------------------------------
+
+
+def test_over_the_request_limit_is_a_429_in_each_protocol_before_anything_goes_upstream(limited, fake):
+    live = limited("team-a rpm=2")
+    assert call(live, "anthropic").status_code == 200 and call(live, "chat").status_code == 200
+    refused = {protocol: call(live, protocol) for protocol in CALLS}
+    assert len(fake.requests) == 2
+    assert is_anthropic_error(refused["anthropic"], 429, "rate_limit_error")
+    headers = refused["anthropic"].headers
+    assert headers["anthropic-ratelimit-requests-limit"] == "2"
+    assert headers["anthropic-ratelimit-requests-remaining"] == "0"
+    assert headers["anthropic-ratelimit-requests-reset"].endswith("Z") and 1 <= int(headers["retry-after"]) <= 60
+    for protocol in ("chat", "responses"):
+        assert is_openai_error(refused[protocol], 429)
+        headers = refused[protocol].headers
+        assert headers["x-ratelimit-limit-requests"] == "2" and headers["x-ratelimit-remaining-requests"] == "0"
+        assert headers["x-ratelimit-reset-requests"] and 1 <= int(headers["retry-after"]) <= 60
+    assert call(live, "chat", key="sk-team-b").status_code == 200  # another client's count is its own
+
+
+def test_claude_code_sees_a_rate_limit_not_a_permission_problem(limited):
+    live = limited("team-a rpm=1")
+    client = anthropic.Anthropic(base_url=live.url, api_key="sk-team-a", max_retries=0)
+    _, body = CALLS["anthropic"]
+    client.messages.create(**body)
+    with pytest.raises(anthropic.RateLimitError):
+        client.messages.create(**body)
+
+
+def test_a_minute_window_resets_when_its_key_expires(limited, redis_server):
+    live = limited("* rpm=1")
+    assert call(live, "chat").status_code == 200
+    assert call(live, "chat").status_code == 429
+    (key,) = store(redis_server).keys("bridge:rpm:team-a:*")
+    assert 60 <= store(redis_server).ttl(key) <= 120  # the key goes on its own once its minute is over
+    store(redis_server).pexpire(key, 1)  # that moment, sooner
+    wait_for(lambda: not store(redis_server).exists(key), "the minute's key to expire")
+    assert call(live, "chat").status_code == 200
+
+
+def test_a_daily_token_budget_stops_one_client_and_not_another(limited, redis_server):
+    live = limited("team-a tpd=100")
+    assert call(live, "chat").status_code == 200  # 67 tokens: under 100
+    counted(redis_server, 1)
+    assert call(live, "chat").status_code == 200  # under at its start: admitted, 134 now
+    counted(redis_server, 2)
+    refused = call(live, "chat")
+    assert is_openai_error(refused, 429) and "100 tokens per day" in refused.json()["error"]["message"]
+    assert refused.headers["x-ratelimit-limit-tokens"] == "100"
+    seconds_to_midnight = 86400 - int(time.time()) % 86400
+    assert abs(int(refused.headers["retry-after"]) - seconds_to_midnight) <= 2
+    assert call(live, "chat", key="sk-team-b").status_code == 200
+    assert call(live, "anthropic", key="sk-team-b").status_code == 200
+
+
+def test_a_minute_token_limit_counts_tokens_of_the_minute(limited, redis_server):
+    live = limited("team-a tpm=50")
+    assert call(live, "anthropic").status_code == 200  # 45 tokens
+    counted(redis_server, 1)
+    assert call(live, "anthropic").status_code == 200
+    counted(redis_server, 2)
+    refused = call(live, "anthropic")
+    assert is_anthropic_error(refused, 429, "rate_limit_error")
+    assert refused.headers["anthropic-ratelimit-tokens-limit"] == "50"
+
+
+# -- what is counted --------------------------------------------------------------------------------
+
+
+def test_tokens_count_what_the_upstream_reported_streamed_or_not(limited, fake, redis_server):
+    live = limited("team-a tpd=1000000")
+    counters = [
+        ("bridge_client_tokens_total", {"model": "claude-x", "kind": "input"}),
+        ("bridge_client_tokens_total", {"model": "other", "kind": "input"}),
+        ("bridge_client_tokens_total", {"model": "other", "kind": "cache_write"}),
+        ("bridge_client_requests_total", {"model": "other"}),
+    ]
+    before = [metric(live, name, client="team-a", **labels) for name, labels in counters]
+    assert call(live, "anthropic").status_code == 200  # Chat upstream: 40 in, 5 out
+    assert call(live, "chat").status_code == 200  # Anthropic upstream: 60 in (20 read, 10 written), 7 out
+    fake.reply(messages_stream("hello"))  # 100 in, 10 out; the Chat client does not ask for usage
+    chunks = sdk_client(live.url, api_key="sk-team-a").chat.completions.create(stream=True, **CALLS["chat"][1])
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello"
+    wait_for(lambda: today(redis_server, "team-a").get("requests") == "3", "the stream to be counted")
+    assert today(redis_server, "team-a") == {
+        "requests": "3",
+        "input": str(40 + 60 + 100),
+        "output": str(5 + 7 + 10),
+        "cache_read": "20",
+        "cache_write": "10",
+    }
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert store(redis_server).get(f"bridge:tpd:team-a:{day}") == str(45 + 67 + 110)
+    after = [metric(live, name, client="team-a", **labels) for name, labels in counters]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [40, 160, 10, 2]
+
+
+def test_an_abandoned_stream_counts_what_the_upstream_had_reported(limited, fake, redis_server):
+    live = limited("team-a tpd=1000000", BRIDGE_PING_INTERVAL="0.1")
+    upstream = TextStream(fake)  # message_start: 11 in, 1 out
+    upstream.release_until_text(0)
+    stream = sdk_client(live.url, api_key="sk-team-a").chat.completions.create(stream=True, **CALLS["chat"][1])
+    assert next_text(iter(stream)) == upstream.texts[0][1]
+    stream.close()  # the client leaves mid-stream
+    wait_for(lambda: today(redis_server, "team-a").get("requests") == "1", "the abandoned stream to be counted")
+    assert today(redis_server, "team-a") == {"requests": "1", "input": "11", "output": "1"}
+    upstream.release_rest()
+
+
+# -- Redis away -------------------------------------------------------------------------------------
+
+
+def test_fail_open_serves_while_redis_is_down_and_limits_resume_when_it_is_back(limited, redis_server):
+    live = limited("team-a rpm=1", BRIDGE_REDIS_TIMEOUT="0.2")
+    assert call(live, "chat").status_code == 200
+    redis_server.stop()
+    before = [metric(live, "bridge_redis_errors_total", operation=op) for op in ("admit", "count")]
+    assert [call(live, protocol).status_code for protocol in CALLS] == [200, 200, 200]
+    after = [metric(live, "bridge_redis_errors_total", operation=op) for op in ("admit", "count")]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [3, 3]
+    redis_server.start()  # back, and empty
+    assert call(live, "chat").status_code == 200
+    assert call(live, "chat").status_code == 429
+
+
+def test_fail_closed_answers_503_in_each_protocol(limited, redis_server):
+    live = limited("team-a rpm=100", BRIDGE_REDIS_FAILURE="closed")
+    redis_server.stop()
+    refused = {protocol: call(live, protocol) for protocol in CALLS}
+    assert is_anthropic_error(refused["anthropic"], 503, "overloaded_error")
+    assert is_openai_error(refused["chat"], 503) and is_openai_error(refused["responses"], 503)
+    assert all("Redis does not answer" in r.text and r.headers["retry-after"] for r in refused.values())
+    assert call(live, "chat", key="sk-team-b").status_code == 200  # no limits: nothing to check
+    redis_server.start()
+    assert call(live, "chat").status_code == 200
+
+
+def test_a_redis_that_does_not_answer_is_given_up_on(limited):
+    silent = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        live = limited("team-a rpm=1", BRIDGE_REDIS_URL=f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
+        before = metric(live, "bridge_redis_errors_total", operation="admit")
+        assert call(live, "chat").status_code == 200
+        assert metric(live, "bridge_redis_errors_total", operation="admit") == before + 1
+    finally:
+        silent.close()
