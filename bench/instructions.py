@@ -5,8 +5,10 @@ moves more than the relay. The instructions a request executes do not move. Rela
 run in-process as in bench.profile, but as deployed: access log on, metrics in a
 PROMETHEUS_MULTIPROC_DIR. Each is run twice under callgrind, with FEW and MANY requests
 after a warm-up, and the difference divided by MANY - FEW is one request's instructions,
-start-up excluded. gunicorn is left out; it does the same work for both, so the server's
-ratio lies between this one and 1. Kernel time (the sockets) is not counted either.
+start-up excluded; per_event() does the same with one long unpaced stream of FEW_EVENTS and
+of MANY_EVENTS upstream events, so the difference is one upstream event's instructions.
+gunicorn is left out; it does the same work for both, so the server's ratio lies between
+this one and 1. Kernel time (the sockets) is not counted either.
 """
 
 import os
@@ -17,6 +19,7 @@ import sys
 import tempfile
 
 FEW, MANY, WARM_UP = 0, 150, 20
+FEW_EVENTS, MANY_EVENTS = 500, 3000
 
 
 def available():
@@ -32,7 +35,19 @@ def per_request(upstream_url, direction):
     }
 
 
-def _count(upstream_url, target, direction, requests):
+def per_event(upstream_url, direction):
+    """{"relay": instructions, "bridge": instructions} for one upstream event of a long stream."""
+    return {
+        target: (
+            _count(upstream_url, target, direction, MANY_EVENTS, "events")
+            - _count(upstream_url, target, direction, FEW_EVENTS, "events")
+        )
+        / (MANY_EVENTS - FEW_EVENTS)
+        for target in ("relay", "bridge")
+    }
+
+
+def _count(upstream_url, target, direction, count, unit="requests"):
     with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as scratch:
         report = os.path.join(scratch, "valgrind.log")
         subprocess.run(
@@ -47,7 +62,8 @@ def _count(upstream_url, target, direction, requests):
                 upstream_url,
                 target,
                 direction,
-                str(requests),
+                str(count),
+                unit,
             ],
             check=True,
             stdout=subprocess.DEVNULL,
@@ -61,20 +77,30 @@ def _count(upstream_url, target, direction, requests):
     return int(found.group(1))
 
 
-def _serve(upstream_url, target, direction, requests):
-    """The child under valgrind: WARM_UP + `requests` requests through one app."""
+def _serve(upstream_url, target, direction, count, unit):
+    """The child under valgrind: WARM_UP + `count` requests through one app, or (unit "events")
+    WARM_UP short streams and then one stream of `count` events."""
     from . import profile
     from .run import DIRECTIONS
 
     relay_app, bridge_app = profile.apps(upstream_url, log_level="INFO")
     d = DIRECTIONS[direction]
-    if target == "relay":
-        call = (relay_app, d.upstream_path, profile.encode(d.upstream_body("bench-n50", False)), d.upstream_headers)
+
+    def call(model, stream):
+        if target == "relay":
+            body = profile.encode(d.upstream_body(model, stream))
+            return profile.call(relay_app, d.upstream_path, body, d.upstream_headers)
+        return profile.call(bridge_app, d.client_path, profile.encode(d.client_body(model, stream)), d.client_headers)
+
+    streams = unit == "events"
+    for _ in range(WARM_UP):
+        call("bench-n50", streams)
+    if streams:
+        call(f"bench-n{count}", True)
     else:
-        call = (bridge_app, d.client_path, profile.encode(d.client_body("bench-n50", False)), d.client_headers)
-    for _ in range(WARM_UP + requests):
-        profile.call(*call)
+        for _ in range(count):
+            call("bench-n50", False)
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    _serve(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

@@ -23,6 +23,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from importlib import metadata
@@ -48,6 +49,8 @@ class Plan:
     hold_pace_ms: int = 400
     long_events: int = 20000  # one stream this long: memory must stay flat
     translate_repeats: int = 30
+    large_body_bytes: int = 5_000_000  # requests this large, one after another, beside a paced stream
+    large_body_events: int = 50
 
 
 QUICK = Plan(
@@ -76,6 +79,8 @@ SMOKE = Plan(
     hold_pace_ms=100,
     long_events=100,
     translate_repeats=1,
+    large_body_bytes=100_000,
+    large_body_events=3,
 )
 
 
@@ -202,6 +207,30 @@ def paced(target, plan, _upstream_pid, concurrency=1):
     return {"delay": delays}
 
 
+def large_body(target, plan, _upstream_pid):
+    """A paced stream's delays while requests of large_body_bytes go through the same worker one
+    after another: reading, validating and translating a large body holds the GIL, and every
+    stream of the worker waits meanwhile."""
+    make = corpus.anthropic_large if target.path.endswith("/v1/messages") else corpus.openai_large
+    raw = json.dumps({**make(plan.large_body_bytes), "model": "bench-n1", "stream": False}, ensure_ascii=False)
+    stop, sent = threading.Event(), []
+
+    def send_large_bodies():
+        while not stop.is_set():
+            sent.extend(client.run(target.url, target.path, raw.encode(), target.headers, total=1, concurrency=1))
+
+    sender = threading.Thread(target=send_large_bodies, daemon=True)
+    sender.start()
+    try:
+        model = f"bench-n{plan.large_body_events}-p{plan.paced_ms}"
+        results = _check(target.send(model, True, total=1, concurrency=1, stamps=True), "large body: paced stream")
+    finally:
+        stop.set()
+        sender.join()
+    _check(sent, "large body: requests")
+    return {"delay_large": [d * 1000 for r in results for d in r.delays]}
+
+
 def paced_many(target, plan, upstream_pid):
     return {"delay_many": paced(target, plan, upstream_pid, plan.paced_concurrency)["delay"]}
 
@@ -234,6 +263,7 @@ METRICS = [
     throughput("sps32", "bench-n50", True, 32),
     paced,
     paced_many,
+    large_body,
 ]
 
 
@@ -428,6 +458,8 @@ def main(argv=None):
         for name in names if instructions.available() and not (args.smoke or args.quick) else ():
             log(f"instructions per request (callgrind): {name}")
             counted[name] = instructions.per_request(upstream.url, name)
+            log(f"instructions per upstream event of a long stream (callgrind): {name}")
+            counted[name]["per_event"] = instructions.per_event(upstream.url, name)
     except Exception:
         traceback.print_exc()
         return 1

@@ -1,34 +1,32 @@
 """Relay an upstream event stream to the client, translating as it goes.
 
-A reader thread (pooled: it outlives its stream and serves the next) decodes
-the upstream body into SSE events and hands them over (_Handover), so the
-response generator can send a keep-alive while the upstream is silent (a
-reasoning model thinking) and nginx or the client do not time out. Each
-event is translated (translator.py is the contract) and written the moment
-it arrives. The hand-over is bounded: while the client does not read, the
-generator is stuck in the server's write, and the reader stops reading the
-upstream once a read's worth waits for it, so a stalled client holds a few
-buffers, not the stream; the upstream is closed when the client has taken
-nothing for BRIDGE_CLIENT_STALL_TIMEOUT. How the client's events, keep-alives
-and end look on the wire is its protocol's Framing.
+The request's own thread reads the upstream body (_UpstreamBody), waiting for it at most a
+quarter of a second at a time, so that while the upstream is silent (a reasoning model
+thinking) it can send a keep-alive, which nginx and the client need, and a probe that finds a
+client gone. Each event is translated (translator.py is the contract) and written the moment
+it arrives. One thread per stream, not a reader beside it: a stream is one wake-up per event
+and one thread, which is what lets a worker hold thousands of them. Back-pressure comes with
+it: while the client does not read, the thread is stuck in the server's write and reads
+nothing more, so a stalled client holds the socket buffers, not the stream; gunicorn's send
+timeout (bridge/worker.py, BRIDGE_CLIENT_STALL_TIMEOUT) cuts it, and the upstream is closed.
+How the client's events, keep-alives and end look on the wire is its protocol's Framing.
 """
 
 import dataclasses
 import logging
-import queue
-import threading
+import select
+import ssl
 import time
 from collections.abc import Callable
 
 from . import json_codec, observability, sse
 from .errors import BridgeError
 from .translator import DONE
-from .upstream import transport_error
 
 log = logging.getLogger(__name__)
 
-_END = object()
 _READ_SIZE = 65536
+_NOTHING = object()
 # A server learns that the client has gone only when a write fails, and that is the second
 # write after it left (the first one draws the reset). While the upstream is silent a bare SSE
 # comment, which every client ignores, goes out this often, so a departed client is noticed
@@ -73,48 +71,23 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
     """Yield the client's bytes for one upstream streaming response."""
     frame = framing.frame
     record = observability.current()
-    upstream = _Ending(response)
-    events = _Handover(_READ_SIZE)
-
-    def read():
-        _read(response, events, max_event_bytes, client_stall_timeout)
-        if events.stalled:  # the client took nothing for that long: the upstream is not kept for it
-            upstream.close()
-            record.error = "client_stalled"  # the access line's outcome, as "client_closed" is
-            log.warning(
-                "request %s: the client stopped reading; upstream closed after %g s (BRIDGE_CLIENT_STALL_TIMEOUT)",
-                record.request_id,
-                client_stall_timeout,
-            )
-            events.end(
-                BridgeError(
-                    "timeout",
-                    f"the client read nothing of this stream for {client_stall_timeout:g} s; the bridge ended it",
-                )
-            )
-
-    READERS.run(read)
+    body = _UpstreamBody(response)
+    decoder = sse.Decoder(max_event_bytes)
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
-    # Events that are already here leave in one write (take() gives all of them): the reader
-    # hands over each upstream chunk (usually one event) as it comes, and a write per event
-    # costs a syscall, a chunk header and a thread switch each.
+    # Events that are already here leave in one write (read() gives all that has come): a
+    # write per event costs a syscall and a chunk header each.
     pending = []
     try:
         while True:
-            ended = False
-            for batch in events.take(min(ping_interval, PROBE_INTERVAL)):
-                if batch is _END:
-                    ended = True
-                    break
-                if isinstance(batch, BaseException):
-                    raise transport_error(batch) if not isinstance(batch, BridgeError) else batch
-                for event in batch:
-                    payload = _payload(event)
-                    record.heard(payload)
-                    for item in translator.feed(event.event, payload):
-                        record.saw(item)
-                        pending.append(frame(item))
+            chunk = body.read(min(ping_interval, PROBE_INTERVAL))
+            ended = chunk is None
+            for event in decoder.close() if ended else decoder.feed(chunk):
+                payload = _payload(event)
+                record.heard(payload)
+                for item in translator.feed(event.event, payload):
+                    record.saw(item)
+                    pending.append(frame(item))
             now = time.monotonic()
             if pending:
                 quiet_since = written_at = now
@@ -135,18 +108,25 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
         for item in translator.finish():
             record.saw(item)
             pending.append(frame(item))
+    except GeneratorExit:  # the server stopped writing: the client left, or stopped reading
+        if time.monotonic() - written_at >= client_stall_timeout:  # the write waited that long: gunicorn cut it
+            record.error = "client_stalled"  # the access line's outcome, as "client_closed" is
+            log.warning(
+                "request %s: the client stopped reading; upstream closed after %g s (BRIDGE_CLIENT_STALL_TIMEOUT)",
+                record.request_id,
+                client_stall_timeout,
+            )
+        raise
     except Exception as error:
         if not isinstance(error, BridgeError):  # a bug: still the protocol's error event, not a cut stream
             log.exception("stream translation failed")
             error = BridgeError("api_error", "internal error in the bridge while translating the stream; see its log")
-        if not events.stalled:  # else the reader recorded why: the client's doing, not the upstream's
-            record.failed_mid_stream(error, translator.protocol)
+        record.failed_mid_stream(error, translator.protocol)
         pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
     else:
         pending.append(framing.end)
     finally:
-        events.close()  # a reader waiting for room stops; one in recv() is woken by the close below
-        upstream.close()
+        body.close()
     if pending:
         yield _take(pending)
 
@@ -172,171 +152,171 @@ def _take(frames):
     return data
 
 
-class _Readers:
-    """Daemon threads that read upstream bodies, each kept for the next stream when its own ends.
+class _UpstreamBody:
+    """The body of an upstream's streaming answer, read by the request's own thread, which
+    must not block in a read for longer than it may leave the client without a byte.
 
-    Starting a thread per stream costs more CPU than relaying a short stream's events. There
-    is always a thread for every stream: an idle one if any, else a new one; so there are
-    never more than the most streams open at once (at most gunicorn's threads per worker).
-    """
-
-    def __init__(self):
-        self._jobs = queue.SimpleQueue()
-        self._threads = self._idle = 0
-        self._lock = threading.Lock()
-
-    def run(self, job):
-        with self._lock:
-            reuse = self._idle > 0
-            if reuse:
-                self._idle -= 1
-            else:
-                self._threads += 1
-        if not reuse:
-            threading.Thread(target=self._serve, daemon=True, name="upstream-reader").start()
-        self._jobs.put(job)
-
-    def busy(self):
-        """How many threads are reading an upstream right now."""
-        with self._lock:
-            return self._threads - self._idle
-
-    def _serve(self):
-        while True:
-            self._jobs.get()()
-            with self._lock:
-                self._idle += 1
-
-
-READERS = _Readers()
-
-
-def _read(response, events, max_event_bytes, stall_timeout):
-    """Reader thread: hand over lists of decoded events, then _END or the exception; stop early
-    when the generator has gone or took nothing for `stall_timeout` seconds."""
-    decoder = sse.Decoder(max_event_bytes)
-    unsent = 0  # bytes read since the last hand-over
-    try:
-        raw = response.raw
-        while True:
-            chunk = raw.read1(_READ_SIZE)
-            if not chunk:
-                break
-            unsent += len(chunk)
-            decoded = decoder.feed(chunk)
-            if decoded:
-                if not events.put(decoded, unsent, stall_timeout):
-                    return
-                unsent = 0
-        events.end(decoder.close(), _END)
-    except BaseException as exc:  # handed to the generator, which reports it
-        events.end(exc)
-
-
-class _Handover:
-    """Decoded events on their way from the reader to the generator, bounded in bytes.
-
-    Once `limit` bytes of upstream body are handed over and not taken, the reader waits before
-    it reads more; the generator takes all there is at once (events already here leave in one
-    write). So a client that does not read holds what it was last given (stuck in the server's
-    write) and less than `limit` plus one read here: a few reads, plus an event of up to
-    max_event_bytes if one ends in them. Bytes, not a count of batches: a read is at most
-    _READ_SIZE new bytes but anything from none to thousands of events, and small batches
-    that never reach a byte bound still leave together.
-
-    Each side keeps its own count (`_sent` the reader's, `_taken` the generator's), so a
-    hand-over costs a C queue's put and get, as an unbounded one did; the lock is taken only
-    to wait for room and to wake the waiting reader. The reader sets `_waiting` before it
-    checks for room and the generator stores `_taken` before it reads `_waiting`, so one of
-    them sees the other: no wake-up is lost.
-    """
-
-    def __init__(self, limit):
-        self._queue = queue.SimpleQueue()  # (batch, _sent after it)
-        self._limit = limit
-        self._sent = self._taken = 0
-        self._room = threading.Condition()
-        self._waiting = self._closed = False
-        self.stalled = False  # the generator took nothing for a whole stall timeout
-
-    def put(self, events, size, timeout):
-        """Reader: hand over `events`, `size` bytes of body, and wait for room if that filled it up.
-        False when the reader should stop: the generator has closed, or took nothing for
-        `timeout` seconds (then `stalled`)."""
-        self._sent += size
-        self._queue.put((events, self._sent))
-        if self._sent - self._taken < self._limit:
-            return True
-        with self._room:
-            self._waiting = True
-            try:
-                if not self._room.wait_for(self._has_room, timeout):
-                    self.stalled = True
-                    return False
-            finally:
-                self._waiting = False
-            return not self._closed
-
-    def _has_room(self):
-        return self._sent - self._taken < self._limit or self._closed
-
-    def end(self, *items):
-        """Reader: the stream's last items (its tail, _END, an error): no read follows them."""
-        for item in items:
-            self._queue.put((item, self._sent))
-
-    def take(self, timeout):
-        """Generator: all that is handed over, after waiting up to `timeout` for it; [] if nothing came."""
-        try:
-            batch, taken = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return []
-        batches = [batch]
-        while not self._queue.empty():  # only this thread takes: not empty means get() will not wait
-            batch, taken = self._queue.get()
-            batches.append(batch)
-        self._taken = taken
-        if self._waiting:
-            with self._room:
-                self._room.notify()
-        return batches
-
-    def close(self):
-        """Generator: it takes nothing more, and a reader waiting for room stops."""
-        with self._room:
-            self._closed = True
-            self._room.notify()
-
-
-class _Ending:
-    """An upstream response that ends once: given back to the pool or closed, never both.
-
-    urllib3 gives the connection back to its pool from inside the reader's read, the moment
-    the body ends: first into the pool, then off the response. Closing the response in
-    between (a translator done before the body's last bytes, a client leaving at the very
-    end) would close the connection the pool has meanwhile handed to another stream. A lock
-    makes giving back and closing exclusive: whichever comes first decides.
+    http.client reads only blocking (a socket timeout leaves its reader unusable), so this
+    takes the socket over once the head is parsed: it reads non-blocking, waits in poll() for
+    at most the caller's timeout, and undoes the body's framing (chunked, content-length, or to
+    the close) itself. Whatever http.client's buffer already holds is taken before any wait,
+    so no event waits behind a poll; otherwise an event costs a poll and a recv. A body read
+    to its end gives the connection back to the pool; any other end closes it.
     """
 
     def __init__(self, response):
-        self.response = response
-        self._lock = threading.Lock()
-        self._closed = False
-        give_back = response.raw.release_conn
+        self._response = response
+        raw = response.raw  # urllib3's HTTPResponse
+        self._head = raw._fp  # http.client's HTTPResponse, of which only the head was read
+        self._file = self._head.fp  # its buffered reader of the socket
+        self._sock = raw._connection.sock
+        self._read_timeout = self._sock.gettimeout()  # urllib3 set it to BRIDGE_READ_TIMEOUT
+        self._sock.settimeout(0)
+        self._poller = select.poll()
+        self._poller.register(self._sock, select.POLLIN)
+        self._silent_since = time.monotonic()
+        self._chunks = _Dechunker() if self._head.chunked else None
+        self._left = self._head.length  # content-length still to come, None: not framed by one
+        self._complete = False
+        self._first = True
 
-        def release_conn():
-            with self._lock:
-                if not self._closed:
-                    give_back()
+    def read(self, timeout):
+        """The body bytes that have come, after waiting up to `timeout` for some: b"" if none
+        came, None once the body is over."""
+        if self._complete:
+            return None
+        if self._first:  # what came with the head may wait in http.client's buffer, unseen by poll()
+            self._first = False
+            data = self._take()
+            if data is _NOTHING or not data:
+                return b""
+        elif not self._wait(timeout):
+            return b""
+        else:
+            data = self._take()
+            if data is _NOTHING:  # a TLS record with no data for the body (a session ticket)
+                return b""
+            if not data:  # readable, and nothing to read: the upstream closed
+                data = self._closed()
+                if data is None:
+                    return None
+        self._silent_since = time.monotonic()
+        if self._chunks is not None:
+            data = self._chunks.feed(data)
+            if self._chunks.done:
+                self._complete = True
+                return data or None  # the last chunk's bytes, if any, then the end
+        elif self._left is not None:
+            data = data[: self._left]
+            self._left -= len(data)
+            if not self._left:
+                self._complete = True
+                return data or None
+        return data
 
-        response.raw.release_conn = release_conn
+    def _take(self):
+        """What can be read without waiting: bytes; b"" at the end (or, from a plain socket,
+        for nothing yet); _NOTHING when TLS has nothing yet."""
+        try:
+            # The buffer's bytes, else one recv of up to 64 KiB: more than the buffer holds (8
+            # KiB) and than a TLS record (16 KiB), so nothing is left where poll() cannot see it.
+            return self._file.read1(_READ_SIZE)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return _NOTHING
+        except OSError as exc:  # a reset
+            raise _cut(type(exc).__name__) from None
+
+    def _wait(self, timeout):
+        """Whether the socket became readable within `timeout`; raises once it has been silent
+        for the read timeout, as a blocking read would have."""
+        if self._poller.poll(timeout * 1000):
+            return True
+        if self._read_timeout is not None and time.monotonic() - self._silent_since >= self._read_timeout:
+            raise BridgeError(
+                "timeout",
+                f"upstream did not answer in time: nothing for {self._read_timeout:g} s (BRIDGE_READ_TIMEOUT)",
+                status=504,
+            )
+        return False
+
+    def _closed(self):
+        """The upstream closed the connection: the end of a body framed by the close, else a cut."""
+        if self._chunks is None and self._left is None:
+            return None
+        raise BridgeError("api_error", "the upstream closed the connection mid-response (IncompleteRead)", status=502)
 
     def close(self):
-        """Close at once, waking a reader blocked in recv(), unless the pool has it back."""
-        with self._lock:
-            self._closed = True
-            try:
-                self.response.raw.shutdown()  # refused once the connection is back in the pool
-            except Exception:
-                pass
-        self.response.close()
+        """Give a body read to its end back to the pool (urllib3 sets the socket's timeout
+        again before it sends on it); close any other (the client left, an error) at once: its
+        rest is never read."""
+        if self._complete and not self._head.will_close:
+            self._head._close_conn()  # http.client's own end of a body: the connection may serve again
+            self._response.raw.release_conn()
+        else:
+            self._response.close()
+
+
+class _Dechunker:
+    """Undo HTTP/1.1 chunked framing, fed any cut of the body; bounded: a chunk-size line longer
+    than 1 KiB, or one that is not hex, is a malformed answer."""
+
+    _MAX_LINE = 1024
+
+    def __init__(self):
+        self._buffer = b""
+        self._left = 0  # bytes of the current chunk's data still to come
+        self._crlf = False  # the CRLF after a chunk's data is next
+        self._trailer = False  # after the last chunk: trailer lines until an empty one
+        self.done = False
+
+    def feed(self, data):
+        """The payload bytes in `data`."""
+        buffer = self._buffer + data if self._buffer else data
+        payload, at, size = [], 0, len(buffer)
+        while at < size and not self.done:
+            if self._left:
+                part = buffer[at : at + self._left]
+                payload.append(part)
+                at += len(part)
+                self._left -= len(part)
+                self._crlf = not self._left
+                continue
+            end = buffer.find(b"\r\n", at)
+            if end < 0:
+                if size - at > self._MAX_LINE:
+                    raise _malformed("a chunk-size line longer than 1 KiB")
+                break
+            line, at = buffer[at:end], end + 2
+            if self._crlf:
+                if line:
+                    raise _malformed("chunk data longer than its size")
+                self._crlf = False
+            elif self._trailer:
+                self.done = not line
+            else:
+                self._left = _chunk_size(line)
+                self._trailer = self._left == 0
+                stop = at + self._left
+                if self._left and buffer[stop : stop + 2] == b"\r\n":  # the whole chunk is here: the usual case
+                    payload.append(buffer[at:stop])
+                    at, self._left = stop + 2, 0
+        self._buffer = buffer[at:]
+        return b"".join(payload)
+
+
+def _chunk_size(line):
+    field = line.split(b";", 1)[0].strip()
+    try:
+        if field.isalnum():  # int() would also take a sign, spaces and underscores
+            return int(field, 16)
+    except ValueError:
+        pass
+    raise _malformed(f"a chunk size {line[:40]!r}")
+
+
+def _cut(how):
+    return BridgeError("api_error", f"the upstream closed the connection mid-response ({how})", status=502)
+
+
+def _malformed(what):
+    return BridgeError("api_error", f"the upstream's answer was malformed: {what}", status=502)

@@ -35,6 +35,11 @@ worker_class = "bridge.worker.ThreadWorker"
 # of 512. Threads are started only when needed; an idle one costs ~60 KiB.
 workers = _count("BRIDGE_WORKERS", 2)
 threads = _count("BRIDGE_THREADS", 256)
+# gthread accepts no more than worker_connections connections per worker, those its threads
+# serve and the idle kept-alive ones together, and keeps only worker_connections - threads
+# alive: at gunicorn's default of 1,000, a worker of 1,000 threads served at most 1,000
+# streams and kept no connection alive. Room for every thread and 1,000 idle ones beside.
+worker_connections = threads + 1000
 # gthread's main thread heartbeats every second while the request threads do
 # their work (ThreadWorker.run), so this restarts a worker whose main loop is
 # stuck but never one busy with a long stream.

@@ -3,6 +3,8 @@
     python -m loadtest.run                                  # the full run: 200 streams, 1,000 requests
     python -m loadtest.run --streams 20 --requests 100       # what tests/test_load.py runs
     BRIDGE_WORKERS=4 BRIDGE_THREADS=64 python -m loadtest.run # gunicorn sized from the environment
+    python -m loadtest.run --streams 2000 --requests 0 --events 1200 --rounds 1 --warm-up-events 20 --reference
+                                                            # issue 19: 2,000 streams held for 60 s
 
 The bridge runs as an operator runs it, gunicorn from deploy/gunicorn.conf.py, in front of the
 benchmark's fast fake upstream (bench/upstream.py, its own process). Half the streams and
@@ -12,11 +14,15 @@ arrived, in order, and how late.
 
 A warm-up round at full size comes first (thread pools, connection pools and the allocator reach
 their working size); then the gunicorn tree's RSS is the baseline, the measured rounds run, and
-RSS must come back near that baseline: a leak grows it by every request served. The report is
-one JSON object; the exit status is 0 only when nothing failed, every stream was complete and
-in order, and memory came back.
+RSS must come back near that baseline: a leak grows it by every request served. While a round
+runs, a fresh connection asks /healthz every 0.1 s, as a load balancer would. A stream refused
+with a 503 (over capacity) is counted apart from one that failed. --reference first sends the
+same streams straight to the fake upstream: the delay the client and the upstream add on their
+own on this machine, the floor under the bridge's figures. The report is one JSON object; the
+exit status is 0 only when nothing failed or was refused, every stream was complete and in
+order, and memory came back.
 
-Bounded: loopback only, at most 2,000 streams, 20,000 requests and 50 rounds, --timeout seconds a round.
+Bounded: loopback only, at most 4,000 streams, 20,000 requests and 50 rounds, --timeout seconds a round.
 """
 
 import argparse
@@ -24,6 +30,8 @@ import concurrent.futures
 import json
 import os
 import re
+import resource
+import socket
 import subprocess
 import sys
 import tempfile
@@ -126,9 +134,10 @@ def split(total, parts):
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def one_round(bridge_url, args):
+def one_round(bridge_url, args, events=None):
     """All streams and requests of one round at once; returns (streams, requests) results."""
-    model = f"bench-n{args.events}-p{args.pace * 1000:g}"
+    events = events or args.events
+    model = f"bench-n{events}-p{args.pace * 1000:g}"
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(DIRECTIONS)) as pool:
         for direction, streams, requests in zip(
@@ -177,7 +186,7 @@ def one_round(bridge_url, args):
                 if result.error or result.status != 200:
                     problem = f"HTTP {result.status} {result.error} {result.body[:160]!r}"
                 elif kind == "stream":
-                    problem = direction.stream_problem(result.body, args.events)
+                    problem = direction.stream_problem(result.body, events)
                 else:
                     problem = direction.body_problem(result.body)
                 outcomes[kind].append((direction.name, result, problem))
@@ -185,22 +194,85 @@ def one_round(bridge_url, args):
 
 
 def summary(outcomes, *, stream):
-    results = [result for _, result, _ in outcomes]
-    problems = [f"{name}: {problem}" for name, _, problem in outcomes if problem]
-    ms = lambda values, q: round(client.percentile(values, q) * 1000, 1) if values else None  # noqa: E731
-    out = {"count": len(outcomes), "failed": len(problems), "problems": problems[:5]}
+    refused = [1 for _, result, _ in outcomes if result.status == 503]
+    results = [result for _, result, _ in outcomes if result.status != 503]
+    problems = [f"{name}: {problem}" for name, result, problem in outcomes if problem and result.status != 503]
+    out = {"count": len(outcomes), "refused": len(refused), "failed": len(problems), "problems": problems[:5]}
     if stream:
         ttfb = [r.ttfb for r in results if r.first_byte]
         delays = [d for r in results for d in r.delays]
         out.update(
-            ttfb_ms={"p50": ms(ttfb, 0.5), "p99": ms(ttfb, 0.99), "max": ms(ttfb, 1.0)},
-            event_delay_ms={"p50": ms(delays, 0.5), "p99": ms(delays, 0.99), "max": ms(delays, 1.0)},
+            ttfb_ms=quantiles_ms(ttfb),
+            event_delay_ms=quantiles_ms(delays),
             duration_ms={"p50": ms([r.latency for r in results], 0.5), "max": ms([r.latency for r in results], 1.0)},
         )
     else:
-        latency = [r.latency for r in results]
-        out["latency_ms"] = {"p50": ms(latency, 0.5), "p99": ms(latency, 0.99), "max": ms(latency, 1.0)}
+        out["latency_ms"] = quantiles_ms([r.latency for r in results])
     return out
+
+
+def ms(values, fraction):
+    return round(client.percentile(values, fraction) * 1000, 1) if values else None
+
+
+def quantiles_ms(values):
+    return {"p50": ms(values, 0.5), "p99": ms(values, 0.99), "max": ms(values, 1.0)}
+
+
+class HealthProbe:
+    """/healthz asked every `interval` seconds on a fresh connection, as a load balancer does;
+    the latency of each answer (a failed one counts as the time it took to fail)."""
+
+    def __init__(self, url, interval=0.1, timeout=60.0):
+        host, port = url.split("//")[1].split(":")
+        self._address, self._interval, self._timeout = (host, int(port)), interval, timeout
+        self.latencies, self.failures = [], 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(self._interval):
+            started = time.monotonic()
+            try:
+                with socket.create_connection(self._address, timeout=self._timeout) as sock:
+                    sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: bridge\r\nconnection: close\r\n\r\n")
+                    answer = b""
+                    while chunk := sock.recv(4096):
+                        answer += chunk
+                ok = answer.startswith(b"HTTP/1.1 200")
+            except OSError:
+                ok = False
+            self.latencies.append(time.monotonic() - started)
+            self.failures += not ok
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return {"count": len(self.latencies), "failed": self.failures, **quantiles_ms(self.latencies)}
+
+
+class Machine:
+    """CPU seconds the whole machine spent (/proc/stat) and this process spent, to tell how much
+    went to other work than the bridge, the fake upstream and this client."""
+
+    def __init__(self):
+        self.start = self._busy(), self._own()
+
+    @staticmethod
+    def _busy():
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+        return (sum(fields) - fields[3] - fields[4]) / procstat._TICK  # all but idle and iowait
+
+    @staticmethod
+    def _own():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def since(self):
+        """(machine, this client) CPU seconds since start."""
+        return self._busy() - self.start[0], self._own() - self.start[1]
 
 
 class Sampler:
@@ -258,11 +330,14 @@ def main(argv=None):
     parser.add_argument("--pace", type=float, default=0.05, help="seconds between a stream's events")
     parser.add_argument("--rounds", type=int, default=2, help="measured rounds after the warm-up")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a round may take")
+    parser.add_argument("--warm-up-events", type=int, help="text events per stream of the warm-up (--events)")
+    parser.add_argument("--reference", action="store_true", help="first send the streams straight to the fake upstream")
     args = parser.parse_args(argv)
-    if not (0 <= args.streams <= 2000 and 0 <= args.requests <= 20000 and 1 <= args.rounds <= 50):
-        parser.error("bounded: at most 2,000 streams, 20,000 requests and 50 rounds")
+    if not (0 <= args.streams <= 4000 and 0 <= args.requests <= 20000 and 1 <= args.rounds <= 50):
+        parser.error("bounded: at most 4,000 streams, 20,000 requests and 50 rounds")
 
     upstream, upstream_url = start_upstream()
+    args.upstream_pid = upstream.pid
     workdir = tempfile.TemporaryDirectory(prefix="bridge-load-")
     try:
         bridge = Gunicorn(
@@ -272,7 +347,11 @@ def main(argv=None):
             BRIDGE_RETRIES=os.environ.get("BRIDGE_RETRIES", "2"),
         )
         try:
+            reference = direct(upstream_url, args) if args.reference else None
             report = measure(bridge, args)
+            report["log"] = log_summary(bridge.log())
+            if reference:
+                report["reference_straight_to_upstream"] = reference
         finally:
             bridge.stop()
     finally:
@@ -283,13 +362,34 @@ def main(argv=None):
     return 0 if report["ok"] else 1
 
 
+def log_summary(text):
+    """gunicorn's and the bridge's own log lines (not the access lines), counted by what they
+    say with the numbers taken out: where an overloaded bridge breaks, and how."""
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("{") or "[INFO] Booting worker" in line or "] Starting gunicorn" in line:
+            continue
+        message = re.sub(r"[\d.:]+", "#", line.split("] ", 2)[-1])[:160]
+        counts[message] = counts.get(message, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1])[:12])
+
+
+def direct(upstream_url, args):
+    """The streams of one round straight to the fake upstream: what remains is the client's and
+    the upstream's own delay on this machine."""
+    streams, _ = one_round(upstream_url, argparse.Namespace(**{**vars(args), "requests": 0}))
+    report = summary(streams, stream=True)
+    return {key: report[key] for key in ("count", "refused", "failed", "problems", "ttfb_ms", "event_delay_ms")}
+
+
 def measure(bridge, args):
     pid = bridge.process.pid
     idle = procstat.memory_mib(pid)[0]
-    one_round(bridge.url, args)  # warm-up at full size
+    one_round(bridge.url, args, args.warm_up_events)  # warm-up at full size
     settle(pid)
     baseline = procstat.memory_mib(pid)[0]
-    sampler = Sampler(pid)
+    sampler, health, machine = Sampler(pid), HealthProbe(bridge.url), Machine()
+    upstream_cpu = procstat.cpu_seconds(args.upstream_pid)
     streams, requests, elapsed, cpu, after_each = [], [], 0.0, 0.0, []
     for _ in range(args.rounds):
         started, cpu_before = time.monotonic(), procstat.cpu_seconds(pid)
@@ -301,13 +401,17 @@ def measure(bridge, args):
         settle(pid)
         after_each.append((round(procstat.memory_mib(pid)[0], 1), procstat.threads(pid)))
     sampler.stop()
+    health_report = health.stop()
+    machine_cpu, client_cpu = machine.since()
+    upstream_cpu = procstat.cpu_seconds(args.upstream_pid) - upstream_cpu
     after = after_each[-1][0]
     config = {**gunicorn_config(), "processes": len(procstat.tree(pid))}
     stream_report, request_report = summary(streams, stream=True), summary(requests, stream=False)
     memory_back = after <= baseline * (1 + RSS_SLACK_FRACTION) + RSS_SLACK_MIB
-    events = len(streams) * args.events
+    events = sum(len(result.delays) for _, result, _ in streams)  # delivered: none of a refused stream
+    failed = sum(report[key] for report in (stream_report, request_report) for key in ("failed", "refused"))
     return {
-        "ok": not stream_report["failed"] and not request_report["failed"] and memory_back,
+        "ok": not failed and not health_report["failed"] and memory_back,
         "gunicorn": config,
         "load": {
             "streams_per_round": args.streams,
@@ -320,6 +424,7 @@ def measure(bridge, args):
         },
         "streams": stream_report,
         "requests": request_report,
+        "healthz_ms": health_report,
         "rss_mib": {
             "idle": round(idle, 1),
             "baseline_after_warm_up": round(baseline, 1),
@@ -335,6 +440,11 @@ def measure(bridge, args):
             "seconds": round(cpu, 2),
             "cores_busy": round(cpu / elapsed, 2),
             "us_per_event_or_request": round(cpu / max(events + len(requests), 1) * 1e6, 1),
+            # while the rounds ran (and settled): the fake upstream, this load client, and the
+            # machine's other work (other processes than these three)
+            "upstream_seconds": round(upstream_cpu, 2),
+            "load_client_seconds": round(client_cpu, 2),
+            "other_work_seconds": round(machine_cpu - cpu - upstream_cpu - client_cpu, 2),
         },
     }
 

@@ -14,6 +14,7 @@ import json
 import pathlib
 import select
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -211,7 +212,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeUpstream:
-    def __init__(self, listening=True):
+    def __init__(self, listening=True, tls=None):
+        """`tls`: (certificate, key) files to answer over HTTPS, as real upstreams do."""
         self.requests = []
         self._replies = []
         self.default = None  # a Reply, or a function of the Recorded request returning one
@@ -219,7 +221,13 @@ class FakeUpstream:
         self._lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), _handler(self), bind_and_activate=False)
         self.server.server_bind()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = None
         if listening:
             self.listen()

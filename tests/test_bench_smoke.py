@@ -96,9 +96,11 @@ def test_the_instruction_count_child_serves_relay_and_bridge(tmp_path, monkeypat
     monkeypatch.setattr(servers, "LOGS", tmp_path)
     upstream = servers.upstream()
     try:
-        for target in ("relay", "bridge"):
+        for target, count, unit in (
+            (target, count, unit) for target in ("relay", "bridge") for count, unit in ((1, "requests"), (10, "events"))
+        ):
             run = subprocess.run(
-                [sys.executable, "-m", "bench.instructions", upstream.url, target, direction, "1"],
+                [sys.executable, "-m", "bench.instructions", upstream.url, target, direction, str(count), unit],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,

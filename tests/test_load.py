@@ -10,10 +10,8 @@ the load run's own checks are shown to catch a stream that lost or reordered an 
 import json
 import subprocess
 import sys
-import threading
 
 import pytest
-import urllib3
 
 from bench.processes import ROOT
 from bridge import settings as settings_module
@@ -132,43 +130,29 @@ class DoneAtMessageStop(translator.StreamTranslator):
         return []
 
 
-def test_a_stream_ended_early_never_closes_a_connection_the_pool_gave_to_another(fake, monkeypatch):
+def test_a_stream_ended_early_never_closes_a_connection_the_pool_gave_to_another(fake):
     """Found under load: 'upstream request failed: AttributeError' in streams of both directions.
 
-    urllib3 gives a connection back to the pool from inside the reader's read, as the body
-    ends: first into the pool, then off the response. A relay closing its response in
-    between (its translator done at message_stop, or its client gone at the very end) closed
-    the connection the pool had meanwhile handed to the next stream. The window is made wide
-    here: giving back waits after putting the connection in the pool, and the next stream
-    takes it then.
+    A reader thread gave a connection back to the pool as the body ended, while the relay,
+    its translator done at message_stop, closed the same response: the connection the pool
+    had meanwhile handed to the next stream. The relay now reads on the request's own thread,
+    gives a connection back only once it has read the body to its end, and closes it
+    otherwise. Here the first stream is done before its body's last bytes and starts the next
+    stream while it has not closed yet; then a third one follows on the same pool: all whole.
     """
     upstream = Upstream(settings_module.load(bridge_env(fake)))
-    back_in_pool, first_closed = threading.Event(), threading.Event()
-    put_conn = urllib3.HTTPConnectionPool._put_conn
-
-    def put_conn_and_linger(pool, conn):
-        put_conn(pool, conn)
-        back_in_pool.set()
-        first_closed.wait(0.5)  # still the first response's connection, for a moment
-
-    monkeypatch.setattr(urllib3.HTTPConnectionPool, "_put_conn", put_conn_and_linger)
-    second = []
+    sent = [name for name, _ in recorded_events("anthropic/text.sse")]
+    first = fixture("anthropic/text.sse", pace=0.05)
+    first.events = first.events + [b'event: ping\ndata: {"type": "ping"}\n\n']  # after message_stop
+    fake.reply(first, *[fixture("anthropic/text.sse")] * 2)
+    streams = [upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True)]
 
     def start_the_next_stream():
-        assert back_in_pool.wait(5)
-        second.append(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True))
+        streams.append(upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True))
 
-    fake.reply(fixture("anthropic/text.sse"), fixture("anthropic/text.sse", pace=0.05))
-    list(
-        relay(
-            upstream.request("POST", f"{fake.url}/v1/messages", {}, {}, stream=True),
-            DoneAtMessageStop(start_the_next_stream),
-            ANTHROPIC_SSE,
-            ping_interval=5,
-        )
-    )
-    first_closed.set()
-    events = decoded(relay(second[0], DoneAtMessageStop(lambda: None), ANTHROPIC_SSE, 5))
-    sent = [name for name, _ in recorded_events("anthropic/text.sse")]
-    assert [e.event for e in events] == sent, "the second stream arrives whole"
-    assert len(fake.requests) == 2
+    list(relay(streams[0], DoneAtMessageStop(start_the_next_stream), ANTHROPIC_SSE, ping_interval=5))
+    start_the_next_stream()
+    for stream in streams[1:]:
+        events = decoded(relay(stream, DoneAtMessageStop(lambda: None), ANTHROPIC_SSE, 5))
+        assert [e.event for e in events] == sent, "the next streams arrive whole"
+    assert len(fake.requests) == 3

@@ -1,7 +1,6 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
 
 import json
-import threading
 import time
 
 import pytest
@@ -10,11 +9,20 @@ import requests
 from bench.processes import wait_for
 from bridge import sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
-from bridge.errors import ANTHROPIC, OPENAI
+from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
 from bridge.translator import DONE
-from tests.fake_upstream import Flood, Reply, messages_stream
-from tests.helpers import FRAMING, Echo, chat_to_messages_context, decoded, openai_fold, settled, socket_buffers
+from tests.fake_upstream import FakeUpstream, Flood, Reply, messages_stream
+from tests.helpers import (
+    FRAMING,
+    Echo,
+    chat_to_messages_context,
+    decoded,
+    openai_fold,
+    self_signed_certificate,
+    settled,
+    socket_buffers,
+)
 
 
 def open_stream(fake, *events, **reply):
@@ -89,21 +97,70 @@ def test_closing_the_client_side_closes_the_upstream_at_once(fake):
     assert fake.closed_streams and fake.closed_streams[0][1] < 50
 
 
-def test_a_reader_thread_serves_the_next_stream_once_its_own_has_ended(fake):
-    """Starting a thread per stream costs more CPU than relaying a short stream's events."""
+def test_a_stream_read_to_its_end_gives_its_connection_back_for_the_next_call(fake):
+    """The relay reads the socket itself; at the body's end the connection must be as urllib3
+    left it (blocking, with its timeout), or the next call on it breaks."""
+    session = requests.Session()
+    fake.reply(Reply(events=[sse.encode('{"type":"a"}', event="a")]))
+    response = session.get(f"{fake.url}/stream", stream=True)
+    port = response.raw._connection.sock.getsockname()[1]
+    assert [e.event for e in decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))] == ["a"]
+    fake.reply(Reply(body=b'{"ok": true}', headers={"content-type": "application/json"}, delay_headers=0.3))
+    again = session.get(f"{fake.url}/json", stream=True)
+    assert again.raw._connection.sock.getsockname()[1] == port, "the connection was not reused"
+    assert again.json() == {"ok": True}
 
-    def readers():
-        return {t for t in threading.enumerate() if t.name == "upstream-reader"}
 
-    list(relay(open_stream(fake, '{"type":"a"}'), Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
-    wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
-    pooled = readers()
-    assert pooled, "the reader outlives its stream"
-    for _ in range(3):
-        events = decoded(relay(open_stream(fake, '{"type":"b"}'), Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
-        assert [e.event for e in events] == ["b"]
-        wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
-    assert readers() == pooled
+def test_a_tls_upstream_is_relayed_as_it_comes_with_keepalives_in_its_silences(tmp_path):
+    """Real upstreams speak TLS: the relay reads the TLS socket itself, and what TLS has already
+    decrypted must not wait behind a poll that cannot see it (a long fast stream arrives in
+    records of 16 KiB, read one at a time)."""
+    cert, key = self_signed_certificate(tmp_path)
+    upstream = FakeUpstream(tls=(cert, key))
+    try:
+        paced = ['{"type":"a","n":%d}' % n for n in range(4)]
+        upstream.reply(Reply(events=[sse.encode(p, event="a") for p in paced], pace=0.3))
+        response = requests.get(f"{upstream.url}/stream", stream=True, verify=str(cert))
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=0.1))
+        assert [e.data for e in events if e.event == "a"] == paced and "ping" in {e.event for e in events}
+        fast = ['{"type":"b","n":%d,"text":"%s"}' % (n, "." * 200) for n in range(2000)]
+        upstream.reply(Reply(events=[sse.encode(p, event="b") for p in fast]))
+        response = requests.get(f"{upstream.url}/stream", stream=True, verify=str(cert))
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
+        assert [e.data for e in events] == fast
+    finally:
+        upstream.close()
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+def test_every_cut_of_the_upstream_body_gives_the_same_events(fake, framing):
+    """Each event written as its own chunk, split at odd places by the fake's pacing; and the
+    chunked framing undone whatever bytes each read brings."""
+    payloads = ['{"type":"a","n":%d}' % n for n in range(20)]
+    events = [sse.encode(p, event="a") for p in payloads]
+    reply = {"length": sum(map(len, events))} if framing == "content-length" else {}
+    response = open_stream(fake, *payloads, pace=0.01, **reply)
+    got = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
+    assert [e.data for e in got] == payloads
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    for size in (1, 2, 3, 7, 64):
+        dechunker = streaming._Dechunker()
+        out = b"".join(dechunker.feed(body[i : i + size]) for i in range(0, len(body), size))
+        assert out == b"".join(events) and dechunker.done, size
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        (b"zz\r\n", "a chunk size"),
+        (b"-5\r\nabc\r\n", "a chunk size"),
+        (b"3\r\nabcdef\r\n", "chunk data longer than its size"),
+        (b"1" * 2000, "a chunk-size line longer than 1 KiB"),
+    ],
+)
+def test_broken_chunked_framing_is_a_malformed_answer(body, problem):
+    with pytest.raises(BridgeError, match=problem):
+        streaming._Dechunker().feed(body)
 
 
 def test_an_upstream_that_only_pings_still_gets_the_client_keepalives(fake):
@@ -141,62 +198,27 @@ def test_a_client_is_probed_while_upstream_events_bring_it_nothing(fake):
     assert streaming._PROBE in chunks, chunks
 
 
-def waiting(call):
-    """Run `call` in a thread; the thread, and a list that gets its result."""
-    result = []
-    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
-    thread.start()
-    return thread, result
-
-
-def test_the_reader_waits_while_a_reads_worth_is_not_taken():
-    handover = streaming._Handover(limit=10)
-    assert handover.put(["a"], 5, timeout=60)
-    thread, result = waiting(lambda: handover.put(["b"], 5, timeout=60))
-    thread.join(0.3)
-    assert thread.is_alive() and not result, "the reader went on with the hand-over full"
-    assert handover.take(timeout=5) == [["a"], ["b"]]
-    thread.join(5)
-    assert result == [True]
-
-
-def test_closing_the_hand_over_releases_a_reader_waiting_for_room():
-    handover = streaming._Handover(limit=10)
-    thread, result = waiting(lambda: handover.put(["a"], 10, timeout=60))
-    thread.join(0.3)
-    handover.close()
-    thread.join(5)
-    assert result == [False] and not handover.stalled
-
-
-def test_a_reader_that_waits_out_the_stall_timeout_stops_and_says_so():
-    handover = streaming._Handover(limit=10)
-    assert not handover.put(["a"], 10, timeout=0.1)
-    assert handover.stalled
-
-
-def test_closing_the_client_side_releases_a_reader_waiting_on_a_full_hand_over(fake):
-    """The pooled reader must come back even when it is not in recv() but waiting for the client."""
+def test_closing_the_client_side_while_the_upstream_floods_closes_the_upstream(fake):
+    """The client gone mid-write (the upstream had filled every buffer meanwhile): closed at once."""
     upstream = Flood()
     fake.reply(Reply(events=upstream))
     response = requests.get(f"{fake.url}/stream", stream=True)
     stream = relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5, client_stall_timeout=60)
     next(stream)
-    settled(upstream, socket_buffers())  # the reader waits: the upstream can send no more
+    settled(upstream, socket_buffers())  # nothing is read while the client takes nothing
     stream.close()
-    wait_for(lambda: streaming.READERS.busy() == 0, "the reader to go back to its pool")
     wait_for(lambda: fake.closed_streams, "the upstream to be closed")
 
 
-def test_a_slow_client_gets_every_event_in_order_though_the_reader_waits_for_it(fake):
-    """The reader fills the hand-over and waits many times over (half a MiB of events, a 64 KiB bound):
-    the SDK's accumulator still gets each piece of text once, in order."""
+def test_a_slow_client_gets_every_event_in_order(fake):
+    """The relay reads only as fast as the client takes (half a MiB of events, the upstream's
+    socket full many times over): the SDK's accumulator still gets each piece of text once, in order."""
     pieces = [f"<{n}>" + "." * 1000 for n in range(500)]
     fake.reply(messages_stream(pieces))
     response = requests.get(f"{fake.url}/stream", stream=True)
     chunks = []
     for chunk in relay(response, StreamTranslator(chat_to_messages_context(stream=True)), CHAT_SSE, ping_interval=5):
         chunks.append(chunk)
-        time.sleep(0.02)  # slower than the upstream: the reader reaches the bound meanwhile
+        time.sleep(0.02)  # slower than the upstream: its writes wait for the socket meanwhile
     completion = openai_fold(json.loads(event.data) for event in decoded(chunks) if event.data != DONE)
     assert completion["choices"][0]["message"]["content"] == "".join(pieces)
