@@ -162,6 +162,10 @@ class _UpstreamBody:
     the close) itself. Whatever http.client's buffer already holds is taken before any wait,
     so no event waits behind a poll; otherwise an event costs a poll and a recv. A body read
     to its end gives the connection back to the pool; any other end closes it.
+
+    Written against urllib3 2 (setup.cfg pins it below 3): it uses its HTTPResponse's `_fp` and
+    `_connection` and http.client's `fp`, `chunked`, `length`, `will_close` and `_close_conn`;
+    tests/test_streaming.py exercises each of them.
     """
 
     def __init__(self, response):
