@@ -26,6 +26,10 @@ from .translator import DONE
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 65536
+# How long a complete answer waits for the end of its upstream body (a chunked body's last,
+# empty chunk, which upstreams write apart from the last event), so that its connection goes
+# back to the pool: a new connection to a TLS upstream costs a handshake.
+_DRAIN_WAIT = 0.05
 _NOTHING = object()
 # A server learns that the client has gone only when a write fails, and that is the second
 # write after it left (the first one draws the reset). While the upstream is silent a bare SSE
@@ -125,6 +129,8 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
         pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
     else:
         pending.append(framing.end)
+        yield _take(pending)  # the client's last bytes first: what follows is for the pool
+        body.drain(_DRAIN_WAIT)
     finally:
         body.close()
     if pending:
@@ -217,6 +223,21 @@ class _UpstreamBody:
                 self._complete = True
                 return data or None
         return data
+
+    def drain(self, wait):
+        """Read what is left of a body whose answer is complete, for up to `wait` seconds and
+        one read's worth of bytes, so that close() gives its connection back to the pool."""
+        deadline = time.monotonic() + wait
+        drained = 0
+        try:
+            while not self._complete and drained <= _READ_SIZE:
+                left = deadline - time.monotonic()
+                data = self.read(left) if left > 0 else None
+                if data is None:
+                    return
+                drained += len(data)
+        except BridgeError:  # a cut or malformed end: the answer is whole, the connection is not kept
+            return
 
     def _take(self):
         """What can be read without waiting: bytes; b"" at the end (or, from a plain socket,

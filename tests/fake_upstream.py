@@ -37,6 +37,7 @@ class Reply:
     # of its bytes: a server that died while answering
     length: int = None  # send `events` unchunked under this content-length: a body too large to hold,
     # made up as it is written (a generator)
+    end_delay: float = 0.0  # seconds between the last event and a chunked body's end
 
 
 @dataclasses.dataclass
@@ -45,6 +46,7 @@ class Recorded:
     path: str
     headers: dict
     body: object
+    peer: tuple = None  # the bridge's end of the connection it came on
 
 
 def split_events(raw):
@@ -281,7 +283,9 @@ def _handler(fake):
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw
-            recorded = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            recorded = Recorded(
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address
+            )
             fake.requests.append(recorded)
             reply = fake._next(recorded)
             if reply.delay_headers:
@@ -320,6 +324,7 @@ def _handler(fake):
                     self.wfile.flush()
                     written += 1
                 if chunked:
+                    time.sleep(reply.end_delay)
                     self.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
                 fake.closed_streams.append((self.path, written))

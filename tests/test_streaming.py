@@ -12,7 +12,7 @@ from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
 from bridge.translator import DONE
-from tests.fake_upstream import FakeUpstream, Flood, Reply, messages_stream
+from tests.fake_upstream import FakeUpstream, Flood, Reply, fixture, messages_stream
 from tests.helpers import (
     FRAMING,
     Echo,
@@ -109,6 +109,18 @@ def test_a_stream_read_to_its_end_gives_its_connection_back_for_the_next_call(fa
     again = session.get(f"{fake.url}/json", stream=True)
     assert again.raw._connection.sock.getsockname()[1] == port, "the connection was not reused"
     assert again.json() == {"ok": True}
+
+
+def test_a_body_that_ends_after_its_last_event_still_gives_its_connection_back(openai_client, fake):
+    """Upstreams write a chunked body's end apart from the last event: the client's stream is
+    over at message_stop, and the connection is kept by reading that end too."""
+    for _ in range(3):
+        fake.reply(fixture("anthropic/text.sse", end_delay=0.02))
+        stream = openai_client.chat.completions.create(
+            model="claude-x", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert len({recorded.peer for recorded in fake.requests[-3:]}) == 1, "a new upstream connection per stream"
 
 
 def test_a_tls_upstream_is_relayed_as_it_comes_with_keepalives_in_its_silences(tmp_path):
