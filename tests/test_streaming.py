@@ -16,8 +16,10 @@ from tests.fake_upstream import FakeUpstream, Flood, Reply, fixture, messages_st
 from tests.helpers import (
     FRAMING,
     Echo,
+    access_lines,
     chat_to_messages_context,
     decoded,
+    openai_client,
     openai_fold,
     self_signed_certificate,
     settled,
@@ -111,16 +113,20 @@ def test_a_stream_read_to_its_end_gives_its_connection_back_for_the_next_call(fa
     assert again.json() == {"ok": True}
 
 
-def test_a_body_that_ends_after_its_last_event_still_gives_its_connection_back(openai_client, fake):
+def test_a_body_that_ends_after_its_last_event_still_gives_its_connection_back(start_bridge, fake):
     """Upstreams write a chunked body's end apart from the last event: the client's stream is
     over at message_stop, and the connection is kept by reading that end too."""
-    for _ in range(3):
-        fake.reply(fixture("anthropic/text.sse", end_delay=0.02))
-        stream = openai_client.chat.completions.create(
-            model="claude-x", messages=[{"role": "user", "content": "hi"}], stream=True
-        )
-        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    assert len({recorded.peer for recorded in fake.requests[-3:]}) == 1, "a new upstream connection per stream"
+    live = start_bridge(BRIDGE_LOG_LEVEL="INFO")
+    client = openai_client(live.url)
+    with access_lines() as lines:
+        for done in range(1, 4):
+            fake.reply(fixture("anthropic/text.sse", end_delay=0.02))
+            chunks = client.chat.completions.create(
+                model="claude-x", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            wait_for(lambda done=done: len(lines) == done, "the stream's end")  # its connection is back, or closed
+    assert len({recorded.peer for recorded in fake.requests}) == 1, "a new upstream connection per stream"
 
 
 def test_a_tls_upstream_is_relayed_as_it_comes_with_keepalives_in_its_silences(tmp_path):
