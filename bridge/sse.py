@@ -82,6 +82,18 @@ def _ends_an_event(data):
 
 def _event(block):
     """One event's lines as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
+    name, line = None, block
+    if block.startswith(b"event: "):
+        head, _, line = block.partition(b"\n")
+        name = head[7:].decode("utf-8", errors="replace")
+    if line.startswith(b"data: ") and b"\n" not in line:  # the usual event: [a name and] one data line
+        text = line[6:].decode("utf-8", errors="replace")
+        return Event(name, text) if text else None
+    return _event_lines(block)
+
+
+def _event_lines(block):
+    """_event for any block: every line by the rules."""
     name, data = None, []
     for line in block.split(b"\n"):
         field, _, value = line.partition(b":")
