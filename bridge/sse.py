@@ -15,6 +15,8 @@ import collections
 from .errors import BridgeError
 
 Event = collections.namedtuple("Event", "event data")
+# Event(name, text) calls the namedtuple's __new__, a Python function: this is the same without it.
+_new_event = tuple.__new__
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 # A blank line is at most 4 bytes ("\r\n\r\n"): 3 bytes before a chunk are enough to see one it ends.
 _EDGE = 3
@@ -88,7 +90,7 @@ def _event(block):
         name = head[7:].decode("utf-8", errors="replace")
     if line.startswith(b"data: ") and b"\n" not in line:  # the usual event: [a name and] one data line
         text = line[6:].decode("utf-8", errors="replace")
-        return Event(name, text) if text else None
+        return _new_event(Event, (name, text)) if text else None
     return _event_lines(block)
 
 
