@@ -87,9 +87,9 @@ def _event(block):
     name, line = None, block
     if block.startswith(b"event: "):
         head, _, line = block.partition(b"\n")
-        name = head[7:].decode("utf-8", errors="replace")
+        name = head[7:].decode("utf-8", "replace")
     if line.startswith(b"data: ") and b"\n" not in line:  # the usual event: [a name and] one data line
-        text = line[6:].decode("utf-8", errors="replace")
+        text = line[6:].decode("utf-8", "replace")
         return _new_event(Event, (name, text)) if text else None
     return _event_lines(block)
 
@@ -104,9 +104,9 @@ def _event_lines(block):
         if field == b"data":
             data.append(value)
         elif field == b"event":
-            name = value.decode("utf-8", errors="replace")
+            name = value.decode("utf-8", "replace")
     # A comment (empty field name) and a blank line fall through above: they carry nothing.
-    text = b"\n".join(data).decode("utf-8", errors="replace")
+    text = b"\n".join(data).decode("utf-8", "replace")
     return Event(name, text) if text else None
 
 
