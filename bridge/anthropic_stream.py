@@ -124,7 +124,9 @@ class MessagesStream(translator.StreamTranslator):
         return self.on_block_start(state)
 
     def _content_block_delta(self, payload):
-        state = self._block(payload.get("index"))
+        state = self.blocks.get(payload["index"])  # an int (shapes.py)
+        if state is None:
+            raise not_open(payload["index"])
         delta = payload.get("delta") or {}
         kind = delta.get("type")
         if kind == "text_delta" and state.kind == "text":
@@ -161,7 +163,7 @@ class MessagesStream(translator.StreamTranslator):
 
     def _block(self, index):
         if index not in self.blocks:
-            raise broken_stream(f"upstream sent an event for content block {index}, which is not open")
+            raise not_open(index)
         return self.blocks[index]
 
 
@@ -178,6 +180,10 @@ _HANDLERS = {
 def known_counts(usage):
     """The usage counts the upstream gave: a null leaves the earlier count standing."""
     return {name: value for name, value in (usage or {}).items() if value is not None}
+
+
+def not_open(index):
+    return broken_stream(f"upstream sent an event for content block {index}, which is not open")
 
 
 def broken_stream(message):

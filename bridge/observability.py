@@ -107,17 +107,19 @@ class Record:
         """A translated stream item goes to the client; usage rides on some events."""
         if self.first_byte is None:
             self.first_byte = time.monotonic()
-        usage = _usage_in(item)
-        if usage is not None:
-            self.count(usage)
+        if not _CARRIERS.isdisjoint(item):  # most events carry none: not even the call below
+            usage = _usage_in(item)
+            if usage is not None:
+                self.count(usage)
 
     def heard(self, payload):
         """An upstream's answer or stream event, before translation: what it reports is what client limits
         count (usage.py), also when the client's stream carries no usage (a Chat client that
         did not ask for it) or the client left before the translated stream reached it."""
-        usage = _usage_in(payload) if isinstance(payload, dict) else None
-        if usage is not None:
-            self.count(usage, self.upstream_usage)
+        if isinstance(payload, dict) and not _CARRIERS.isdisjoint(payload):
+            usage = _usage_in(payload)
+            if usage is not None:
+                self.count(usage, self.upstream_usage)
 
     def answered(self, body):
         """A JSON answer's usage, or the error type the client was told."""
@@ -209,6 +211,10 @@ class Record:
             _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+# The keys of an event or answer that usage can be in, for _usage_in.
+_CARRIERS = frozenset(("usage", "message", "response"))
 
 
 def _usage_in(item):

@@ -15,6 +15,8 @@ import collections
 from .errors import BridgeError
 
 Event = collections.namedtuple("Event", "event data")
+# Event(name, text) calls the namedtuple's __new__, a Python function: this is the same without it.
+_new_event = tuple.__new__
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 # A blank line is at most 4 bytes ("\r\n\r\n"): 3 bytes before a chunk are enough to see one it ends.
 _EDGE = 3
@@ -82,6 +84,18 @@ def _ends_an_event(data):
 
 def _event(block):
     """One event's lines as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
+    name, line = None, block
+    if block.startswith(b"event: "):
+        head, _, line = block.partition(b"\n")
+        name = head[7:].decode("utf-8", "replace")
+    if line.startswith(b"data: ") and b"\n" not in line:  # the usual event: [a name and] one data line
+        text = line[6:].decode("utf-8", "replace")
+        return _new_event(Event, (name, text)) if text else None
+    return _event_lines(block)
+
+
+def _event_lines(block):
+    """_event for any block: every line by the rules."""
     name, data = None, []
     for line in block.split(b"\n"):
         field, _, value = line.partition(b":")
@@ -90,9 +104,9 @@ def _event(block):
         if field == b"data":
             data.append(value)
         elif field == b"event":
-            name = value.decode("utf-8", errors="replace")
+            name = value.decode("utf-8", "replace")
     # A comment (empty field name) and a blank line fall through above: they carry nothing.
-    text = b"\n".join(data).decode("utf-8", errors="replace")
+    text = b"\n".join(data).decode("utf-8", "replace")
     return Event(name, text) if text else None
 
 

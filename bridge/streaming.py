@@ -330,7 +330,7 @@ class _Dechunker:
 
 
 def _chunk_size(line):
-    field = line.split(b";", 1)[0].strip()
+    field = line if line.isalnum() else line.split(b";", 1)[0].strip()  # hex digits alone, as a rule
     try:
         if field.isalnum():  # int() would also take a sign, spaces and underscores
             return int(field, 16)

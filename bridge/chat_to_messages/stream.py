@@ -52,7 +52,7 @@ class StreamTranslator(MessagesStream):
     def __init__(self, context):
         super().__init__(context.json_tool)
         self.context = context
-        self.id = None
+        self.head = None  # every chunk's fields before its choices, fixed at message_start
         self.tool_calls = 0
         self.thinking_entries = 0
         self.content_length = 0  # characters of delta.content sent, where annotations point
@@ -64,7 +64,12 @@ class StreamTranslator(MessagesStream):
         return openai_overflow(error)
 
     def on_message_start(self, message):
-        self.id = completion_id(message.get("id"))
+        self.head = {
+            "id": completion_id(message.get("id")),
+            "object": "chat.completion.chunk",
+            "created": self.context.created,
+            "model": self.context.model,
+        }
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def on_block_start(self, state):
@@ -100,7 +105,7 @@ class StreamTranslator(MessagesStream):
             out.append(self._chunk({"refusal": refusal_text(self.stop_details)}))
         out.append(self._chunk({}, finish))
         if self.context.include_usage:
-            out.append(self._envelope([], usage=chat_usage(self.usage)))
+            out.append({**self.head, "choices": [], "usage": chat_usage(self.usage)})
         return out
 
     def on_text(self, state, text):
@@ -141,14 +146,4 @@ class StreamTranslator(MessagesStream):
         return [self._chunk({"annotations": entries})]
 
     def _chunk(self, delta, finish=None):
-        return self._envelope([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}])
-
-    def _envelope(self, choices, **extra):
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.context.created,
-            "model": self.context.model,
-            "choices": choices,
-            **extra,
-        }
+        return {**self.head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}

@@ -70,28 +70,25 @@ class StreamTranslator(translator.StreamTranslator):
             return self._end_message()
         if not isinstance(payload, dict):
             raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
-        shapes.chat_chunk(payload)
-        if isinstance(payload.get("usage"), dict):
-            self.usage = payload["usage"]
+        shapes.chat_chunk(payload)  # from here on: choices a list of objects, usage an object or None
+        usage = payload.get("usage")
+        if usage is not None:
+            self.usage = usage
         choices = payload.get("choices") or []
-        if (
-            not isinstance(choices, list)
-            or len(choices) > 1
-            or (choices and (not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0))
-        ):
+        if len(choices) > 1 or (choices and choices[0].get("index", 0) != 0):
             raise BridgeError(
                 "api_error",
                 "upstream streamed several choices; an Anthropic message carries exactly one answer",
                 status=502,
             )
         if self.stop is not None:
-            return self._end_message() if isinstance(payload.get("usage"), dict) else []
+            return self._end_message() if usage is not None else []
         if not choices:
             return []
         out = [] if self.started else [self._message_start(payload)]
         self.started = True
         choice = choices[0]
-        out += self._delta(response.json_object(choice.get("delta")))
+        out += self._delta(choice.get("delta") or {})
         if choice.get("finish_reason"):
             out += self._close()
             self.stop = response.stop_fields(
@@ -108,8 +105,11 @@ class StreamTranslator(translator.StreamTranslator):
     # -- content -----------------------------------------------------------------
 
     def _delta(self, delta):
+        content = delta.get("content")
+        if len(delta) == 1 and type(content) is str:  # the usual chunk, text alone: nothing below applies
+            return self._text(content) if content else []
         out = self._thinking(response.reasoning_text(delta))
-        for kind, text in response.content_parts(delta.get("content")):
+        for kind, text in response.content_parts(content):
             out += self._thinking(text) if kind == "thinking" else self._text(text)
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
@@ -129,8 +129,9 @@ class StreamTranslator(translator.StreamTranslator):
 
     def _text(self, text):
         self.output_tokens += text_tokens(text)
-        out = self._switch("text", {"type": "text", "text": ""})
-        return out + [self._block_delta({"type": "text_delta", "text": text})]
+        out = [] if self.open == "text" else self._switch("text", {"type": "text", "text": ""})
+        out.append(self._block_delta({"type": "text_delta", "text": text}))
+        return out
 
     def _tool_call(self, position, entry):
         index = entry.get("index")
