@@ -35,9 +35,10 @@ BODY = json.dumps(
 ).encode()
 
 
-def fresh_minute():
-    """Wait, if need be, so that a phase of under 30 s stays inside one UTC minute."""
-    if time.time() % 60 > 30:
+def fresh_minute(needed=30):
+    """Wait, if need be, so that the next `needed` seconds stay inside one UTC minute (the
+    limits' window): calls that straddle two minutes are counted in both."""
+    if time.time() % 60 > 60 - needed:
         time.sleep(60 - time.time() % 60 + 0.5)
 
 

@@ -13,6 +13,7 @@ import requests
 
 from bench.processes import wait_for
 from bridge import settings as settings_module
+from loadtest.limits import fresh_minute
 from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers import ANTHROPIC_HEADERS, TextStream, is_anthropic_error, is_openai_error, metric, next_text
 from tests.helpers import openai_client as sdk_client
@@ -50,6 +51,7 @@ def limited(start_bridge, fake, redis_server):
     fake.default = answers
 
     def start(limits, **extra):
+        fresh_minute(15)  # a test's calls inside one minute window
         settings = {"BRIDGE_CLIENT_KEYS": KEYS, "BRIDGE_REDIS_URL": redis_server.url, "BRIDGE_MODEL_MAP": MODELS}
         return start_bridge(BRIDGE_CLIENT_LIMITS=limits, **{**settings, **extra})
 
