@@ -41,7 +41,11 @@ def install(app, settings, exempt, accounts):
         if request.path in exempt:
             return
         if request.environ.get(OVER_CAPACITY):
-            raise refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
+            raise refusal(
+                "overloaded",
+                "every request thread of this bridge worker is busy (BRIDGE_THREADS; a stream holds one"
+                " once its worker's stream loop is full, BRIDGE_STREAMS_PER_WORKER)",
+            )
         client = observability.current().client
         accounts.admit(client)
         if in_flight.limit and client is not None:
