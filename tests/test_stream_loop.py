@@ -34,7 +34,7 @@ EACH = pytest.mark.parametrize("direction", EACH_DIRECTION, ids=lambda d: d.name
 @pytest.fixture
 def one_thread(tmp_path, fake):
     """One worker of one request thread: any stream holding the thread would refuse the next request."""
-    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_CLIENT_STALL_TIMEOUT="5")
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1")
     yield server
     server.stop()
 
@@ -61,29 +61,62 @@ def test_a_worker_of_one_thread_holds_many_streams_and_still_answers(one_thread,
     assert "Traceback" not in one_thread.log()
 
 
-def test_a_client_that_stops_reading_stops_only_its_own_stream(one_thread, fake):
+def stalled_stream(server, fake):
+    """A socket that asks for a stream and reads nothing, its upstream a flood paced just enough
+    (10 ms before each 64 KiB write) that the relay waits between writes, so it parks: returns
+    (socket, flood) once the buffers between them are full and the flood cannot send more."""
     flood = Flood()
-    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=flood))
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=flood, pace=0.01))
     body = json.dumps({**CHAT, "stream": True}).encode()
-    with socket.socket() as stalled:
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.connect(("127.0.0.1", one_thread.port))
-        stalled.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
-        settled(flood, socket_buffers() + 64 * 1024 * 1024)  # the buffers to the stalled client are full
-        upstream = TextStream(fake)
-        upstream.release_rest()
-        answer = openai_client(one_thread.url).chat.completions.create(stream=True, **CHAT)
-        texts = [c.choices[0].delta.content for c in answer if c.choices and c.choices[0].delta.content]
-        assert texts == [text for _, text in upstream.texts]
-        assert "BRIDGE_CLIENT_STALL_TIMEOUT" not in one_thread.log()  # the other stream did not wait for the cut
-        one_thread.wait_for(lambda: "BRIDGE_CLIENT_STALL_TIMEOUT" in one_thread.log(), "the stalled client to be cut")
-    stalled_lines = [line for line in one_thread.access_lines() if line["error"] == "client_stalled"]
-    assert len(stalled_lines) == 1 and stalled_lines[0]["status"] == 200
-    assert requests.get(f"{one_thread.url}/healthz", timeout=10).status_code == 200
-    assert "Traceback" not in one_thread.log()
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", server.port))
+    stalled.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    settled(flood, socket_buffers() + 64 * 1024 * 1024)
+    return stalled, flood
+
+
+def test_a_client_that_stops_reading_stops_only_its_own_stream(tmp_path, fake):
+    """The loop never blocks in a write: another stream on the worker goes on at once, well
+    inside the 30 s a blocked write would wait; the stalled one holds until its client leaves."""
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_CLIENT_STALL_TIMEOUT="30")
+    try:
+        stalled, flood = stalled_stream(server, fake)
+        with stalled:
+            upstream = TextStream(fake)
+            upstream.release_rest()
+            started = time.monotonic()
+            answer = openai_client(server.url).chat.completions.create(stream=True, **CHAT)
+            texts = [c.choices[0].delta.content for c in answer if c.choices and c.choices[0].delta.content]
+            assert texts == [text for _, text in upstream.texts]
+            assert time.monotonic() - started < 10
+            assert flood.sent == settled(flood, flood.sent)  # meanwhile the stalled stream read nothing more
+        server.wait_for(lambda: any(line["error"] for line in server.access_lines()), "the loop to see it gone")
+        assert [line["error"] for line in server.access_lines() if line["stream"]] == [None, "client_closed"]
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_a_client_that_stops_reading_is_reset_after_the_stall_timeout(tmp_path, fake):
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_CLIENT_STALL_TIMEOUT="1")
+    try:
+        stalled, _ = stalled_stream(server, fake)
+        with stalled:
+            server.wait_for(lambda: "BRIDGE_CLIENT_STALL_TIMEOUT" in server.log(), "the stalled client to be cut")
+            stalled.setblocking(False)
+            with pytest.raises(ConnectionResetError):  # reset, not a graceful close that waits for it
+                while stalled.recv(65536):
+                    pass
+        streams = [(line["status"], line["error"]) for line in server.access_lines() if line["stream"]]
+        assert streams == [(200, "client_stalled")]
+        assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
 
 
 def test_a_connection_serves_its_next_request_after_a_parked_stream(one_thread, fake):
