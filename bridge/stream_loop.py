@@ -202,10 +202,6 @@ class StreamLoop:
         self._tokens = itertools.count()
         threading.Thread(target=self._run, name="stream-loop", daemon=True).start()
 
-    def room(self):
-        """Streams it can still take."""
-        return max(0, self.capacity - self.count)
-
     def parking(self, upstream):
         """A Parking for a stream reading `upstream`, or None when the loop is full: the stream
         then keeps its request thread (soft cap: streams parking at the same moment may pass it)."""

@@ -6,12 +6,10 @@ silently in the pool's queue until a stream ends. It reads a request's head and 
 blocking reads and no deadline, and on SIGTERM keeps its listening sockets open until the
 drain is over, so the kernel queues new connections that nobody accepts. This worker changes:
 
-- Capacity: a request that finds every thread busy waits in the pool's queue while the
-  stream loop has room for as many as wait (threads free as their streams park), for at most
-  QUEUE_WAIT; beyond that it is served by one of SPARE_THREADS threads instead, with
-  OVER_CAPACITY in its environ. The app (bridge/admission.py) answers /healthz, /readyz and
-  /metrics as usual and anything else at once with a 503 and `retry-after`, in the client's
-  protocol.
+- Capacity: a request that finds every thread busy is served by one of SPARE_THREADS threads
+  instead, with OVER_CAPACITY in its environ. The app (bridge/admission.py) answers /healthz,
+  /readyz and /metrics as usual and anything else at once with a 503 and `retry-after`, in
+  the client's protocol.
 - Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
   A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
   kept-alive connection's next byte), and its body within BRIDGE_CLIENT_BODY_TIMEOUT of the
@@ -67,15 +65,12 @@ STREAM_LOOP = "bridge.stream_loop"
 # Threads for what arrives while every request thread is busy: each answer takes a
 # millisecond, or at most the header deadline for a client that sends its head slowly.
 SPARE_THREADS = 4
-# How long a request may wait in the pool's queue for a thread before it is refused when one
-# frees: it queues only while the stream loop has room, where threads free as streams park.
-QUEUE_WAIT = 5.0
 
 
 class ThreadWorker(gthread.ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.busy = 0  # requests given to the pool (running or queued), spare ones not counted
+        self.busy = 0  # requests held by the pool's threads, spare ones not counted
         self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
         self.in_threads = set()  # connections a thread is serving, watched for read deadlines
         self.spare = None
@@ -107,11 +102,10 @@ class ThreadWorker(gthread.ThreadWorker):
         head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
         conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
         with self.busy_lock:
-            conn.over_capacity = self.busy >= self.cfg.threads + (self.streams.room() if self.streams else 0)
+            conn.over_capacity = self.busy >= self.cfg.threads
             if not conn.over_capacity:
                 self.busy += 1
         conn.holds_thread = not conn.over_capacity
-        conn.queued_at = now
         conn.parking = None
         self.in_threads.add(conn)
         pool = self.spare if conn.over_capacity else self.tpool
@@ -189,8 +183,6 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def handle(self, conn):
         self.serving.conn = conn
-        if conn.holds_thread and time.monotonic() - conn.queued_at > QUEUE_WAIT:
-            conn.over_capacity = True  # waited too long for a thread: answered as if refused at once
         try:
             return super().handle(conn)
         finally:

@@ -2,7 +2,6 @@
 streams that hold no thread, each event written as it comes, a stalled client that stops only
 its own stream, faults mid-stream, and a connection that serves on after its stream."""
 
-import concurrent.futures
 import json
 import socket
 import time
@@ -10,7 +9,6 @@ import time
 import pytest
 import requests
 
-from bridge.worker import QUEUE_WAIT
 from tests.fake_upstream import Flood, Reply, fixture
 from tests.helpers import (
     ANTHROPIC_HEADERS,
@@ -204,32 +202,3 @@ def test_a_stream_beyond_the_loop_keeps_its_thread(tmp_path, fake):
             assert [c for c in chunks if c.choices and c.choices[0].finish_reason][0].choices[0].finish_reason == "stop"
     finally:
         server.stop()
-
-
-def test_a_burst_of_streams_on_one_thread_waits_for_it_instead_of_being_refused(one_thread, fake):
-    """A stream holds its thread only until it parks, so while the loop has room a request
-    that finds the thread busy waits for it in the pool's queue."""
-    for _ in range(6):
-        fake.reply(fixture("anthropic/text.sse"))
-
-    def stream(_):
-        chunks = openai_client(one_thread.url).chat.completions.create(stream=True, **CHAT)
-        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-
-    with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        texts = list(pool.map(stream, range(6)))
-    assert all(texts) and len(set(texts)) == 1
-    assert [line["status"] for line in one_thread.access_lines() if line["stream"]] == [200] * 6
-
-
-def test_a_request_that_waits_for_a_thread_longer_than_the_queue_wait_gets_a_503(one_thread, fake):
-    fake.reply(fixture("anthropic/text.json", delay_headers=QUEUE_WAIT + 2))
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        slow = pool.submit(openai_client(one_thread.url).chat.completions.create, **CHAT)
-        one_thread.wait_for(lambda: len(fake.requests) == 1, "the first request to hold the one thread")
-        started = time.monotonic()
-        waited = requests.post(f"{one_thread.url}/v1/chat/completions", json=CHAT, timeout=30)
-        assert slow.result().choices[0].message.content
-    assert time.monotonic() - started > QUEUE_WAIT and waited.status_code == 503, waited.text
-    assert waited.headers["retry-after"] and "BRIDGE_THREADS" in waited.json()["error"]["message"]
-    assert len(fake.requests) == 1  # the refused one never went upstream
