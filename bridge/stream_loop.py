@@ -19,6 +19,7 @@ thread's blocked write is. A stream ends here as gunicorn ends a response: the c
 body's last chunk, the answer closed, and the connection back to the worker's main loop.
 """
 
+import concurrent.futures
 import heapq
 import itertools
 import logging
@@ -32,6 +33,9 @@ import time
 log = logging.getLogger(__name__)
 
 _END = b"0\r\n\r\n"  # a chunked body's last chunk
+# Threads that close ended streams' answers: enough that a slow Redis (each close waits up to
+# BRIDGE_REDIS_TIMEOUT for the usage count) does not hold ends back while more streams end.
+CLOSERS = 4
 
 
 class Parking:
@@ -143,7 +147,8 @@ class Parking:
             return
         if self._ending:
             self._close(keepalive=not self._conn.response.should_close())
-        else:
+        else:  # caught up: a later write that must wait starts a new stall timer
+            self._watch(self._upstream, selectors.EVENT_READ)
             self._resume()
 
     def _end(self):
@@ -167,21 +172,18 @@ class Parking:
             self._close(keepalive=False)
 
     def _close(self, keepalive):
-        """Close the answer (which writes its access record) and give the connection back."""
+        """Leave the loop, then close the answer and give the connection back on the loop's
+        closer thread: closing writes the access record and counts usage, which may wait for
+        Redis (BRIDGE_REDIS_TIMEOUT), and no other stream may wait meanwhile."""
         self._open = False
         self._timer = None  # no timer acts on it any more
-        if self._watching is not None:
-            self._loop.selector.unregister(self._watching)
-            self._watching = None
         self._loop.count -= 1
-        answer = self._conn.answer
-        answer.parking = None
         try:
-            answer.close()
-        except Exception:
-            log.exception("Error closing a stream")
-            keepalive = False
-        self._loop.worker.unparked(self._conn, keepalive)
+            if self._watching is not None:
+                self._loop.selector.unregister(self._watching)
+                self._watching = None
+        finally:
+            self._loop.closer.submit(self._loop.finish, self._conn, keepalive)
 
 
 class StreamLoop:
@@ -200,6 +202,7 @@ class StreamLoop:
         self.selector.register(self._wake, selectors.EVENT_READ, None)
         self._timers = []  # heap of (deadline, token, parking); a token no longer the parking's is stale
         self._tokens = itertools.count()
+        self.closer = concurrent.futures.ThreadPoolExecutor(CLOSERS, thread_name_prefix="stream-end")
         threading.Thread(target=self._run, name="stream-loop", daemon=True).start()
 
     def parking(self, upstream):
@@ -214,6 +217,19 @@ class StreamLoop:
             os.write(self._waker, b"\0")
         except BlockingIOError:  # the pipe is full of wake-ups already
             pass
+
+    def finish(self, conn, keepalive):
+        """Close a stream's answer and hand its connection back to the worker, whatever happens."""
+        answer = conn.answer
+        answer.parking = None
+        try:
+            answer.close()
+        except Exception:
+            log.exception("Error closing a stream")
+            keepalive = False
+        finally:
+            conn.answer = None  # what the answer holds goes with it
+            self.worker.unparked(conn, keepalive)
 
     def timer(self, parking, seconds):
         token = next(self._tokens)

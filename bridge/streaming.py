@@ -203,14 +203,15 @@ def _take(frames):
 
 
 class _UpstreamBody:
-    """The body of an upstream's streaming answer, read by the request's own thread, which
-    must not block in a read for longer than it may leave the client without a byte.
+    """The body of an upstream's streaming answer, read by the relay, which must not block in
+    a read for longer than it may leave the client without a byte (in the stream loop, not at all).
 
     http.client reads only blocking (a socket timeout leaves its reader unusable), so this
     takes the socket over once the head is parsed: it reads non-blocking, waits in poll() for
-    at most the caller's timeout, and undoes the body's framing (chunked, content-length, or to
-    the close) itself. Whatever http.client's buffer already holds is taken before any wait,
-    so no event waits behind a poll; otherwise an event costs a poll and a recv. A body read
+    at most the caller's timeout (or not at all when the stream loop's epoll found it ready),
+    and undoes the body's framing (chunked, content-length, or to the close) itself. Whatever
+    http.client's buffer and OpenSSL already hold is taken before any wait, so no event waits
+    behind a poll; otherwise an event costs a poll and a recv. A body read
     to its end gives the connection back to the pool; any other end closes it.
 
     Written against urllib3 2 (setup.cfg pins it below 3): it uses its HTTPResponse's `_fp` and
@@ -224,6 +225,7 @@ class _UpstreamBody:
         self._head = raw._fp  # http.client's HTTPResponse, of which only the head was read
         self._file = self._head.fp  # its buffered reader of the socket
         self.socket = raw._connection.sock
+        self._pending = getattr(self.socket, "pending", None)  # a TLS socket's decrypted bytes
         self._read_timeout = self.socket.gettimeout()  # urllib3 set it to BRIDGE_READ_TIMEOUT
         self.socket.settimeout(0)
         self._poller = select.poll()
@@ -273,8 +275,12 @@ class _UpstreamBody:
         for nothing yet); _NOTHING when TLS has nothing yet."""
         try:
             # The buffer's bytes, else one recv of up to 64 KiB: more than the buffer holds (8
-            # KiB) and than a TLS record (16 KiB), so nothing is left where poll() cannot see it.
-            return self._file.read1(_READ_SIZE)
+            # KiB) and than a TLS record (16 KiB). What OpenSSL decrypted beyond them (the rest
+            # of the record the head came in) is read too: poll() cannot see it.
+            data = self._file.read1(_READ_SIZE)
+            while data and self._pending is not None and self._pending():
+                data += self._file.read1(_READ_SIZE)
+            return data
         except (BlockingIOError, ssl.SSLWantReadError):
             return _NOTHING
         except OSError as exc:  # a reset

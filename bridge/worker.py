@@ -62,6 +62,9 @@ GUNICORN_VERSION = "27.0.1"
 OVER_CAPACITY = "bridge.over_capacity"
 # The environ key of the worker's stream loop, for the relay (bridge/http.py); absent: none.
 STREAM_LOOP = "bridge.stream_loop"
+# The environ key that says this server always closes the app's answer (PEP 3333), so the
+# access record waits for the close (bridge/observability.py); werkzeug's server does not.
+CLOSES_ANSWERS = "bridge.closes_answers"
 # Threads for what arrives while every request thread is busy: each answer takes a
 # millisecond, or at most the header deadline for a client that sends its head slowly.
 SPARE_THREADS = 4
@@ -159,7 +162,10 @@ class ThreadWorker(gthread.ThreadWorker):
         as if its thread had ended the request."""
         conn.parking = None
         done = futures.Future()
-        done.set_result(self._keepalive_after(conn, keepalive))
+        try:
+            done.set_result(self._keepalive_after(conn, keepalive))
+        except Exception:  # the request body could not be drained: the connection is not kept
+            done.set_result(False)
         self.method_queue.defer(self.finish_request, conn, done)
 
     def murder_pending(self):
@@ -248,6 +254,7 @@ class ThreadWorker(gthread.ThreadWorker):
             start_response = _closing_if_cut(conn, start_response)
         else:
             conn.deadline = None
+        environ[CLOSES_ANSWERS] = True
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
         conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn))

@@ -27,12 +27,11 @@ bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
 # gunicorn's gthread, with admission control and client deadlines (bridge/worker.py).
 worker_class = "bridge.worker.ThreadWorker"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
-# waiting - each open stream holds one thread for its whole life, so
-# workers x threads is how many requests run at once; more are refused at once
-# (503 with retry-after, health checks still answered).
-# gunicorn does not spread connections evenly over its workers, so each gets
-# threads for all the streams expected in total: 2 x 256 held 494 of a burst
-# of 512. Threads are started only when needed; an idle one costs ~60 KiB.
+# requests being served - a stream holds its thread only until the worker's
+# stream loop takes it over (BRIDGE_STREAMS_PER_WORKER, below), so workers x
+# threads is how many requests are translated or waited for at once; more are
+# refused at once (503 with retry-after, health checks still answered).
+# Threads are started only when needed; an idle one costs ~60 KiB.
 workers = _count("BRIDGE_WORKERS", 2)
 threads = _count("BRIDGE_THREADS", 256)
 # gthread accepts no more than worker_connections connections per worker, those its threads

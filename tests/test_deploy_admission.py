@@ -142,7 +142,8 @@ def test_requests_one_after_another_on_the_last_thread_are_never_refused(start, 
         with requests.post(
             f"{server.url}/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=10
         ) as streamed:
-            assert streamed.status_code == 200 and b"[DONE]" in b"".join(streamed.iter_content(None))
+            body = b"".join(streamed.iter_content(None))
+            assert streamed.status_code == 200 and b"[DONE]" in body, (streamed.status_code, body[-300:])
         assert post(server, "/v1/chat/completions", CHAT).status_code == 200
 
 

@@ -54,8 +54,9 @@ def test_a_worker_of_one_thread_holds_many_streams_and_still_answers(one_thread,
         upstream.release_rest()
         rest = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
         assert rest == [text for _, text in upstream.texts[2:]]
-    streams = [line for line in one_thread.access_lines() if line["stream"]]
-    assert len(streams) == 8 and all(line["status"] == 200 and line["error"] is None for line in streams)
+    ended = lambda: [line for line in one_thread.access_lines() if line["stream"]]  # noqa: E731
+    one_thread.wait_for(lambda: len(ended()) == 8, "an access line for each stream")  # written as the loop closes it
+    assert all(line["status"] == 200 and line["error"] is None for line in ended())
     assert "Traceback" not in one_thread.log()
 
 
@@ -92,8 +93,9 @@ def test_a_client_that_stops_reading_stops_only_its_own_stream(tmp_path, fake):
             assert texts == [text for _, text in upstream.texts]
             assert time.monotonic() - started < 10
             assert flood.sent == settled(flood, flood.sent)  # meanwhile the stalled stream read nothing more
-        server.wait_for(lambda: any(line["error"] for line in server.access_lines()), "the loop to see it gone")
-        assert [line["error"] for line in server.access_lines() if line["stream"]] == [None, "client_closed"]
+        errors = lambda: sorted((line["error"] or "" for line in server.access_lines() if line["stream"]))  # noqa: E731
+        server.wait_for(lambda: len(errors()) == 2, "the loop to see it gone")
+        assert errors() == ["", "client_closed"]
         assert "Traceback" not in server.log()
     finally:
         server.stop()
@@ -109,8 +111,9 @@ def test_a_client_that_stops_reading_is_reset_after_the_stall_timeout(tmp_path, 
             with pytest.raises(ConnectionResetError):  # reset, not a graceful close that waits for it
                 while stalled.recv(65536):
                     pass
-        streams = [(line["status"], line["error"]) for line in server.access_lines() if line["stream"]]
-        assert streams == [(200, "client_stalled")]
+        streams = lambda: [(line["status"], line["error"]) for line in server.access_lines() if line["stream"]]  # noqa: E731
+        server.wait_for(streams, "its access line")
+        assert streams() == [(200, "client_stalled")]
         assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
         assert "Traceback" not in server.log()
     finally:
@@ -137,7 +140,9 @@ def test_a_connection_serves_its_next_request_after_a_parked_stream(one_thread, 
             head, _, chunked = answer.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()
             assert b"data: [DONE]" in chunked and upstream.texts[-1][1].encode() in chunked
-    assert len([line for line in one_thread.access_lines() if line["stream"]]) == 2
+    one_thread.wait_for(
+        lambda: len([line for line in one_thread.access_lines() if line["stream"]]) == 2, "both access lines"
+    )
 
 
 @pytest.fixture(scope="module")
