@@ -13,6 +13,9 @@ seconds apart, each stamped with its emission time, so a client can check that e
 arrived, in order, and how late. All of a round's streams start at once, the worst case (every
 request is translated while the first events are due); --ramp spreads their starts over that
 many seconds, as agents' streams start in a working day, which shows the steady state.
+--large N has one more connection send Chat requests of N bytes one after another while the
+round runs (counted with the requests): their parsing, validation and translation hold the
+worker's GIL, and the streams' events wait meanwhile.
 
 A warm-up round at full size comes first (thread pools, connection pools and the allocator reach
 their working size); then the gunicorn tree's RSS is the baseline, the measured rounds run, and
@@ -40,7 +43,7 @@ import tempfile
 import threading
 import time
 
-from bench import client, procstat
+from bench import client, corpus, procstat
 from bench.processes import ROOT, Gunicorn, free_port, wait_for
 from bench.run import settle
 from bench.servers import gunicorn_config
@@ -188,9 +191,19 @@ def one_round(bridge_url, args, events=None):
                         ),
                     )
                 )
+        if args.large:  # one connection sends large requests, one after another, while the rest runs
+            stop, chat = threading.Event(), DIRECTIONS[1]
+            large = json.dumps({**corpus.openai_large(args.large), "model": model, "stream": False}).encode()
+            sender = pool.submit(
+                _until, stop, client.run, bridge_url, chat.path, large, chat.headers, total=1, keep_body=True
+            )
+        done = [(kind, direction, job.result()) for kind, direction, job in jobs]
+        if args.large:
+            stop.set()
+            done.append(("request", chat, sender.result()))
         outcomes = {"stream": [], "request": []}
-        for kind, direction, job in jobs:
-            for result in job.result():
+        for kind, direction, results in done:
+            for result in results:
                 if result.error or result.status != 200:
                     problem = f"HTTP {result.status} {result.error} {result.body[:160]!r}"
                 elif kind == "stream":
@@ -204,6 +217,14 @@ def one_round(bridge_url, args, events=None):
 def _after(seconds, function, *args, **kwargs):
     time.sleep(seconds)
     return function(*args, **kwargs)
+
+
+def _until(stop, function, *args, **kwargs):
+    """`function`'s results, called again and again until `stop` is set."""
+    results = []
+    while not stop.is_set():
+        results += function(*args, **kwargs, concurrency=1)
+    return results
 
 
 def summary(outcomes, *, stream):
@@ -345,6 +366,12 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=120, help="seconds a round may take")
     parser.add_argument("--warm-up-events", type=int, help="text events per stream of the warm-up (--events)")
     parser.add_argument("--reference", action="store_true", help="first send the streams straight to the fake upstream")
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=0,
+        help="bytes of the Chat requests one connection sends one after another meanwhile",
+    )
     parser.add_argument(
         "--ramp", type=float, default=0.0, help="seconds over which a round's streams start (default 0: all at once)"
     )
