@@ -257,7 +257,7 @@ class ThreadWorker(gthread.ThreadWorker):
         environ[CLOSES_ANSWERS] = True
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
-        conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn))
+        conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
         return conn.answer
 
     def set_accept_enabled(self, enabled):
@@ -283,13 +283,15 @@ class _Parked(BaseException):
 
 
 class _FreeingAtEnd:
-    """The app's answer, calling `free` after its last chunk (or when closed before it), and
-    raising _Parked when the relay yields its Parking (the stream loop iterates `chunks` then)."""
+    """The app's answer, calling `free` as its last chunk goes to gunicorn's `response` (known
+    by its Content-Length; else at its end, or when closed before it), and raising _Parked
+    when the relay yields its Parking (the stream loop iterates `chunks` then)."""
 
-    def __init__(self, body, free):
+    def __init__(self, body, free, response):
         self._body = body
         self.chunks = iter(body)
         self._free = free
+        self._response = response
         self.parking = None  # the Parking it yielded: the stream loop closes it, not gthread
 
     def __iter__(self):
@@ -304,6 +306,9 @@ class _FreeingAtEnd:
         if item.__class__ is Parking:
             self.parking = item
             raise _Parked
+        length = self._response.response_length
+        if length is not None and self._response.sent + len(item) >= length:
+            self._free()  # before the write: once the client has it all, its next request may come
         return item
 
     def close(self):

@@ -134,7 +134,10 @@ def test_a_connection_serves_its_next_request_after_a_parked_stream(one_thread, 
             sock.sendall(request)
             answer = b""
             while not answer.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
-                chunk = sock.recv(65536)
+                try:
+                    chunk = sock.recv(65536)
+                except TimeoutError:
+                    raise AssertionError(f"stream {number}: {answer[-300:]!r}\n{one_thread.log()[-3000:]}") from None
                 assert chunk, f"stream {number}: the connection closed after {answer[-200:]!r}"
                 answer += chunk
             head, _, chunked = answer.partition(b"\r\n\r\n")
