@@ -15,6 +15,8 @@ A newcomer's map, from the wire inwards:
 - upstream.py       the pooled HTTP client: timeouts, the only retries, errors as BridgeError.
 - streaming.py      the relay: upstream SSE in, translated events out as they arrive,
                     keep-alives, closing the upstream when the client leaves; Framing per front.
+- worker.py         gunicorn's gthread worker with admission, client deadlines and a stream
+                    loop (stream_loop.py: one thread relaying every parked stream).
 - translator.py     the stream-translator contract every stream.py implements.
 - errors.py         the one error type, BridgeError, rendered in either protocol.
 - observability.py  the access log line and Prometheus metrics of each request.

@@ -3,11 +3,12 @@ answers at once instead of making a client wait for a stream to end.
 
 Both refusals are errors in the client's protocol with `retry-after`, which both SDKs honour:
 
-- Over capacity: gunicorn's worker (bridge/worker.py) found every request thread busy and
-  served the request on a spare thread, marking its environ. Anything but the exempt paths
+- Over capacity: gunicorn's worker (bridge/worker.py) found every request thread busy (a
+  stream gives its thread back once its worker's stream loop takes it over, unless the loop
+  is full) and served the request on a spare thread, marking its environ. Anything but the exempt paths
   (/healthz, /readyz, /metrics) is a 503 of the `overloaded` kind (see `refusal`).
 - Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
-  flight (streamed or not: each holds a thread until its answer ends) gets a 429 for the next
+  flight (streamed or not: each counts until its answer ends) gets a 429 for the next
   one, before anything goes upstream. The count is per worker process: gunicorn's workers
   share nothing, and an in-flight count is left there (a Redis count would need a release
   that survives a killed worker).
@@ -41,7 +42,11 @@ def install(app, settings, exempt, accounts):
         if request.path in exempt:
             return
         if request.environ.get(OVER_CAPACITY):
-            raise refusal("overloaded", "every request thread of this bridge worker is busy (BRIDGE_THREADS)")
+            raise refusal(
+                "overloaded",
+                "every request thread of this bridge worker is busy (BRIDGE_THREADS; a stream holds one"
+                " once its worker's stream loop is full, BRIDGE_STREAMS_PER_WORKER)",
+            )
         client = observability.current().client
         accounts.admit(client)
         if in_flight.limit and client is not None:

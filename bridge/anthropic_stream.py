@@ -66,7 +66,8 @@ class MessagesStream(translator.StreamTranslator):
             return []  # event types newer than this code are skipped
         if kind != "message_start" and not self.started:
             raise broken_stream(f"upstream sent {kind!r} before message_start")
-        shapes.anthropic_event(kind, payload)
+        if kind != "content_block_delta":  # whose handler checks the fields as it reads them
+            shapes.anthropic_event(kind, payload)
         return handler(self, payload)
 
     def finish(self):
@@ -124,22 +125,22 @@ class MessagesStream(translator.StreamTranslator):
         return self.on_block_start(state)
 
     def _content_block_delta(self, payload):
-        state = self.blocks.get(payload["index"])  # an int (shapes.py)
+        index, delta, value = shapes.anthropic_delta(payload)  # value: the text, thinking, signature or JSON
+        state = self.blocks.get(index)
         if state is None:
-            raise not_open(payload["index"])
-        delta = payload.get("delta") or {}
+            raise not_open(index)
         kind = delta.get("type")
         if kind == "text_delta" and state.kind == "text":
-            return self.on_text(state, delta.get("text"))
+            return self.on_text(state, value)
         if kind == "thinking_delta" and state.kind == "thinking":
-            return self.on_thinking(state, delta.get("thinking"))
+            return self.on_thinking(state, value)
         if kind == "signature_delta" and state.kind == "thinking":
-            state.signature += delta.get("signature") or ""
+            state.signature += value or ""
             return []
         if kind == "input_json_delta" and state.kind in ("tool", "json"):
-            return self.on_input(state, delta.get("partial_json"))
+            return self.on_input(state, value)
         if kind == "input_json_delta" and state.kind == "server_tool":
-            state.server_input += delta.get("partial_json") or ""
+            state.server_input += value or ""
         elif kind == "citations_delta" and state.kind == "text":
             state.citations.append(delta.get("citation"))
         return []

@@ -13,6 +13,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from . import admission, failover, json_codec, limits, observability, passthrough, ratelimit, upstream
 from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .streaming import ANTHROPIC_SSE, CHAT_SSE, relay
+from .worker import STREAM_LOOP
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -235,6 +236,7 @@ def answer(response, context, stream_translator, translate_body, framing):
             settings.ping_interval,
             settings.max_event_bytes,
             settings.client_stall_timeout,
+            request.environ.get(STREAM_LOOP),
         )
         return sse_response(events, headers)
     body = upstream.read_json(response)

@@ -40,6 +40,7 @@ from prometheus_client import (
 
 from . import json_codec
 from .shapes import is_count
+from .worker import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
 
@@ -350,23 +351,28 @@ class _Observed:
     def __call__(self, environ, start_response):
         record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
         _current.set(record)
-        return _Body(self.wsgi_app(environ, start_response), record, self.finished)
+        answer = self.wsgi_app(environ, start_response)
+        return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
 
 
 class _Body:
-    """The response body as the server iterates it; the record is written once, when the body
-    ends or when the server closes it (the client left early), whichever comes first.
+    """The response body as the server iterates it; the record is written once, when the server
+    closes it, or with `write_at_end` when the body ends, whichever comes first.
 
     PEP 3333 says the server always calls close, but werkzeug's server (the tests' and `flask
     run`'s) skips it when the client hangs up while it drains the request socket after the
-    last chunk: a complete answer would go unlogged and uncounted.
+    last chunk: a complete answer would go unlogged and uncounted. gunicorn (bridge/worker.py)
+    always closes, and its stream loop closes an ended stream off the loop's thread, so the
+    record's work (and a usage count that may wait for Redis) stays there.
     """
 
-    def __init__(self, iterable, record, finished):
+    def __init__(self, iterable, record, finished, write_at_end=True):
         self._iterable = iterable
         self._finished = finished
         self._chunks = iter(iterable)
         self._record = record
+        self._write_at_end = write_at_end
+        self._ended = False  # the body was iterated to its end (or to an error), not cut short
         self._written = False
         if record.stream:
             _series(OPEN_STREAMS, record.label).inc()
@@ -378,11 +384,14 @@ class _Body:
         try:
             return next(self._chunks)
         except StopIteration:
-            self._write(ended=True)
+            self._ended = True
+            if self._write_at_end:
+                self._write()
             raise
         except Exception:
             self._record.error = self._record.error or "internal_error"
-            self._write(ended=True)
+            self._ended = True
+            self._write()
             raise
 
     def close(self):
@@ -390,15 +399,15 @@ class _Body:
             if hasattr(self._iterable, "close"):
                 self._iterable.close()
         finally:
-            self._write(ended=False)
+            self._write()
 
-    def _write(self, ended):
+    def _write(self):
         if self._written:
             return
         self._written = True
         if self._record.stream:
             _series(OPEN_STREAMS, self._record.label).dec()
-        self._record.finish(ended=ended, then=self._finished)
+        self._record.finish(ended=self._ended, then=self._finished)
 
 
 class _StderrLines(logging.Handler):

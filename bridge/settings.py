@@ -84,7 +84,8 @@ class Settings:
     retries: int = 2
     retry_backoff: float = 0.5
     retry_max_wait: float = 10.0
-    pool_size: int = 256
+    pool_size: int = 1280
+    streams_per_worker: int = 1000
     log_level: str = "INFO"
 
     def __repr__(self):
@@ -320,6 +321,7 @@ _PARSERS = {
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_RETRY_MAX_WAIT": ("retry_max_wait", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
+    "BRIDGE_STREAMS_PER_WORKER": ("streams_per_worker", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_LOG_LEVEL": ("log_level", lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 

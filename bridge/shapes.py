@@ -60,10 +60,30 @@ def anthropic_message(message):
 
 
 def anthropic_event(kind, payload):
-    """One Messages stream event of type `kind` (its payload an object, the relay's doing)."""
+    """One Messages stream event of type `kind` (its payload an object, the relay's doing), but
+    content_block_delta: see anthropic_delta."""
     check = _EVENT_CHECKS.get(kind)
     if check is not None:
         check(payload, _EVENTS[kind])
+
+
+def anthropic_delta(payload):
+    """A content_block_delta event as (index, delta, the string its delta type carries): the
+    event a stream is made of, checked as it is read rather than read again after the check.
+    An absent delta is {}, an absent string None."""
+    index = payload.get("index")
+    if type(index) is not int:
+        raise _malformed(_DELTA_EVENT, "index", "an integer", index)
+    delta = payload.get("delta")
+    if delta is None:
+        return index, {}, None
+    if type(delta) is not dict:
+        raise _malformed(_DELTA_EVENT, "delta", "an object", delta)
+    name = _DELTA_FIELDS.get(delta.get("type"))
+    value = None if name is None else delta.get(name)
+    if value is not None and type(value) is not str:
+        raise _malformed(_DELTA_EVENT, "delta." + name, "a string", value)
+    return index, delta, value
 
 
 def anthropic_error(payload, where):
@@ -92,22 +112,6 @@ def _content_block_start(payload, where):
         _block(block, where, "content_block")
 
 
-def _content_block_delta(payload, where):
-    index = payload.get("index")
-    if type(index) is not int:
-        raise _malformed(where, "index", "an integer", index)
-    delta = payload.get("delta")
-    if delta is None:
-        return
-    if type(delta) is not dict:
-        raise _malformed(where, "delta", "an object", delta)
-    name = _DELTA_FIELDS.get(delta.get("type"))
-    if name is not None:
-        value = delta.get(name)
-        if value is not None and type(value) is not str:
-            raise _malformed(where, "delta." + name, "a string", value)
-
-
 def _message_delta(payload, where):
     delta = _field(payload, "delta", dict, where)
     if delta is not None:
@@ -119,11 +123,11 @@ def _message_delta(payload, where):
 _EVENT_CHECKS = {
     "message_start": _message_start,
     "content_block_start": _content_block_start,
-    "content_block_delta": _content_block_delta,
     "content_block_stop": lambda payload, where: _index(payload, where),
     "message_delta": _message_delta,
 }
 _EVENTS = {kind: f"{kind} event" for kind in _EVENT_CHECKS}
+_DELTA_EVENT = "content_block_delta event"
 
 
 def _index(payload, where):

@@ -48,12 +48,15 @@ class Decoder:
             if buffer.endswith(b"\r"):
                 buffer, held = buffer[:-1], b"\r"
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        blocks = buffer.split(b"\n\n")
-        rest = blocks.pop() + held
+        end = buffer.rfind(b"\n\n")  # the last blank line: what follows is the unfinished event
+        rest = buffer[end + 2 :] + held if end >= 0 else buffer + held
         if rest:
             self._keep(rest)
+        if end < 0:
+            return []
+        # One decode for every whole event: a character never spans a blank line.
         events = []
-        for block in blocks:
+        for block in buffer[:end].decode("utf-8", "replace").split("\n\n"):
             event = _event(block)
             if event is not None:
                 events.append(event)
@@ -63,7 +66,7 @@ class Decoder:
         """The event left when the stream ends without a final blank line."""
         tail = b"".join(self._parts).replace(b"\r", b"\n")
         self._parts, self._size = [], 0
-        event = _event(tail)
+        event = _event(tail.decode("utf-8", "replace"))
         return [event] if event is not None else []
 
     def _keep(self, data):
@@ -83,13 +86,13 @@ def _ends_an_event(data):
 
 
 def _event(block):
-    """One event's lines as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
+    """One event's lines (text) as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
     name, line = None, block
-    if block.startswith(b"event: "):
-        head, _, line = block.partition(b"\n")
-        name = head[7:].decode("utf-8", "replace")
-    if line.startswith(b"data: ") and b"\n" not in line:  # the usual event: [a name and] one data line
-        text = line[6:].decode("utf-8", "replace")
+    if block.startswith("event: "):
+        name, _, line = block.partition("\n")
+        name = name[7:]
+    if line.startswith("data: ") and "\n" not in line:  # the usual event: [a name and] one data line
+        text = line[6:]
         return _new_event(Event, (name, text)) if text else None
     return _event_lines(block)
 
@@ -97,16 +100,16 @@ def _event(block):
 def _event_lines(block):
     """_event for any block: every line by the rules."""
     name, data = None, []
-    for line in block.split(b"\n"):
-        field, _, value = line.partition(b":")
-        if value[:1] == b" ":
+    for line in block.split("\n"):
+        field, _, value = line.partition(":")
+        if value[:1] == " ":
             value = value[1:]
-        if field == b"data":
+        if field == "data":
             data.append(value)
-        elif field == b"event":
-            name = value.decode("utf-8", "replace")
+        elif field == "event":
+            name = value
     # A comment (empty field name) and a blank line fall through above: they carry nothing.
-    text = b"\n".join(data).decode("utf-8", "replace")
+    text = "\n".join(data)
     return Event(name, text) if text else None
 
 

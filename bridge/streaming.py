@@ -1,15 +1,18 @@
 """Relay an upstream event stream to the client, translating as it goes.
 
-The request's own thread reads the upstream body (_UpstreamBody), waiting for it at most a
-quarter of a second at a time, so that while the upstream is silent (a reasoning model
-thinking) it can send a keep-alive, which nginx and the client need, and a probe that finds a
-client gone. Each event is translated (translator.py is the contract) and written the moment
-it arrives. One thread per stream, not a reader beside it: a stream is one wake-up per event
-and one thread, which is what lets a worker hold thousands of them. Back-pressure comes with
-it: while the client does not read, the thread is stuck in the server's write and reads
-nothing more, so a stalled client holds the socket buffers, not the stream; gunicorn's send
-timeout (bridge/worker.py, BRIDGE_CLIENT_STALL_TIMEOUT) cuts it, and the upstream is closed.
-How the client's events, keep-alives and end look on the wire is its protocol's Framing.
+The relay reads the upstream body itself (_UpstreamBody), waiting for it at most a quarter of
+a second at a time, so that while the upstream is silent (a reasoning model thinking) it can
+send a keep-alive, which nginx and the client need, and a probe that finds a client gone.
+Each event is translated (translator.py is the contract) and written the moment it arrives.
+Under gunicorn the relay does not wait in its request's thread: it yields its Parking, and
+the worker's stream loop (bridge/stream_loop.py) resumes it when the upstream socket is
+readable or the wait is over, so thousands of streams share one thread and one wake-up per
+batch of events. Elsewhere (werkzeug, or the loop full) it waits in poll() in its own thread.
+Back-pressure comes with either: while the client does not read, the relay is not resumed
+(or its thread is stuck in the server's write) and reads nothing more, so a stalled client
+holds the socket buffers, not the stream; after BRIDGE_CLIENT_STALL_TIMEOUT the client is
+cut (bridge/worker.py), and the upstream is closed. How the client's events, keep-alives
+and end look on the wire is its protocol's Framing.
 """
 
 import dataclasses
@@ -71,11 +74,26 @@ CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
 RESPONSES_SSE = Framing(_named_event, _named_event({"type": "keepalive"}), opening_keepalive=sse.comment())
 
 
-def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_EVENT_BYTES, client_stall_timeout=60.0):
-    """Yield the client's bytes for one upstream streaming response."""
+def relay(
+    response,
+    translator,
+    framing,
+    ping_interval,
+    max_event_bytes=sse.MAX_EVENT_BYTES,
+    client_stall_timeout=60.0,
+    loop=None,
+):
+    """Yield the client's bytes for one upstream streaming response.
+
+    With the worker's stream `loop` (bridge/stream_loop.py) and room in it, the relay waits
+    for its upstream by yielding its Parking, and the loop resumes it; otherwise it waits in
+    its own thread.
+    """
     frame = framing.frame
     record = observability.current()
     body = _UpstreamBody(response)
+    parking = loop.parking(body.socket) if loop is not None else None
+    wait = min(ping_interval, PROBE_INTERVAL)
     decoder = sse.Decoder(max_event_bytes)
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
@@ -83,8 +101,8 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
     # write per event costs a syscall and a chunk header each.
     pending = []
     try:
+        chunk = body.read(0)  # what came with the head, without a wait
         while True:
-            chunk = body.read(min(ping_interval, PROBE_INTERVAL))
             ended = chunk is None
             for event in decoder.close() if ended else decoder.feed(chunk):
                 payload = _payload(event)
@@ -109,6 +127,7 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
                 # write either: without one, a client that left goes unnoticed.
                 written_at = now
                 yield _PROBE
+            chunk = yield from _read(body, wait, parking)
         for item in translator.finish():
             record.saw(item)
             pending.append(frame(item))
@@ -130,11 +149,36 @@ def relay(response, translator, framing, ping_interval, max_event_bytes=sse.MAX_
     else:
         pending.append(framing.end)
         yield _take(pending)  # the client's last bytes first: what follows is for the pool
-        body.drain(_DRAIN_WAIT)
+        yield from _drain(body, parking)
     finally:
         body.close()
     if pending:
         yield _take(pending)
+
+
+def _read(body, timeout, parking):
+    """The body's next bytes (b"": none within `timeout`; None: its end), waited for in this
+    thread or, parked, in the stream loop."""
+    if parking is None:
+        return body.read(timeout)
+    yield parking.wait(timeout)
+    return body.read(0, ready=parking.ready)
+
+
+def _drain(body, parking):
+    """Read what is left of a body whose answer is complete, for up to _DRAIN_WAIT and one
+    read's worth of bytes, so that closing it gives its connection back to the pool."""
+    deadline = time.monotonic() + _DRAIN_WAIT
+    drained = 0
+    try:
+        while not body.complete and drained <= _READ_SIZE:
+            left = deadline - time.monotonic()
+            data = (yield from _read(body, left, parking)) if left > 0 else None
+            if data is None:
+                return
+            drained += len(data)
+    except BridgeError:  # a cut or malformed end: the answer is whole, the connection is not kept
+        return
 
 
 def _payload(event):
@@ -159,14 +203,15 @@ def _take(frames):
 
 
 class _UpstreamBody:
-    """The body of an upstream's streaming answer, read by the request's own thread, which
-    must not block in a read for longer than it may leave the client without a byte.
+    """The body of an upstream's streaming answer, read by the relay, which must not block in
+    a read for longer than it may leave the client without a byte (in the stream loop, not at all).
 
     http.client reads only blocking (a socket timeout leaves its reader unusable), so this
     takes the socket over once the head is parsed: it reads non-blocking, waits in poll() for
-    at most the caller's timeout, and undoes the body's framing (chunked, content-length, or to
-    the close) itself. Whatever http.client's buffer already holds is taken before any wait,
-    so no event waits behind a poll; otherwise an event costs a poll and a recv. A body read
+    at most the caller's timeout (or not at all when the stream loop's epoll found it ready),
+    and undoes the body's framing (chunked, content-length, or to the close) itself. Whatever
+    http.client's buffer and OpenSSL already hold is taken before any wait, so no event waits
+    behind a poll; otherwise an event costs a poll and a recv. A body read
     to its end gives the connection back to the pool; any other end closes it.
 
     Written against urllib3 2 (setup.cfg pins it below 3): it uses its HTTPResponse's `_fp` and
@@ -179,28 +224,29 @@ class _UpstreamBody:
         raw = response.raw  # urllib3's HTTPResponse
         self._head = raw._fp  # http.client's HTTPResponse, of which only the head was read
         self._file = self._head.fp  # its buffered reader of the socket
-        self._sock = raw._connection.sock
-        self._read_timeout = self._sock.gettimeout()  # urllib3 set it to BRIDGE_READ_TIMEOUT
-        self._sock.settimeout(0)
+        self.socket = raw._connection.sock
+        self._pending = getattr(self.socket, "pending", None)  # a TLS socket's decrypted bytes
+        self._read_timeout = self.socket.gettimeout()  # urllib3 set it to BRIDGE_READ_TIMEOUT
+        self.socket.settimeout(0)
         self._poller = select.poll()
-        self._poller.register(self._sock, select.POLLIN)
+        self._poller.register(self.socket, select.POLLIN)
         self._silent_since = time.monotonic()
         self._chunks = _Dechunker() if self._head.chunked else None
         self._left = self._head.length  # content-length still to come, None: not framed by one
-        self._complete = False
+        self.complete = False
         self._first = True
 
-    def read(self, timeout):
-        """The body bytes that have come, after waiting up to `timeout` for some: b"" if none
-        came, None once the body is over."""
-        if self._complete:
+    def read(self, timeout, ready=False):
+        """The body bytes that have come, after waiting up to `timeout` for some (none when the
+        socket is known to be `ready`): b"" if none came, None once the body is over."""
+        if self.complete:
             return None
         if self._first:  # what came with the head may wait in http.client's buffer, unseen by poll()
             self._first = False
             data = self._take()
             if data is _NOTHING or not data:
                 return b""
-        elif not self._wait(timeout):
+        elif not ready and not self._wait(timeout):
             return b""
         else:
             data = self._take()
@@ -214,38 +260,27 @@ class _UpstreamBody:
         if self._chunks is not None:
             data = self._chunks.feed(data)
             if self._chunks.done:
-                self._complete = True
+                self.complete = True
                 return data or None  # the last chunk's bytes, if any, then the end
         elif self._left is not None:
             data = data[: self._left]
             self._left -= len(data)
             if not self._left:
-                self._complete = True
+                self.complete = True
                 return data or None
         return data
-
-    def drain(self, wait):
-        """Read what is left of a body whose answer is complete, for up to `wait` seconds and
-        one read's worth of bytes, so that close() gives its connection back to the pool."""
-        deadline = time.monotonic() + wait
-        drained = 0
-        try:
-            while not self._complete and drained <= _READ_SIZE:
-                left = deadline - time.monotonic()
-                data = self.read(left) if left > 0 else None
-                if data is None:
-                    return
-                drained += len(data)
-        except BridgeError:  # a cut or malformed end: the answer is whole, the connection is not kept
-            return
 
     def _take(self):
         """What can be read without waiting: bytes; b"" at the end (or, from a plain socket,
         for nothing yet); _NOTHING when TLS has nothing yet."""
         try:
             # The buffer's bytes, else one recv of up to 64 KiB: more than the buffer holds (8
-            # KiB) and than a TLS record (16 KiB), so nothing is left where poll() cannot see it.
-            return self._file.read1(_READ_SIZE)
+            # KiB) and than a TLS record (16 KiB). What OpenSSL decrypted beyond them (the rest
+            # of the record the head came in) is read too: poll() cannot see it.
+            data = self._file.read1(_READ_SIZE)
+            while data and self._pending is not None and self._pending():
+                data += self._file.read1(_READ_SIZE)
+            return data
         except (BlockingIOError, ssl.SSLWantReadError):
             return _NOTHING
         except OSError as exc:  # a reset
@@ -274,7 +309,7 @@ class _UpstreamBody:
         """Give a body read to its end back to the pool (urllib3 sets the socket's timeout
         again before it sends on it); close any other (the client left, an error) at once: its
         rest is never read."""
-        if self._complete and not self._head.will_close:
+        if self.complete and not self._head.will_close:
             self._head._close_conn()  # http.client's own end of a body: the connection may serve again
             self._response.raw.release_conn()
         else:

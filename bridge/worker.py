@@ -16,8 +16,13 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   head: whole deadlines, so a client sending a byte a second is cut all the same. The main
   loop, which wakes every second, shuts the reading side of a late request's socket: a late
   head is closed quietly, a late body is answered 408 in the client's protocol.
-- Write stalls: client sockets have a send timeout of BRIDGE_CLIENT_STALL_TIMEOUT, so a
-  client that stops reading is cut with one log line, not a traceback.
+- Streams: a stream's relay that waits for its upstream raises _Parked out of gthread's
+  handle_request (the answer's head goes out first), and the connection goes to the
+  worker's stream loop (bridge/stream_loop.py) instead of back to the poller; the loop gives
+  it back, as a finished request, when the stream ends. The thread is free meanwhile.
+- Write stalls: client sockets have a send timeout of BRIDGE_CLIENT_STALL_TIMEOUT (and the
+  stream loop the same deadline), so a client that stops reading is cut with one log line,
+  not a traceback.
 - Stop: the worker takes the connections the kernel already queued and closes its listening
   sockets at once (the master closed its own copy before signalling), so new connections are
   refused, which nginx answers with an immediate 502, while open requests drain as before.
@@ -26,8 +31,11 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
 handle_request, set_accept_enabled, get_thread_pool and load_wsgi, uses its pending_conns,
-keepalived_conns, nr_conns, poller, method_queue and accept, and TConn's initialized,
-data_ready and timeout. tests/test_worker.py fails on any other gunicorn version:
+keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
+initialized, data_ready, timeout, is_http2 and sock, and Response's start_response,
+send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
+the Response is the start_response an app gets: its __self__), and that handle_request lets
+a BaseException through after its `finally`. tests/test_worker.py fails on any other gunicorn version:
 read the new gthread.py against this list before changing GUNICORN_VERSION.
 """
 
@@ -47,10 +55,16 @@ from gunicorn.workers import gthread
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from .errors import BridgeError
+from .stream_loop import Parking, StreamLoop
 
 GUNICORN_VERSION = "27.0.1"
 # The environ key of a request served beyond capacity (read by bridge/admission.py).
 OVER_CAPACITY = "bridge.over_capacity"
+# The environ key of the worker's stream loop, for the relay (bridge/http.py); absent: none.
+STREAM_LOOP = "bridge.stream_loop"
+# The environ key that says this server always closes the app's answer (PEP 3333), so the
+# access record waits for the close (bridge/observability.py); werkzeug's server does not.
+CLOSES_ANSWERS = "bridge.closes_answers"
 # Threads for what arrives while every request thread is busy: each answer takes a
 # millisecond, or at most the header deadline for a client that sends its head slowly.
 SPARE_THREADS = 4
@@ -65,6 +79,7 @@ class ThreadWorker(gthread.ThreadWorker):
         self.spare = None
         self.settings = None
         self.serving = threading.local()  # the connection this thread serves, for admit()
+        self.streams = None  # the stream loop (bridge/stream_loop.py), when streams may park
 
     def get_thread_pool(self):
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
@@ -77,6 +92,8 @@ class ThreadWorker(gthread.ThreadWorker):
                 "bridge.worker was written against gunicorn %s, this is %s", GUNICORN_VERSION, gunicorn.__version__
             )
         self.settings = self.wsgi.extensions["bridge"].settings  # the bridge app's, read and validated once
+        if self.settings.streams_per_worker and not self.cfg.is_ssl:  # the loop writes to plain sockets only
+            self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
 
     def enqueue_req(self, conn):
@@ -92,6 +109,7 @@ class ThreadWorker(gthread.ThreadWorker):
             if not conn.over_capacity:
                 self.busy += 1
         conn.holds_thread = not conn.over_capacity
+        conn.parking = None
         self.in_threads.add(conn)
         pool = self.spare if conn.over_capacity else self.tpool
         future = pool.submit(self.handle, conn)
@@ -134,7 +152,21 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def finish_request(self, conn, fs):
         self.in_threads.discard(conn)
+        if conn.parking is not None:  # its thread is done with it: the stream loop takes it over
+            self.streams.adopt(conn)
+            return
         super().finish_request(conn, fs)
+
+    def unparked(self, conn, keepalive):
+        """A parked stream's end (from the stream loop): the connection back to the main loop,
+        as if its thread had ended the request."""
+        conn.parking = None
+        done = futures.Future()
+        try:
+            done.set_result(self._keepalive_after(conn, keepalive))
+        except Exception:  # the request body could not be drained: the connection is not kept
+            done.set_result(False)
+        self.method_queue.defer(self.finish_request, conn, done)
 
     def murder_pending(self):
         """Close connections that sent nothing in time (gthread's), and cut requests whose head
@@ -175,23 +207,43 @@ class ThreadWorker(gthread.ThreadWorker):
         try:
             keepalive = super().handle_request(req, conn)
         except BlockingIOError:  # a send outlasted SO_SNDTIMEO
-            self.log.info(
-                "client %s stopped reading for %ss (BRIDGE_CLIENT_STALL_TIMEOUT); connection reset",
-                _address(conn.client),
-                self.settings.client_stall_timeout,
-            )
-            # Reset, not a graceful close: that would wait for a client that is not reading,
-            # and the unsent bytes would linger in the kernel.
-            with contextlib.suppress(OSError):  # the client may have reset it already
-                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                conn.sock.shutdown(socket.SHUT_RD)
+            self.reset_stalled(conn)
+            return False
+        except _Parked:
+            self.park(conn)
             return False
         return keepalive
+
+    def park(self, conn):
+        """The answer waits for its upstream: its head goes out now, from this thread, and the
+        rest from the stream loop once finish_request hands the connection over."""
+        answer = conn.answer
+        try:
+            conn.response.send_headers()  # no-op once the first bytes went out
+        except BaseException:
+            answer.parking = None
+            answer.close()
+            raise
+        conn.parking = answer.parking
+
+    def reset_stalled(self, conn):
+        """Cut a client that stopped reading for BRIDGE_CLIENT_STALL_TIMEOUT."""
+        self.log.info(
+            "client %s stopped reading for %ss (BRIDGE_CLIENT_STALL_TIMEOUT); connection reset",
+            _address(conn.client),
+            self.settings.client_stall_timeout,
+        )
+        # Reset, not a graceful close: that would wait for a client that is not reading,
+        # and the unsent bytes would linger in the kernel.
+        with contextlib.suppress(OSError):  # the client may have reset it already
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.sock.shutdown(socket.SHUT_RD)
 
     def admit(self, app, environ, start_response):
         """WSGI middleware around the app: mark a request served beyond capacity, and start its
         body's deadline (or end the head's, when it has no body)."""
         conn = self.serving.conn
+        conn.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
         if conn.over_capacity:
             environ[OVER_CAPACITY] = True
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -202,7 +254,11 @@ class ThreadWorker(gthread.ThreadWorker):
             start_response = _closing_if_cut(conn, start_response)
         else:
             conn.deadline = None
-        return _FreeingAtEnd(app(environ, start_response), partial(self.free, conn))
+        environ[CLOSES_ANSWERS] = True
+        if self.streams is not None and not conn.is_http2:
+            environ[STREAM_LOOP] = self.streams
+        conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
+        return conn.answer
 
     def set_accept_enabled(self, enabled):
         super().set_accept_enabled(enabled and self.alive)
@@ -221,25 +277,43 @@ class ThreadWorker(gthread.ThreadWorker):
         self.sockets = []
 
 
-class _FreeingAtEnd:
-    """The app's answer, calling `free` after its last chunk (or when closed before it)."""
+class _Parked(BaseException):
+    """Raised through gthread's handle_request when the answer's relay waits in the stream loop:
+    not an Exception, which gthread would take for the app's error and close the connection."""
 
-    def __init__(self, body, free):
+
+class _FreeingAtEnd:
+    """The app's answer, calling `free` as its last chunk goes to gunicorn's `response` (known
+    by its Content-Length; else at its end, or when closed before it), and raising _Parked
+    when the relay yields its Parking (the stream loop iterates `chunks` then)."""
+
+    def __init__(self, body, free, response):
         self._body = body
-        self._chunks = iter(body)
+        self.chunks = iter(body)
         self._free = free
+        self._response = response
+        self.parking = None  # the Parking it yielded: the stream loop closes it, not gthread
 
     def __iter__(self):
         return self
 
     def __next__(self):
         try:
-            return next(self._chunks)
+            item = next(self.chunks)
         except StopIteration:
             self._free()
             raise
+        if item.__class__ is Parking:
+            self.parking = item
+            raise _Parked
+        length = self._response.response_length
+        if length is not None and self._response.sent + len(item) >= length:
+            self._free()  # before the write: once the client has it all, its next request may come
+        return item
 
     def close(self):
+        if self.parking is not None:
+            return
         try:
             if hasattr(self._body, "close"):
                 self._body.close()
@@ -297,7 +371,7 @@ def _closing_if_cut(conn, start_response):
 
     def start(status, headers, exc_info=None):
         if conn.cut:
-            start_response.__self__.force_close()  # start_response is a method of gunicorn's Response
+            conn.response.force_close()
         return start_response(status, headers, exc_info)
 
     return start

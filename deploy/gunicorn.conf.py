@@ -14,10 +14,10 @@ import shutil
 import tempfile
 
 
-def _count(name, default):
+def _count(name, default, least=1):
     value = os.environ.get(name, str(default))
-    if not value.isdigit() or int(value) < 1:
-        raise SystemExit(f"{name}: must be a whole number of at least 1, got {value!r}")
+    if not value.isdigit() or int(value) < least:
+        raise SystemExit(f"{name}: must be a whole number of at least {least}, got {value!r}")
     return int(value)
 
 
@@ -27,19 +27,20 @@ bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
 # gunicorn's gthread, with admission control and client deadlines (bridge/worker.py).
 worker_class = "bridge.worker.ThreadWorker"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
-# waiting - each open stream holds one thread for its whole life, so
-# workers x threads is how many requests run at once; more are refused at once
-# (503 with retry-after, health checks still answered).
-# gunicorn does not spread connections evenly over its workers, so each gets
-# threads for all the streams expected in total: 2 x 256 held 494 of a burst
-# of 512. Threads are started only when needed; an idle one costs ~60 KiB.
+# requests being served - a stream holds its thread only until the worker's
+# stream loop takes it over (BRIDGE_STREAMS_PER_WORKER, below), so workers x
+# threads is how many requests are translated or waited for at once; more are
+# refused at once (503 with retry-after, health checks still answered).
+# Threads are started only when needed; an idle one costs ~60 KiB.
 workers = _count("BRIDGE_WORKERS", 2)
 threads = _count("BRIDGE_THREADS", 256)
 # gthread accepts no more than worker_connections connections per worker, those its threads
 # serve and the idle kept-alive ones together, and keeps only worker_connections - threads
 # alive: at gunicorn's default of 1,000, a worker of 1,000 threads served at most 1,000
-# streams and kept no connection alive. Room for every thread and 1,000 idle ones beside.
-worker_connections = threads + 1000
+# streams and kept no connection alive. Room for every thread, every stream parked in the
+# worker's stream loop (BRIDGE_STREAMS_PER_WORKER, bridge/stream_loop.py; the app validates
+# it) and 1,000 idle connections beside.
+worker_connections = threads + _count("BRIDGE_STREAMS_PER_WORKER", 1000, least=0) + 1000
 # gthread's main thread heartbeats every second while the request threads do
 # their work (ThreadWorker.run), so this restarts a worker whose main loop is
 # stuck but never one busy with a long stream.

@@ -10,7 +10,12 @@ The bridge runs as an operator runs it, gunicorn from deploy/gunicorn.conf.py, i
 benchmark's fast fake upstream (bench/upstream.py, its own process). Half the streams and
 requests go through each direction. Each upstream stream sends --events text events --pace
 seconds apart, each stamped with its emission time, so a client can check that every event
-arrived, in order, and how late.
+arrived, in order, and how late. All of a round's streams start at once, the worst case (every
+request is translated while the first events are due); --ramp spreads their starts over that
+many seconds, as agents' streams start in a working day, which shows the steady state.
+--large N has one more connection send Chat requests of N bytes one after another while the
+round runs (counted with the requests): their parsing, validation and translation hold the
+worker's GIL, and the streams' events wait meanwhile.
 
 A warm-up round at full size comes first (thread pools, connection pools and the allocator reach
 their working size); then the gunicorn tree's RSS is the baseline, the measured rounds run, and
@@ -38,13 +43,15 @@ import tempfile
 import threading
 import time
 
-from bench import client, procstat
+from bench import client, corpus, procstat
 from bench.processes import ROOT, Gunicorn, free_port, wait_for
 from bench.run import settle
 from bench.servers import gunicorn_config
 from bridge import sse
 
 _STAMP = re.compile(r"^@(\d+\.\d+)@ $")
+# --ramp starts a round's streams in this many batches, evenly spread over its seconds.
+RAMP_BATCHES = 20
 # RSS settles a little above the post-warm-up baseline (the thread pools grow to the busiest
 # moment seen, allocator arenas). A leak of 6 KiB per request exceeds this within the default
 # two rounds of 1,200; --rounds 20 shows smaller ones in rss_mib.after_each_round.
@@ -139,29 +146,33 @@ def one_round(bridge_url, args, events=None):
     events = events or args.events
     model = f"bench-n{events}-p{args.pace * 1000:g}"
     jobs = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(DIRECTIONS)) as pool:
+    batches = RAMP_BATCHES if args.ramp else 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=(batches + 1) * len(DIRECTIONS)) as pool:
         for direction, streams, requests in zip(
             DIRECTIONS, split(args.streams, 2), split(args.requests, 2), strict=True
         ):
-            if streams:
-                jobs.append(
-                    (
-                        "stream",
-                        direction,
-                        pool.submit(
-                            client.run,
-                            bridge_url,
-                            direction.path,
-                            direction.request(model, True),
-                            direction.headers,
-                            total=streams,
-                            concurrency=streams,
-                            keep_body=True,
-                            stamps=True,
-                            timeout=args.timeout,
-                        ),
+            for batch, count in enumerate(split(streams, batches)):
+                if count:
+                    jobs.append(
+                        (
+                            "stream",
+                            direction,
+                            pool.submit(
+                                _after,
+                                batch * args.ramp / batches,
+                                client.run,
+                                bridge_url,
+                                direction.path,
+                                direction.request(model, True),
+                                direction.headers,
+                                total=count,
+                                concurrency=count,
+                                keep_body=True,
+                                stamps=True,
+                                timeout=args.timeout,
+                            ),
+                        )
                     )
-                )
             if requests:
                 jobs.append(
                     (
@@ -180,9 +191,19 @@ def one_round(bridge_url, args, events=None):
                         ),
                     )
                 )
+        if args.large:  # one connection sends large requests, one after another, while the rest runs
+            stop, chat = threading.Event(), DIRECTIONS[1]
+            large = json.dumps({**corpus.openai_large(args.large), "model": model, "stream": False}).encode()
+            sender = pool.submit(
+                _until, stop, client.run, bridge_url, chat.path, large, chat.headers, total=1, keep_body=True
+            )
+        done = [(kind, direction, job.result()) for kind, direction, job in jobs]
+        if args.large:
+            stop.set()
+            done.append(("request", chat, sender.result()))
         outcomes = {"stream": [], "request": []}
-        for kind, direction, job in jobs:
-            for result in job.result():
+        for kind, direction, results in done:
+            for result in results:
                 if result.error or result.status != 200:
                     problem = f"HTTP {result.status} {result.error} {result.body[:160]!r}"
                 elif kind == "stream":
@@ -191,6 +212,19 @@ def one_round(bridge_url, args, events=None):
                     problem = direction.body_problem(result.body)
                 outcomes[kind].append((direction.name, result, problem))
     return outcomes["stream"], outcomes["request"]
+
+
+def _after(seconds, function, *args, **kwargs):
+    time.sleep(seconds)
+    return function(*args, **kwargs)
+
+
+def _until(stop, function, *args, **kwargs):
+    """`function`'s results, called again and again until `stop` is set."""
+    results = []
+    while not stop.is_set():
+        results += function(*args, **kwargs, concurrency=1)
+    return results
 
 
 def summary(outcomes, *, stream):
@@ -332,6 +366,15 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=120, help="seconds a round may take")
     parser.add_argument("--warm-up-events", type=int, help="text events per stream of the warm-up (--events)")
     parser.add_argument("--reference", action="store_true", help="first send the streams straight to the fake upstream")
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=0,
+        help="bytes of the Chat requests one connection sends one after another meanwhile",
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=0.0, help="seconds over which a round's streams start (default 0: all at once)"
+    )
     args = parser.parse_args(argv)
     if not (0 <= args.streams <= 4000 and 0 <= args.requests <= 20000 and 1 <= args.rounds <= 50):
         parser.error("bounded: at most 4,000 streams, 20,000 requests and 50 rounds")

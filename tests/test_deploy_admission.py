@@ -42,8 +42,8 @@ def start(tmp_path, fake, installed_bridge):
 
 @contextlib.contextmanager
 def streams_under_way(server, fake, count, api_key="sk-client"):
-    """`count` gated Chat streams whose first text has arrived, each holding a request thread:
-    yields (upstream, client chunks) pairs, released at the end."""
+    """`count` gated Chat streams whose first text has arrived, each parked in the stream loop
+    or holding a request thread: yields (upstream, client chunks) pairs, released at the end."""
     opened = []
     try:
         for _ in range(count):
@@ -105,8 +105,10 @@ def parsed(answer):
 
 
 def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_checks_answer(start, fake):
-    server = start(BRIDGE_THREADS="4")
-    with streams_under_way(server, fake, 4) as opened:
+    """Capacity is the stream loop's streams plus the request threads: two streams park in the
+    loop, the next four keep a thread each, and then nothing more is taken."""
+    server = start(BRIDGE_THREADS="4", BRIDGE_STREAMS_PER_WORKER="2")
+    with streams_under_way(server, fake, 6) as opened:
         burst = [("/v1/chat/completions", CHAT, {}), ("/v1/responses", RESPONSES, {})] * 4
         burst += [("/v1/messages", MESSAGES, ANTHROPIC_HEADERS)] * 4
         with concurrent.futures.ThreadPoolExecutor(len(burst)) as pool:
@@ -122,7 +124,7 @@ def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_
             anthropic.Anthropic(base_url=server.url, api_key="sk-client", max_retries=0).messages.create(**MESSAGES)
         for path in ("/healthz", "/readyz"):
             assert requests.get(f"{server.url}{path}", timeout=10).status_code == 200
-        assert fake.requests[4:] == []  # nothing refused went upstream
+        assert fake.requests[6:] == []  # nothing refused went upstream
         finish(opened)
 
     fake.reply(fixture("anthropic/text.json"), fixture("openai/text.json"))
@@ -140,7 +142,8 @@ def test_requests_one_after_another_on_the_last_thread_are_never_refused(start, 
         with requests.post(
             f"{server.url}/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=10
         ) as streamed:
-            assert streamed.status_code == 200 and b"[DONE]" in b"".join(streamed.iter_content(None))
+            body = b"".join(streamed.iter_content(None))
+            assert streamed.status_code == 200 and b"[DONE]" in body, (streamed.status_code, body[-300:])
         assert post(server, "/v1/chat/completions", CHAT).status_code == 200
 
 

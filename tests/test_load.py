@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
+    """The streams start over a second (--ramp), in batches."""
     run = subprocess.run(
         [
             sys.executable,
@@ -39,6 +40,8 @@ def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
             "--events",
             "20",
             "--rounds",
+            "1",
+            "--ramp",
             "1",
         ],
         cwd=ROOT,

@@ -454,3 +454,27 @@ def test_role_on_every_chunk_and_empty_content_open_no_block():
 def test_an_answer_with_no_content_at_all_still_ends_properly():
     events = translate([chunk({"role": "assistant"}), chunk({}, "content_filter"), (None, DONE)])
     assert check_lifecycle(events) == [] and events[-2]["delta"]["stop_reason"] == "refusal"
+
+
+def test_usage_on_every_text_chunk_is_kept_and_the_last_one_counts():
+    """vLLM's continuous usage stats put usage on each chunk, text ones too."""
+    events = translate(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"content": "Hel"}, usage={"prompt_tokens": 9, "completion_tokens": 1}),
+            chunk({"content": "lo"}, usage={"prompt_tokens": 9, "completion_tokens": 2}),
+            chunk(finish_reason="stop"),
+            (None, DONE),
+        ]
+    )
+    check_lifecycle(events)
+    assert anthropic_fold(events)["content"][0]["text"] == "Hello"
+    assert events[-2]["usage"]["output_tokens"] == 2 and events[-2]["usage"]["input_tokens"] == 9
+
+
+def test_text_after_the_finish_reason_is_not_sent():
+    events = translate(
+        [chunk({"role": "assistant", "content": "Hi"}), chunk(finish_reason="stop"), chunk({"content": " late"}), USAGE]
+    )
+    check_lifecycle(events)
+    assert anthropic_fold(events)["content"][0]["text"] == "Hi"

@@ -1,6 +1,9 @@
 """The stream relay: events forwarded as they arrive, keep-alives in silence, errors in-band, prompt close."""
 
 import json
+import socket
+import ssl
+import threading
 import time
 
 import pytest
@@ -240,3 +243,40 @@ def test_a_slow_client_gets_every_event_in_order(fake):
         time.sleep(0.02)  # slower than the upstream: its writes wait for the socket meanwhile
     completion = openai_fold(json.loads(event.data) for event in decoded(chunks) if event.data != DONE)
     assert completion["choices"][0]["message"]["content"] == "".join(pieces)
+
+
+def test_a_whole_answer_in_the_tls_record_of_its_head_is_relayed_without_a_wait(tmp_path):
+    """http.client reads the head through an 8 KiB buffer; the rest of a larger TLS record is
+    decrypted into OpenSSL's buffer, where poll() cannot see it. An upstream that writes its
+    whole answer with its head in one record (a small answer, one write) must not wait for
+    bytes that never come: it was a read timeout, and the answer was lost."""
+    cert, key = self_signed_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    big, last = (
+        sse.encode('{"type": "a", "text": "%s"}' % ("x" * 12000), event="a"),
+        sse.encode('{"type": "b"}', event="b"),
+    )
+    answer = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(big), big, len(last), last)
+    )
+
+    def serve():
+        connection, _ = listener.accept()
+        with context.wrap_socket(connection, server_side=True) as upstream:
+            while b"\r\n\r\n" not in upstream.recv(65536):
+                pass
+            upstream.sendall(answer)  # under 16 KiB: one TLS record
+            upstream.recv(1)  # hold the connection open until the bridge closes it
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    with listener:
+        response = requests.get(
+            f"https://127.0.0.1:{listener.getsockname()[1]}/", stream=True, verify=str(cert), timeout=(5, 2)
+        )
+        events = decoded(relay(response, Echo(), FRAMING[ANTHROPIC], ping_interval=5))
+    assert [e.event for e in events] == ["a", "b"]
+    server.join(timeout=10)

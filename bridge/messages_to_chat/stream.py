@@ -63,6 +63,9 @@ class StreamTranslator(translator.StreamTranslator):
     def feed(self, event, payload):
         if self.done:
             return []
+        text = self._usual_text(payload) if event is None else None
+        if text is not None:  # the usual chunk: nothing below applies to it
+            return self._text(text) if text else []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
             error = response.error_in_body(payload)
             raise response.anthropic_overflow(error, lambda: self.context.input_tokens)
@@ -101,6 +104,24 @@ class StreamTranslator(translator.StreamTranslator):
 
     def finish(self):
         return [] if self.done else self._end_message()
+
+    def _usual_text(self, chunk):
+        """The text of the usual chunk, else None: mid-answer, one choice (index 0) whose delta is
+        text alone, no finish_reason, usage or error. Each field is checked as it is read, so such
+        a chunk needs no shapes.chat_chunk."""
+        if not self.started or self.stop is not None or type(chunk) is not dict:
+            return None
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None or chunk.get("error"):
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") is not None or choice.get("index", 0) != 0:
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return None
+        text = delta.get("content")
+        return text if type(text) is str else None
 
     # -- content -----------------------------------------------------------------
 

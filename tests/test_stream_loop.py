@@ -1,0 +1,212 @@
+"""The worker's stream loop (bridge/stream_loop.py), through gunicorn from deploy/gunicorn.conf.py:
+streams that hold no thread, each event written as it comes, a stalled client that stops only
+its own stream, faults mid-stream, and a connection that serves on after its stream."""
+
+import json
+import socket
+import time
+
+import pytest
+import requests
+
+from tests.fake_upstream import Flood, Reply, fixture
+from tests.helpers import (
+    ANTHROPIC_HEADERS,
+    TextStream,
+    decoded,
+    gunicorn,
+    next_text,
+    openai_client,
+    recorded_stream,
+    settled,
+    socket_buffers,
+)
+from tests.helpers import DIRECTIONS as EACH_DIRECTION
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+
+CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+EACH = pytest.mark.parametrize("direction", EACH_DIRECTION, ids=lambda d: d.name)
+
+
+@pytest.fixture
+def one_thread(tmp_path, fake):
+    """One worker of one request thread: any stream holding the thread would refuse the next request."""
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1")
+    yield server
+    server.stop()
+
+
+def test_a_worker_of_one_thread_holds_many_streams_and_still_answers(one_thread, fake):
+    opened = []
+    for _ in range(8):
+        upstream = TextStream(fake)
+        upstream.release_until_text(0)
+        chunks = iter(openai_client(one_thread.url).chat.completions.create(stream=True, **CHAT))
+        assert next_text(chunks) == upstream.texts[0][1]
+        opened.append((upstream, chunks))
+    fake.reply(fixture("anthropic/text.json"))
+    assert openai_client(one_thread.url).chat.completions.create(**CHAT).choices[0].message.content
+    for upstream, chunks in reversed(opened):  # each stream's next event as it comes, the others quiet
+        upstream.release_until_text(1)
+        assert next_text(chunks) == upstream.texts[1][1]
+    for upstream, chunks in opened:
+        upstream.release_rest()
+        rest = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert rest == [text for _, text in upstream.texts[2:]]
+    ended = lambda: [line for line in one_thread.access_lines() if line["stream"]]  # noqa: E731
+    one_thread.wait_for(lambda: len(ended()) == 8, "an access line for each stream")  # written as the loop closes it
+    assert all(line["status"] == 200 and line["error"] is None for line in ended())
+    assert "Traceback" not in one_thread.log()
+
+
+def stalled_stream(server, fake):
+    """A socket that asks for a stream and reads nothing, its upstream a flood paced just enough
+    (10 ms before each 64 KiB write) that the relay waits between writes, so it parks: returns
+    (socket, flood) once the buffers between them are full and the flood cannot send more."""
+    flood = Flood()
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=flood, pace=0.01))
+    body = json.dumps({**CHAT, "stream": True}).encode()
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", server.port))
+    stalled.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    settled(flood, socket_buffers() + 64 * 1024 * 1024)
+    return stalled, flood
+
+
+def test_a_client_that_stops_reading_stops_only_its_own_stream(tmp_path, fake):
+    """The loop never blocks in a write: another stream on the worker goes on at once, well
+    inside the 30 s a blocked write would wait; the stalled one holds until its client leaves."""
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_CLIENT_STALL_TIMEOUT="30")
+    try:
+        stalled, flood = stalled_stream(server, fake)
+        with stalled:
+            upstream = TextStream(fake)
+            upstream.release_rest()
+            started = time.monotonic()
+            answer = openai_client(server.url).chat.completions.create(stream=True, **CHAT)
+            texts = [c.choices[0].delta.content for c in answer if c.choices and c.choices[0].delta.content]
+            assert texts == [text for _, text in upstream.texts]
+            assert time.monotonic() - started < 10
+            assert flood.sent == settled(flood, flood.sent)  # meanwhile the stalled stream read nothing more
+        errors = lambda: sorted((line["error"] or "" for line in server.access_lines() if line["stream"]))  # noqa: E731
+        server.wait_for(lambda: len(errors()) == 2, "the loop to see it gone")
+        assert errors() == ["", "client_closed"]
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_a_client_that_stops_reading_is_reset_after_the_stall_timeout(tmp_path, fake):
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_CLIENT_STALL_TIMEOUT="1")
+    try:
+        stalled, _ = stalled_stream(server, fake)
+        with stalled:
+            server.wait_for(lambda: "BRIDGE_CLIENT_STALL_TIMEOUT" in server.log(), "the stalled client to be cut")
+            stalled.setblocking(False)
+            with pytest.raises(ConnectionResetError):  # reset, not a graceful close that waits for it
+                while stalled.recv(65536):
+                    pass
+        streams = lambda: [(line["status"], line["error"]) for line in server.access_lines() if line["stream"]]  # noqa: E731
+        server.wait_for(streams, "its access line")
+        assert streams() == [(200, "client_stalled")]
+        assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_a_connection_serves_its_next_request_after_a_parked_stream(one_thread, fake):
+    """The loop gives the connection back kept alive: a second request on it is answered."""
+    body = json.dumps({**CHAT, "stream": True}).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    with socket.create_connection(("127.0.0.1", one_thread.port), timeout=10) as sock:
+        for number in range(2):
+            upstream = TextStream(fake)
+            upstream.release_rest()
+            sock.sendall(request)
+            answer = b""
+            while not answer.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
+                try:
+                    chunk = sock.recv(65536)
+                except TimeoutError:
+                    raise AssertionError(f"stream {number}: {answer[-300:]!r}\n{one_thread.log()[-3000:]}") from None
+                assert chunk, f"stream {number}: the connection closed after {answer[-200:]!r}"
+                answer += chunk
+            head, _, chunked = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()
+            assert b"data: [DONE]" in chunked and upstream.texts[-1][1].encode() in chunked
+    one_thread.wait_for(
+        lambda: len([line for line in one_thread.access_lines() if line["stream"]]) == 2, "both access lines"
+    )
+
+
+@pytest.fixture(scope="module")
+def impatient(fake, tmp_path_factory):
+    """gunicorn whose streams the loop relays, with a 1 s read timeout and keep-alives every 0.2 s."""
+    server = gunicorn(
+        tmp_path_factory.mktemp("gunicorn"),
+        fake,
+        BRIDGE_WORKERS="1",
+        BRIDGE_THREADS="1",
+        BRIDGE_READ_TIMEOUT="1",
+        BRIDGE_PING_INTERVAL="0.2",
+        BRIDGE_LOG_LEVEL="WARNING",
+    )
+    yield server
+    server.stop()
+
+
+@EACH
+@pytest.mark.parametrize("fault", ["stall", "drop"])
+def test_a_stall_or_a_drop_mid_stream_ends_with_the_clients_error_event(impatient, fake, direction, fault):
+    fake.reply(recorded_stream(direction, **{f"{fault}_after": 3}))
+    started = time.monotonic()
+    response = requests.post(
+        impatient.url + direction.path,
+        json={**direction.body, "stream": True},
+        headers=ANTHROPIC_HEADERS,
+        stream=True,
+        timeout=30,
+    )
+    raw = b"".join(response.iter_content(None))
+    events = decoded([raw])
+    last = events[-1]
+    error = json.loads(last.data)["error"]
+    assert ("error" if direction.sdk.__name__ == "anthropic" else None) == last.event
+    assert sum("error" in event.data for event in events) == 1
+    if fault == "stall":
+        assert "in time" in error["message"] and time.monotonic() - started >= 1
+        keepalives = raw.count(b"event: ping") + raw.count(b": keep-alive")
+        assert keepalives >= 2, raw  # the silent second is kept alive, from the loop
+    else:
+        assert "closed the connection" in error["message"]
+    assert requests.get(f"{impatient.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_stream_beyond_the_loop_keeps_its_thread(tmp_path, fake):
+    """BRIDGE_STREAMS_PER_WORKER=1: the second stream waits in its thread, and the one thread
+    then held, a third request is refused."""
+    server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_STREAMS_PER_WORKER="1")
+    try:
+        opened = []
+        for _ in range(2):
+            upstream = TextStream(fake)
+            upstream.release_until_text(0)
+            chunks = iter(openai_client(server.url).chat.completions.create(stream=True, **CHAT))
+            assert next_text(chunks) == upstream.texts[0][1]
+            opened.append((upstream, chunks))
+        refused = requests.post(f"{server.url}/v1/chat/completions", json=CHAT, timeout=10)
+        assert refused.status_code == 503 and "BRIDGE_STREAMS_PER_WORKER" in refused.text
+        for upstream, chunks in opened:
+            upstream.release_rest()
+            assert [c for c in chunks if c.choices and c.choices[0].finish_reason][0].choices[0].finish_reason == "stop"
+    finally:
+        server.stop()
