@@ -1255,6 +1255,22 @@ class TextStream:
         self.gate.release(len(self.gate.events) - self.gate.released)
 
 
+def open_text_streams(url, fake, count, api_key="sk-client"):
+    """`count` gated Chat streams (TextStream upstreams), opened one after another, each read
+    to its first text: a list of (upstream, client chunks) pairs."""
+    opened = []
+    for _ in range(count):
+        upstream = TextStream(fake)
+        upstream.release_until_text(0)
+        chunks = iter(openai_client(url, api_key=api_key).chat.completions.create(stream=True, **TEXT_CHAT))
+        assert next_text(chunks) == upstream.texts[0][1]
+        opened.append((upstream, chunks))
+    return opened
+
+
+TEXT_CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+
+
 def next_text(chunks):
     """The next non-empty content the client receives."""
     for chunk in chunks:

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import ANTHROPIC_HEADERS, TextStream, gunicorn, is_anthropic_error, is_openai_error, next_text
+from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error, open_text_streams
 from tests.helpers import openai_client as sdk_client
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
@@ -46,12 +46,7 @@ def streams_under_way(server, fake, count, api_key="sk-client"):
     or holding a request thread: yields (upstream, client chunks) pairs, released at the end."""
     opened = []
     try:
-        for _ in range(count):
-            upstream = TextStream(fake)
-            upstream.release_until_text(0)
-            chunks = iter(sdk_client(server.url, api_key=api_key).chat.completions.create(stream=True, **CHAT))
-            opened.append((upstream, chunks))
-            assert next_text(chunks) == upstream.texts[0][1]
+        opened = open_text_streams(server.url, fake, count, api_key)
         yield opened
     finally:
         for upstream, _ in opened:

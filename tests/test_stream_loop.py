@@ -16,6 +16,7 @@ from tests.helpers import (
     decoded,
     gunicorn,
     next_text,
+    open_text_streams,
     openai_client,
     recorded_stream,
     settled,
@@ -38,13 +39,7 @@ def one_thread(tmp_path, fake):
 
 
 def test_a_worker_of_one_thread_holds_many_streams_and_still_answers(one_thread, fake):
-    opened = []
-    for _ in range(8):
-        upstream = TextStream(fake)
-        upstream.release_until_text(0)
-        chunks = iter(openai_client(one_thread.url).chat.completions.create(stream=True, **CHAT))
-        assert next_text(chunks) == upstream.texts[0][1]
-        opened.append((upstream, chunks))
+    opened = open_text_streams(one_thread.url, fake, 8)
     fake.reply(fixture("anthropic/text.json"))
     assert openai_client(one_thread.url).chat.completions.create(**CHAT).choices[0].message.content
     for upstream, chunks in reversed(opened):  # each stream's next event as it comes, the others quiet
@@ -196,13 +191,7 @@ def test_a_stream_beyond_the_loop_keeps_its_thread(tmp_path, fake):
     then held, a third request is refused."""
     server = gunicorn(tmp_path, fake, BRIDGE_WORKERS="1", BRIDGE_THREADS="1", BRIDGE_STREAMS_PER_WORKER="1")
     try:
-        opened = []
-        for _ in range(2):
-            upstream = TextStream(fake)
-            upstream.release_until_text(0)
-            chunks = iter(openai_client(server.url).chat.completions.create(stream=True, **CHAT))
-            assert next_text(chunks) == upstream.texts[0][1]
-            opened.append((upstream, chunks))
+        opened = open_text_streams(server.url, fake, 2)
         refused = requests.post(f"{server.url}/v1/chat/completions", json=CHAT, timeout=10)
         assert refused.status_code == 503 and "BRIDGE_STREAMS_PER_WORKER" in refused.text
         for upstream, chunks in opened:
