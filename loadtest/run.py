@@ -148,49 +148,24 @@ def one_round(bridge_url, args, events=None):
     jobs = []
     batches = RAMP_BATCHES if args.ramp else 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=(batches + 1) * len(DIRECTIONS)) as pool:
+
+        def submit(kind, direction, total, concurrency, delay=0.0):
+            stream = kind == "stream"
+            body = direction.request(model, stream)
+            job = pool.submit(
+                _after, delay, client.run, bridge_url, direction.path, body, direction.headers,
+                total=total, concurrency=concurrency, keep_body=True, stamps=stream, timeout=args.timeout,
+            )  # fmt: skip
+            jobs.append((kind, direction, job))
+
         for direction, streams, requests in zip(
             DIRECTIONS, split(args.streams, 2), split(args.requests, 2), strict=True
         ):
             for batch, count in enumerate(split(streams, batches)):
                 if count:
-                    jobs.append(
-                        (
-                            "stream",
-                            direction,
-                            pool.submit(
-                                _after,
-                                batch * args.ramp / batches,
-                                client.run,
-                                bridge_url,
-                                direction.path,
-                                direction.request(model, True),
-                                direction.headers,
-                                total=count,
-                                concurrency=count,
-                                keep_body=True,
-                                stamps=True,
-                                timeout=args.timeout,
-                            ),
-                        )
-                    )
+                    submit("stream", direction, count, count, batch * args.ramp / batches)
             if requests:
-                jobs.append(
-                    (
-                        "request",
-                        direction,
-                        pool.submit(
-                            client.run,
-                            bridge_url,
-                            direction.path,
-                            direction.request(model, False),
-                            direction.headers,
-                            total=requests,
-                            concurrency=max(1, args.concurrency // 2),
-                            keep_body=True,
-                            timeout=args.timeout,
-                        ),
-                    )
-                )
+                submit("request", direction, requests, max(1, args.concurrency // 2))
         if args.large:  # one connection sends large requests, one after another, while the rest runs
             stop, chat = threading.Event(), DIRECTIONS[1]
             large = json.dumps({**corpus.openai_large(args.large), "model": model, "stream": False}).encode()
