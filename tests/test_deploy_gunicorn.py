@@ -123,16 +123,17 @@ def test_a_worker_keeps_the_loaded_app_out_of_full_garbage_collections():
         gc.unfreeze()
 
 
-def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it():
+@pytest.mark.parametrize(("variable", "value"), [("BRIDGE_THREADS", "many"), ("BRIDGE_STREAMS_PER_WORKER", "-1")])
+def test_a_bad_process_setting_stops_start_up_with_a_message_naming_it(variable, value):
     result = subprocess.run(
         [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF), "--check-config"],
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "BRIDGE_THREADS": "many"},
+        env={"PATH": "/usr/bin:/bin", variable: value},
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert result.returncode != 0 and "BRIDGE_THREADS" in result.stderr + result.stdout
+    assert result.returncode != 0 and variable in result.stderr + result.stdout
 
 
 def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake):
