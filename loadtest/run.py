@@ -50,8 +50,6 @@ from bench.servers import gunicorn_config
 from bridge import sse
 
 _STAMP = re.compile(r"^@(\d+\.\d+)@ $")
-# --ramp starts a round's streams in this many batches, evenly spread over its seconds.
-RAMP_BATCHES = 20
 # RSS settles a little above the post-warm-up baseline (the thread pools grow to the busiest
 # moment seen, allocator arenas). A leak of 6 KiB per request exceeds this within the default
 # two rounds of 1,200; --rounds 20 shows smaller ones in rss_mib.after_each_round.
@@ -146,24 +144,22 @@ def one_round(bridge_url, args, events=None):
     events = events or args.events
     model = f"bench-n{events}-p{args.pace * 1000:g}"
     jobs = []
-    batches = RAMP_BATCHES if args.ramp else 1
-    with concurrent.futures.ThreadPoolExecutor(max_workers=(batches + 1) * len(DIRECTIONS)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(DIRECTIONS) + 1) as pool:
 
-        def submit(kind, direction, total, concurrency, delay=0.0):
+        def submit(kind, direction, total, concurrency, ramp=0.0):
             stream = kind == "stream"
             body = direction.request(model, stream)
             job = pool.submit(
-                _after, delay, client.run, bridge_url, direction.path, body, direction.headers,
-                total=total, concurrency=concurrency, keep_body=True, stamps=stream, timeout=args.timeout,
+                client.run, bridge_url, direction.path, body, direction.headers,
+                total=total, concurrency=concurrency, keep_body=True, stamps=stream, timeout=args.timeout, ramp=ramp,
             )  # fmt: skip
             jobs.append((kind, direction, job))
 
         for direction, streams, requests in zip(
             DIRECTIONS, split(args.streams, 2), split(args.requests, 2), strict=True
         ):
-            for batch, count in enumerate(split(streams, batches)):
-                if count:
-                    submit("stream", direction, count, count, batch * args.ramp / batches)
+            if streams:
+                submit("stream", direction, streams, streams, args.ramp)
             if requests:
                 submit("request", direction, requests, max(1, args.concurrency // 2))
         if args.large:  # one connection sends large requests, one after another, while the rest runs
@@ -187,11 +183,6 @@ def one_round(bridge_url, args, events=None):
                     problem = direction.body_problem(result.body)
                 outcomes[kind].append((direction.name, result, problem))
     return outcomes["stream"], outcomes["request"]
-
-
-def _after(seconds, function, *args, **kwargs):
-    time.sleep(seconds)
-    return function(*args, **kwargs)
 
 
 def _until(stop, function, *args, **kwargs):
