@@ -17,9 +17,10 @@ many seconds, as agents' streams start in a working day, which shows the steady 
 round runs (counted with the requests): their parsing, validation and translation hold the
 worker's GIL, and the streams' events wait meanwhile.
 
-A warm-up round at full size comes first (thread pools, connection pools and the allocator reach
-their working size); then the gunicorn tree's RSS is the baseline, the measured rounds run, and
-RSS must come back near that baseline: a leak grows it by every request served. While a round
+A warm-up round at full size comes first (with --ramp its streams last the ramp, so that all
+are open at once): thread pools, connection pools and the allocator reach their working size.
+Then the gunicorn tree's RSS is the baseline, the measured rounds run, and RSS must come back
+near that baseline: a leak grows it by every request served. While a round
 runs, a fresh connection asks /healthz every 0.1 s, as a load balancer would. A stream refused
 with a 503 (over capacity) is counted apart from one that failed. --reference first sends the
 same streams straight to the fake upstream: the delay the client and the upstream add on their
@@ -394,7 +395,10 @@ def direct(upstream_url, args):
 def measure(bridge, args):
     pid = bridge.process.pid
     idle = procstat.memory_mib(pid)[0]
-    one_round(bridge.url, args, args.warm_up_events)  # warm-up at full size
+    warm_up = args.warm_up_events or args.events
+    if args.ramp and args.pace:  # its streams last the ramp too, so that all are open at once
+        warm_up += round(args.ramp / args.pace)
+    one_round(bridge.url, args, warm_up)  # warm-up at full size
     settle(pid)
     baseline = procstat.memory_mib(pid)[0]
     sampler, health, machine = Sampler(pid), HealthProbe(bridge.url), Machine()
