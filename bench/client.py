@@ -127,13 +127,25 @@ class _Conn:
 
 
 def run(
-    url, path, body, headers=None, *, total, concurrency, keep_body=False, stamps=False, timeout=60.0, on_tick=None
+    url,
+    path,
+    body,
+    headers=None,
+    *,
+    total,
+    concurrency,
+    keep_body=False,
+    stamps=False,
+    timeout=60.0,
+    on_tick=None,
+    ramp=0.0,
 ):
     """Send `total` identical POSTs over `concurrency` keep-alive connections; return Results.
 
     `stamps` scans each body for upstream emission stamps and records the
     delay to the recv that delivered them. `on_tick(now)` is called about
     every 50 ms so a caller can sample the server while requests are open.
+    `ramp` opens the connections evenly over that many seconds instead of at once.
     """
     host, port = url.split("//")[1].split(":")
     addr = (host, int(port))
@@ -151,13 +163,15 @@ def run(
         conn.sock.sendall(payload)
         conn.sock.setblocking(False)
 
-    conns = [_Conn(addr) for _ in range(min(concurrency, total))]
-    for conn in conns:
-        selector.register(conn.sock, selectors.EVENT_READ, conn)
-        start(conn)
-    next_tick = time.monotonic()
+    opening, conns = min(concurrency, total), []
+    began = next_tick = time.monotonic()
     while len(results) < total:
         now = time.monotonic()
+        while len(conns) < opening and now >= began + len(conns) * ramp / opening:
+            conn = _Conn(addr)
+            conns.append(conn)
+            selector.register(conn.sock, selectors.EVENT_READ, conn)
+            start(conn)
         if now > deadline:
             for conn in conns:
                 if conn.result is not None:
@@ -167,7 +181,8 @@ def run(
         if on_tick and now >= next_tick:
             on_tick(now)
             next_tick = now + 0.05
-        for key, _ in selector.select(timeout=0.05):
+        wait = 0.05 if len(conns) == opening else min(0.05, max(0.0, began + len(conns) * ramp / opening - now))
+        for key, _ in selector.select(timeout=wait):
             conn = key.data
             if conn.result is None:  # done with its last request: the server closing it is no news
                 selector.unregister(conn.sock)

@@ -51,6 +51,8 @@ class Parking:
         "_out",
         "_watching",
         "_timer",
+        "_timer_at",
+        "_deadline",
         "_ending",
         "_open",
     )
@@ -60,7 +62,8 @@ class Parking:
         self._upstream = upstream  # the upstream's socket
         self.timeout = 0.0
         self.ready = False  # resumed because the upstream socket is readable
-        self._timer = None
+        self._timer = None  # the token of its timer in the loop's heap, None: no timer
+        self._timer_at = self._deadline = 0.0
         self._open = False
 
     def wait(self, timeout):
@@ -79,7 +82,7 @@ class Parking:
         self._ending = False
         self._loop.count += 1
         self._watch(self._upstream, selectors.EVENT_READ)
-        self._timer = self._loop.timer(self, self.timeout)
+        self._wait_until(time.monotonic() + self.timeout)
 
     def on_event(self):
         """Its socket is ready: the upstream readable, or the client writable again."""
@@ -92,7 +95,11 @@ class Parking:
     def expired(self, token):
         """A timer ran out: the relay's wait, or the client's time to take a write."""
         if token != self._timer:
-            return  # replaced by a later one
+            return  # replaced by an earlier one
+        self._timer = None
+        if self._deadline > self._timer_at:  # moved later since the timer was set: wait on
+            self._wait_until(self._deadline)
+            return
         if self._watching is self._upstream:
             self._resume()
         else:
@@ -115,7 +122,7 @@ class Parking:
             if item is self:
                 if self._watching is not self._upstream:
                     self._watch(self._upstream, selectors.EVENT_READ)
-                self._timer = self._loop.timer(self, self.timeout)
+                self._wait_until(time.monotonic() + self.timeout)
                 return
             if item:
                 response.sent += len(item)
@@ -139,8 +146,17 @@ class Parking:
             self._watch(self._conn.sock, selectors.EVENT_WRITE)
         elif not sent:
             return False
-        self._timer = self._loop.timer(self, self._loop.stall_timeout)  # no progress for this long: stalled
+        self._wait_until(time.monotonic() + self._loop.stall_timeout)  # no progress for this long: stalled
         return False
+
+    def _wait_until(self, deadline):
+        """Act (resume, or reset a stalled client) at `deadline`. Most deadlines only move later
+        (a wait ended by an event, the next one begins), so the timer in the loop's heap stays
+        and is moved on when it runs out: a heap entry per stream and wait interval, not per
+        event."""
+        self._deadline = deadline
+        if self._timer is None or deadline < self._timer_at:
+            self._timer, self._timer_at = self._loop.timer(self, deadline), deadline
 
     def _writable(self):
         if not self._flush():
@@ -231,9 +247,10 @@ class StreamLoop:
             conn.answer = None  # what the answer holds goes with it
             self.worker.unparked(conn, keepalive)
 
-    def timer(self, parking, seconds):
+    def timer(self, parking, deadline):
+        """Call parking.expired(token) at `deadline` (time.monotonic()); returns the token."""
         token = next(self._tokens)
-        heapq.heappush(self._timers, (time.monotonic() + seconds, token, parking))
+        heapq.heappush(self._timers, (deadline, token, parking))
         return token
 
     def _adopt(self):

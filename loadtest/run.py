@@ -17,9 +17,10 @@ many seconds, as agents' streams start in a working day, which shows the steady 
 round runs (counted with the requests): their parsing, validation and translation hold the
 worker's GIL, and the streams' events wait meanwhile.
 
-A warm-up round at full size comes first (thread pools, connection pools and the allocator reach
-their working size); then the gunicorn tree's RSS is the baseline, the measured rounds run, and
-RSS must come back near that baseline: a leak grows it by every request served. While a round
+A warm-up round at full size comes first (with --ramp its streams last the ramp, so that all
+are open at once): thread pools, connection pools and the allocator reach their working size.
+Then the gunicorn tree's RSS is the baseline, the measured rounds run, and RSS must come back
+near that baseline: a leak grows it by every request served. While a round
 runs, a fresh connection asks /healthz every 0.1 s, as a load balancer would. A stream refused
 with a 503 (over capacity) is counted apart from one that failed. --reference first sends the
 same streams straight to the fake upstream: the delay the client and the upstream add on their
@@ -50,8 +51,6 @@ from bench.servers import gunicorn_config
 from bridge import sse
 
 _STAMP = re.compile(r"^@(\d+\.\d+)@ $")
-# --ramp starts a round's streams in this many batches, evenly spread over its seconds.
-RAMP_BATCHES = 20
 # RSS settles a little above the post-warm-up baseline (the thread pools grow to the busiest
 # moment seen, allocator arenas). A leak of 6 KiB per request exceeds this within the default
 # two rounds of 1,200; --rounds 20 shows smaller ones in rss_mib.after_each_round.
@@ -146,24 +145,22 @@ def one_round(bridge_url, args, events=None):
     events = events or args.events
     model = f"bench-n{events}-p{args.pace * 1000:g}"
     jobs = []
-    batches = RAMP_BATCHES if args.ramp else 1
-    with concurrent.futures.ThreadPoolExecutor(max_workers=(batches + 1) * len(DIRECTIONS)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(DIRECTIONS) + 1) as pool:
 
-        def submit(kind, direction, total, concurrency, delay=0.0):
+        def submit(kind, direction, total, concurrency, ramp=0.0):
             stream = kind == "stream"
             body = direction.request(model, stream)
             job = pool.submit(
-                _after, delay, client.run, bridge_url, direction.path, body, direction.headers,
-                total=total, concurrency=concurrency, keep_body=True, stamps=stream, timeout=args.timeout,
+                client.run, bridge_url, direction.path, body, direction.headers,
+                total=total, concurrency=concurrency, keep_body=True, stamps=stream, timeout=args.timeout, ramp=ramp,
             )  # fmt: skip
             jobs.append((kind, direction, job))
 
         for direction, streams, requests in zip(
             DIRECTIONS, split(args.streams, 2), split(args.requests, 2), strict=True
         ):
-            for batch, count in enumerate(split(streams, batches)):
-                if count:
-                    submit("stream", direction, count, count, batch * args.ramp / batches)
+            if streams:
+                submit("stream", direction, streams, streams, args.ramp)
             if requests:
                 submit("request", direction, requests, max(1, args.concurrency // 2))
         if args.large:  # one connection sends large requests, one after another, while the rest runs
@@ -187,11 +184,6 @@ def one_round(bridge_url, args, events=None):
                     problem = direction.body_problem(result.body)
                 outcomes[kind].append((direction.name, result, problem))
     return outcomes["stream"], outcomes["request"]
-
-
-def _after(seconds, function, *args, **kwargs):
-    time.sleep(seconds)
-    return function(*args, **kwargs)
 
 
 def _until(stop, function, *args, **kwargs):
@@ -403,7 +395,10 @@ def direct(upstream_url, args):
 def measure(bridge, args):
     pid = bridge.process.pid
     idle = procstat.memory_mib(pid)[0]
-    one_round(bridge.url, args, args.warm_up_events)  # warm-up at full size
+    warm_up = args.warm_up_events or args.events
+    if args.ramp and args.pace:  # its streams last the ramp too, so that all are open at once
+        warm_up += round(args.ramp / args.pace)
+    one_round(bridge.url, args, warm_up)  # warm-up at full size
     settle(pid)
     baseline = procstat.memory_mib(pid)[0]
     sampler, health, machine = Sampler(pid), HealthProbe(bridge.url), Machine()

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
-    """The streams start over a second (--ramp), in batches."""
+    """The streams start one by one over a second (--ramp)."""
     run = subprocess.run(
         [
             sys.executable,

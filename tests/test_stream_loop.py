@@ -4,6 +4,7 @@ its own stream, faults mid-stream, and a connection that serves on after its str
 
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -55,11 +56,11 @@ def test_a_worker_of_one_thread_holds_many_streams_and_still_answers(one_thread,
     assert "Traceback" not in one_thread.log()
 
 
-def stalled_stream(server, fake):
+def stalled_stream(server, fake, flood=None):
     """A socket that asks for a stream and reads nothing, its upstream a flood paced just enough
     (10 ms before each 64 KiB write) that the relay waits between writes, so it parks: returns
     (socket, flood) once the buffers between them are full and the flood cannot send more."""
-    flood = Flood()
+    flood = flood or Flood()
     fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=flood, pace=0.01))
     body = json.dumps({**CHAT, "stream": True}).encode()
     stalled = socket.socket()
@@ -110,6 +111,43 @@ def test_a_client_that_stops_reading_is_reset_after_the_stall_timeout(tmp_path, 
         server.wait_for(streams, "its access line")
         assert streams() == [(200, "client_stalled")]
         assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
+
+
+class _FloodThenSilence(Flood):
+    """A Flood that, once past its limit, keeps the stream open and silent for up to 60 s."""
+
+    def __iter__(self):
+        yield from super().__iter__()
+        threading.Event().wait(60)
+
+
+def test_a_client_that_reads_again_after_a_stall_gets_keepalives_on_time(tmp_path, fake):
+    """A write the client did not take set a stall deadline 30 s away; once the client has caught
+    up and the upstream is silent, keep-alives come at the ping interval again, not at 30 s."""
+    server = gunicorn(
+        tmp_path,
+        fake,
+        BRIDGE_WORKERS="1",
+        BRIDGE_THREADS="1",
+        BRIDGE_CLIENT_STALL_TIMEOUT="30",
+        BRIDGE_PING_INTERVAL="0.5",
+    )
+    try:
+        stalled, flood = stalled_stream(server, fake, _FloodThenSilence())
+        with stalled:
+            flood.limit = flood.sent  # its next write is its last
+            stalled.settimeout(5)  # far below the stall deadline, ten ping intervals
+            tail = b""
+            while not (flood.sent >= flood.limit and b": keep-alive" in tail):
+                try:
+                    chunk = stalled.recv(65536)
+                except TimeoutError:
+                    raise AssertionError("nothing for 5 s after the flood went silent") from None
+                assert chunk, "the stream was closed"
+                tail = (tail + chunk)[-256:]
         assert "Traceback" not in server.log()
     finally:
         server.stop()
