@@ -229,6 +229,18 @@ def test_a_client_that_leaves_while_waiting_leaves_the_thread_count_right(start,
     assert "Traceback" not in server.log()
 
 
+def test_a_head_still_coming_while_waiting_is_closed_at_the_header_deadline(start, fake):
+    """The header deadline keeps running while a request waits: its wait ends there too."""
+    server = start_one_thread(start, "60", BRIDGE_CLIENT_HEADER_TIMEOUT="1")
+    with streams_under_way(server, fake, 1) as opened:
+        sent, answer = trickle(server.port, b"POST /v1/chat/completions HTTP/1.1\r\n", b"X-Slow: " + b"a" * 100)
+        assert answer == b"" and sent < 100  # closed quietly, the head never complete
+        waiting(server, 0)
+        assert metric(server, "bridge_queue_wait_seconds_count", outcome="refused") == 1
+        finish(opened)
+    assert "request not in within BRIDGE_CLIENT_HEADER_TIMEOUT" in server.log()
+
+
 def test_sigterm_refuses_a_request_still_waiting_before_the_drain_is_over(start, fake):
     """The queue timeout (60 s) outlasts the drain (8 s): the waiting request gets its 503 within
     half the drain, not a connection cut when the worker exits."""
