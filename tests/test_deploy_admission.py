@@ -188,7 +188,8 @@ def test_requests_that_find_every_thread_busy_wait_for_one_and_health_checks_do_
 
 
 def test_a_request_that_waits_past_the_queue_timeout_gets_a_503_in_its_protocol(start, fake):
-    server = start_one_thread(start, "1")
+    # The header deadline, which ends a wait too, beyond the clients' 10 s timeout.
+    server = start_one_thread(start, "1", BRIDGE_CLIENT_HEADER_TIMEOUT="60")
     with streams_under_way(server, fake, 1) as opened:  # held for longer than the timeout
         with pytest.raises(openai.APIStatusError) as chat:
             sdk_client(server.url).chat.completions.create(**CHAT)
