@@ -5,8 +5,9 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
 
 - Over capacity: gunicorn's worker (bridge/worker.py) found every request thread busy (a
   stream gives its thread back once its worker's stream loop takes it over, unless the loop
-  is full) and served the request on a spare thread, marking its environ. Anything but the exempt paths
-  (/healthz, /readyz, /metrics) is a 503 of the `overloaded` kind (see `refusal`).
+  is full), let the request wait BRIDGE_QUEUE_TIMEOUT for one in vain, and served it on a
+  spare thread, marking its environ. Anything but the exempt paths (/healthz, /readyz,
+  /metrics, which the worker never makes wait) is a 503 of the `overloaded` kind (see `refusal`).
 - Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
   flight (streamed or not: each counts until its answer ends) gets a 429 for the next
   one, before anything goes upstream. The count is per worker process: gunicorn's workers
@@ -36,6 +37,7 @@ def install(app, settings, exempt, accounts):
     Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
     the hook that authenticates: the cap and the limits count by its client."""
     in_flight = _InFlight(settings.max_requests_per_client)
+    waited = f"{settings.queue_timeout:g}s (BRIDGE_QUEUE_TIMEOUT)"
 
     @app.before_request
     def admit():
@@ -44,8 +46,9 @@ def install(app, settings, exempt, accounts):
         if request.environ.get(OVER_CAPACITY):
             raise refusal(
                 "overloaded",
-                "every request thread of this bridge worker is busy (BRIDGE_THREADS; a stream holds one"
-                " once its worker's stream loop is full, BRIDGE_STREAMS_PER_WORKER)",
+                f"every request thread of this bridge worker is busy and none came free within {waited}"
+                " (BRIDGE_THREADS; a stream holds one once its worker's stream loop is full,"
+                " BRIDGE_STREAMS_PER_WORKER)",
             )
         client = observability.current().client
         accounts.admit(client)

@@ -45,6 +45,7 @@ def create_app(settings=None):
         balancer=Balancer(table.cooldown),
         upstream=Upstream(settings),
         large_body_slots=threading.BoundedSemaphore(settings.large_body_slots),  # http.large_body_slot
+        always_answered=_UNAUTHENTICATED,  # admission's exempt paths: the worker never queues them
     )
 
     app.register_blueprint(messages_to_chat_bp)

@@ -77,6 +77,18 @@ DEPLOYMENT_CALLS = Counter(
 OPEN_STREAMS = Gauge(
     "bridge_open_streams", "Streams being relayed right now.", ["direction"], multiprocess_mode="livesum"
 )
+QUEUED = Gauge(
+    "bridge_queued_requests",
+    "Requests waiting for a request thread right now (BRIDGE_QUEUE_TIMEOUT).",
+    multiprocess_mode="livesum",
+)
+QUEUE_WAIT = Histogram(
+    "bridge_queue_wait_seconds",
+    "How long requests that found every request thread busy waited for one (BRIDGE_QUEUE_TIMEOUT), "
+    "by outcome: served once a thread came free, or refused (503) when none did in time.",
+    ["outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
 
 _current = contextvars.ContextVar("bridge_access_record")
 

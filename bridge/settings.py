@@ -74,6 +74,7 @@ class Settings:
     client_stall_timeout: float = 60.0
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
+    queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (bridge/worker.py)
     max_requests_per_client: int = 0
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
     redis_url: str = ""
@@ -311,6 +312,7 @@ _PARSERS = {
     "BRIDGE_CLIENT_STALL_TIMEOUT": ("client_stall_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_CLIENT_HEADER_TIMEOUT": ("client_header_timeout", lambda n, v: _number(n, v, float, 1)),
     "BRIDGE_CLIENT_BODY_TIMEOUT": ("client_body_timeout", lambda n, v: _number(n, v, float, 1)),
+    "BRIDGE_QUEUE_TIMEOUT": ("queue_timeout", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_CLIENT_LIMITS": ("client_limits", _client_limits),
     "BRIDGE_REDIS_URL": ("redis_url", _redis_url),

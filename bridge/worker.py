@@ -6,10 +6,15 @@ silently in the pool's queue until a stream ends. It reads a request's head and 
 blocking reads and no deadline, and on SIGTERM keeps its listening sockets open until the
 drain is over, so the kernel queues new connections that nobody accepts. This worker changes:
 
-- Capacity: a request that finds every thread busy is served by one of SPARE_THREADS threads
-  instead, with OVER_CAPACITY in its environ. The app (bridge/admission.py) answers /healthz,
-  /readyz and /metrics as usual and anything else at once with a 503 and `retry-after`, in
-  the client's protocol.
+- Capacity: a request that finds every thread busy waits for one, holding none, in arrival
+  order, for at most BRIDGE_QUEUE_TIMEOUT: the thread that frees next starts it at once
+  (free()). Past that wait (or its head's deadline) it is served by one of SPARE_THREADS
+  threads instead, with OVER_CAPACITY in its environ, and the app (bridge/admission.py)
+  answers it at once with a 503 and `retry-after`, in the client's protocol. Health checks
+  and scrapes (GET of the app's `always_answered` paths, told by peeking at the head no
+  thread has read yet) never wait: they go to the spare threads at once, where the app
+  answers them as usual. The wait is bounded by gunicorn's worker_connections: a waiting
+  request is an accepted connection, and the worker accepts no more beyond that many.
 - Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
   A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
   kept-alive connection's next byte), and its body within BRIDGE_CLIENT_BODY_TIMEOUT of the
@@ -30,7 +35,8 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
 
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
-handle_request, set_accept_enabled, get_thread_pool and load_wsgi, uses its pending_conns,
+handle_request, set_accept_enabled, get_thread_pool, load_wsgi and wait_for_and_dispatch_events
+(its main loop's wait, called with at most 1 s), uses its pending_conns,
 keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
 initialized, data_ready, timeout, is_http2 and sock, and Response's start_response,
 send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
@@ -39,6 +45,7 @@ a BaseException through after its `finally`. tests/test_worker.py fails on any o
 read the new gthread.py against this list before changing GUNICORN_VERSION.
 """
 
+import collections
 import contextlib
 import select
 import selectors
@@ -75,7 +82,12 @@ class ThreadWorker(gthread.ThreadWorker):
         super().__init__(*args, **kwargs)
         self.busy = 0  # requests held by the pool's threads, spare ones not counted
         self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
-        self.in_threads = set()  # connections a thread is serving, watched for read deadlines
+        self.in_threads = set()  # connections a thread serves or waits for, watched for read deadlines
+        self.waiting = collections.deque()  # connections waiting for a thread, oldest first (busy_lock)
+        self.queue_timeout = 0.0  # BRIDGE_QUEUE_TIMEOUT, shortened when the worker stops
+        self.always_answered = ()  # request heads that never wait: health checks and scrapes
+        self.head_peek = 0  # bytes of a head enough to tell them
+        self.queued = self.waited = None  # their metrics (bridge/observability.py), once the app is loaded
         self.spare = None
         self.settings = None
         self.serving = threading.local()  # the connection this thread serves, for admit()
@@ -91,7 +103,14 @@ class ThreadWorker(gthread.ThreadWorker):
             self.log.warning(
                 "bridge.worker was written against gunicorn %s, this is %s", GUNICORN_VERSION, gunicorn.__version__
             )
-        self.settings = self.wsgi.extensions["bridge"].settings  # the bridge app's, read and validated once
+        bridge = self.wsgi.extensions["bridge"]
+        self.settings = bridge.settings  # the bridge app's, read and validated once
+        self.queue_timeout = self.settings.queue_timeout
+        self.always_answered = tuple(f"GET {path}{end}".encode() for path in bridge.always_answered for end in " ?")
+        self.head_peek = max(map(len, self.always_answered))
+        from .observability import QUEUE_WAIT, QUEUED  # only now: the metrics directory is set
+
+        self.queued, self.waited = QUEUED, QUEUE_WAIT
         if self.settings.streams_per_worker and not self.cfg.is_ssl:  # the loop writes to plain sockets only
             self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
@@ -104,16 +123,45 @@ class ThreadWorker(gthread.ThreadWorker):
         # A new connection's head deadline runs from its accept (wait_for_first_byte).
         head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
         conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
-        with self.busy_lock:
-            conn.over_capacity = self.busy >= self.cfg.threads
-            if not conn.over_capacity:
-                self.busy += 1
-        conn.holds_thread = not conn.over_capacity
         conn.parking = None
+        conn.waiting_since = None
         self.in_threads.add(conn)
-        pool = self.spare if conn.over_capacity else self.tpool
-        future = pool.submit(self.handle, conn)
+        with self.busy_lock:
+            takes = self.busy < self.cfg.threads
+            if takes:
+                self.busy += 1
+            elif self.queue_timeout and not self.answered_at_once(conn):
+                conn.waiting_since = now
+                conn.wait_until = now + self.queue_timeout
+                self.waiting.append(conn)
+                self.queued.inc()
+                return
+        self.serve(conn, takes)
+
+    def serve(self, conn, holds_thread):
+        """Hand the request to a request thread (its `busy` taken) or to a spare one."""
+        conn.holds_thread = holds_thread
+        conn.over_capacity = not holds_thread
+        future = (self.tpool if holds_thread else self.spare).submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
+
+    def answered_at_once(self, conn):
+        """Whether the request is a health check or a scrape, which must not wait behind the
+        queue: told from the head's first bytes, peeked at as no thread has read them yet. Too
+        few bytes in (or a TLS socket, which takes no flags) and it waits with the rest."""
+        try:
+            head = conn.sock.recv(self.head_peek, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (OSError, ValueError):
+            return False
+        return head.startswith(self.always_answered)
+
+    def wait_for_and_dispatch_events(self, timeout):
+        """Wake for the oldest waiting request's deadline too, not only at the 1 s tick: murder_pending
+        refuses it right after."""
+        with self.busy_lock:
+            if self.waiting:
+                timeout = min(timeout, max(self.waiting[0].wait_until - time.monotonic(), 0.0))
+        super().wait_for_and_dispatch_events(timeout)
 
     def wait_for_first_byte(self, conn, now):
         """Park a new connection on the poller until it sends something, as gthread parks one
@@ -169,13 +217,37 @@ class ThreadWorker(gthread.ThreadWorker):
         self.method_queue.defer(self.finish_request, conn, done)
 
     def murder_pending(self):
-        """Close connections that sent nothing in time (gthread's), and cut requests whose head
-        or body is late: the main loop calls this every second."""
+        """Close connections that sent nothing in time (gthread's), refuse requests that waited
+        for a thread as long as they may, and cut requests whose head or body is late: the main
+        loop calls this every second, and when the oldest wait is over."""
         super().murder_pending()
         now = time.monotonic()
+        with self.busy_lock:
+            over = []
+            while self.waiting and self.waiting[0].wait_until <= now:
+                over.append(self.waiting.popleft())
+        for conn in over:
+            self.refuse(conn, now)
         for conn in self.in_threads:
             if conn.deadline is not None and conn.deadline[0] <= now:
+                with self.busy_lock:  # still waiting: its head is late all the same
+                    late = conn.waiting_since is not None and conn in self.waiting
+                    if late:
+                        self.waiting.remove(conn)
+                if late:
+                    self.refuse(conn, now)
                 self.cut(conn)
+
+    def refuse(self, conn, now):
+        """A request out of the queue that no thread took in time: to the spare threads, for the 503."""
+        self.waited_for(conn, "refused", now)
+        self.serve(conn, holds_thread=False)
+
+    def waited_for(self, conn, outcome, now):
+        """Count a wait over, by the one thread that took the request out of the queue."""
+        self.queued.dec()
+        self.waited.labels(outcome).observe(now - conn.waiting_since)
+        conn.waiting_since = None
 
     def cut(self, conn):
         """Stop reading a late request: its thread's read returns at once, as if the client had
@@ -197,11 +269,17 @@ class ThreadWorker(gthread.ThreadWorker):
     def free(self, conn):
         """Count the request's thread free: when the answer's last byte is handed to gunicorn,
         before the client can see the end (its next request must not find the thread busy),
-        or when handle() returns. Not from finish_request: the main loop runs that later."""
+        or when handle() returns. Not from finish_request: the main loop runs that later.
+        The oldest waiting request, if any, takes the thread over (and its `busy`) at once."""
         if conn.holds_thread:
             conn.holds_thread = False
             with self.busy_lock:
-                self.busy -= 1
+                if not self.waiting:
+                    self.busy -= 1
+                    return
+                waiting = self.waiting.popleft()
+            self.waited_for(waiting, "served", time.monotonic())
+            self.serve(waiting, holds_thread=True)
 
     def handle_request(self, req, conn):
         try:
@@ -268,7 +346,14 @@ class ThreadWorker(gthread.ThreadWorker):
     def close_listeners(self):
         """Stopping: accept what the kernel already queued (it is served, with Connection:
         close), then close the listening sockets, so that once the master and every worker
-        have closed theirs the kernel refuses new connections instead of queueing them."""
+        have closed theirs the kernel refuses new connections instead of queueing them.
+        Requests waiting for a thread keep waiting, served or refused before half the drain
+        (graceful_timeout) is over, so that none is still waiting when the worker exits."""
+        with self.busy_lock:
+            self.queue_timeout = min(self.queue_timeout, self.cfg.graceful_timeout / 2)
+            until = time.monotonic() + self.queue_timeout
+            for conn in self.waiting:
+                conn.wait_until = min(conn.wait_until, until)
         for listener in self.sockets:
             listener.setblocking(False)
             while select.select([listener], [], [], 0)[0]:

@@ -29,8 +29,9 @@ worker_class = "bridge.worker.ThreadWorker"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
 # requests being served - a stream holds its thread only until the worker's
 # stream loop takes it over (BRIDGE_STREAMS_PER_WORKER, below), so workers x
-# threads is how many requests are translated or waited for at once; more are
-# refused at once (503 with retry-after, health checks still answered).
+# threads is how many requests are translated or waited for at once; more wait
+# for a thread up to BRIDGE_QUEUE_TIMEOUT, then are refused (503 with
+# retry-after; health checks never wait).
 # Threads are started only when needed; an idle one costs ~60 KiB.
 workers = _count("BRIDGE_WORKERS", 2)
 threads = _count("BRIDGE_THREADS", 256)

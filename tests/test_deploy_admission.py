@@ -1,5 +1,6 @@
 """Admission control, client deadlines and stopping, through gunicorn from deploy/gunicorn.conf.py
-(bridge/worker.py, bridge/admission.py): a busy bridge answers at once, a slow client is cut,
+(bridge/worker.py, bridge/admission.py): a request on a busy bridge waits a moment for a thread
+and is then refused, health checks never wait, a slow client is cut,
 one client key cannot take every thread, and a stopping bridge refuses new connections."""
 
 import concurrent.futures
@@ -11,11 +12,20 @@ import socket
 import time
 
 import anthropic
+import openai
 import pytest
 import requests
 
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error, open_text_streams
+from tests.helpers import (
+    ANTHROPIC_HEADERS,
+    anthropic_client,
+    gunicorn,
+    is_anthropic_error,
+    is_openai_error,
+    metric,
+    open_text_streams,
+)
 from tests.helpers import openai_client as sdk_client
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
@@ -101,8 +111,9 @@ def parsed(answer):
 
 def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_checks_answer(start, fake):
     """Capacity is the stream loop's streams plus the request threads: two streams park in the
-    loop, the next four keep a thread each, and then nothing more is taken."""
-    server = start(BRIDGE_THREADS="4", BRIDGE_STREAMS_PER_WORKER="2")
+    loop, the next four keep a thread each, and then nothing more is taken; with
+    BRIDGE_QUEUE_TIMEOUT=0 nothing waits for a thread either."""
+    server = start(BRIDGE_THREADS="4", BRIDGE_STREAMS_PER_WORKER="2", BRIDGE_QUEUE_TIMEOUT="0")
     with streams_under_way(server, fake, 6) as opened:
         burst = [("/v1/chat/completions", CHAT, {}), ("/v1/responses", RESPONSES, {})] * 4
         burst += [("/v1/messages", MESSAGES, ANTHROPIC_HEADERS)] * 4
@@ -120,6 +131,7 @@ def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_
         for path in ("/healthz", "/readyz"):
             assert requests.get(f"{server.url}{path}", timeout=10).status_code == 200
         assert fake.requests[6:] == []  # nothing refused went upstream
+        assert metric(server, "bridge_queue_wait_seconds_count") == 0  # refused without waiting
         finish(opened)
 
     fake.reply(fixture("anthropic/text.json"), fixture("openai/text.json"))
@@ -140,6 +152,110 @@ def test_requests_one_after_another_on_the_last_thread_are_never_refused(start, 
             body = b"".join(streamed.iter_content(None))
             assert streamed.status_code == 200 and b"[DONE]" in body, (streamed.status_code, body[-300:])
         assert post(server, "/v1/chat/completions", CHAT).status_code == 200
+
+
+# -- waiting for a thread (BRIDGE_QUEUE_TIMEOUT) ---------------------------------------------------
+
+
+def start_one_thread(start, queue_timeout, **env):
+    """A worker of one request thread and no stream loop: a gated stream holds the thread."""
+    return start(BRIDGE_THREADS="1", BRIDGE_STREAMS_PER_WORKER="0", BRIDGE_QUEUE_TIMEOUT=queue_timeout, **env)
+
+
+def waiting(server, count):
+    server.wait_for(lambda: metric(server, "bridge_queued_requests") == count, f"{count} request(s) waiting")
+
+
+def test_requests_that_find_every_thread_busy_wait_for_one_and_health_checks_do_not(start, fake):
+    """The one thread held by a stream for less than the queue timeout: a request in each protocol
+    waits, in arrival order, and is served once the stream ends; /healthz and /metrics meanwhile
+    answer at once (the queue would hold them for 60 s)."""
+    server = start_one_thread(start, "60")
+    with streams_under_way(server, fake, 1) as opened, concurrent.futures.ThreadPoolExecutor(2) as pool:
+        fake.reply(fixture("anthropic/text.json"), fixture("openai/text.json"))
+        chat = pool.submit(sdk_client(server.url).chat.completions.create, **CHAT)
+        waiting(server, 1)  # told by /metrics, itself never queued
+        messages = pool.submit(anthropic_client(server.url).messages.create, **MESSAGES)
+        waiting(server, 2)
+        for path in ("/healthz", "/readyz", "/healthz?probe=lb"):
+            assert requests.get(f"{server.url}{path}", timeout=5).status_code == 200
+        assert not chat.done() and not messages.done()
+        finish(opened)
+        assert chat.result().choices[0].message.content
+        assert messages.result().content[0].text
+    assert metric(server, "bridge_queue_wait_seconds_count", outcome="served") == 2
+    assert metric(server, "bridge_queue_wait_seconds_count", outcome="refused") == 0
+    assert [r.path for r in fake.requests[1:]] == ["/v1/messages", "/v1/chat/completions"]  # in arrival order
+
+
+def test_a_request_that_waits_past_the_queue_timeout_gets_a_503_in_its_protocol(start, fake):
+    # The header deadline, which ends a wait too, beyond the clients' 10 s timeout.
+    server = start_one_thread(start, "1", BRIDGE_CLIENT_HEADER_TIMEOUT="60")
+    with streams_under_way(server, fake, 1) as opened:  # held for longer than the timeout
+        with pytest.raises(openai.APIStatusError) as chat:
+            sdk_client(server.url).chat.completions.create(**CHAT)
+        with pytest.raises(anthropic.ServiceUnavailableError) as messages:
+            anthropic_client(server.url).messages.create(**MESSAGES)
+        assert is_openai_error(chat.value.response, 503)
+        assert is_anthropic_error(messages.value.response, 503, "overloaded_error")
+        for refused in (chat.value.response, messages.value.response):
+            assert refused.headers["retry-after"] == "5" and "1s (BRIDGE_QUEUE_TIMEOUT)" in refused.text
+        assert len(fake.requests) == 1  # the stream's: nothing refused went upstream
+        finish(opened)
+    assert metric(server, "bridge_queue_wait_seconds_count", outcome="refused") == 2
+    assert metric(server, "bridge_queued_requests") == 0
+    fake.reply(fixture("anthropic/text.json"))
+    assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
+
+
+def test_a_client_that_leaves_while_waiting_leaves_the_thread_count_right(start, fake):
+    """Its place goes to a thread that finds it gone; then the one thread serves the next requests
+    (none leaked: not refused), and one at a time (none given back twice: the next still waits)."""
+    server = start_one_thread(start, "60")
+    with streams_under_way(server, fake, 1) as opened:
+        with socket.create_connection(("127.0.0.1", server.port)) as leaving:
+            leaving.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\n")
+            waiting(server, 1)
+        finish(opened)
+    waiting(server, 0)
+    for _ in range(2):
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
+    with streams_under_way(server, fake, 1) as opened, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        fake.reply(fixture("anthropic/text.json"))
+        chat = pool.submit(sdk_client(server.url).chat.completions.create, **CHAT)
+        waiting(server, 1)
+        finish(opened)
+        assert chat.result().choices[0].message.content
+    assert len(fake.requests) == 5  # two streams, three requests: not the one that left
+    assert "Traceback" not in server.log()
+
+
+def test_a_head_still_coming_while_waiting_is_closed_at_the_header_deadline(start, fake):
+    """The header deadline keeps running while a request waits: its wait ends there too."""
+    server = start_one_thread(start, "60", BRIDGE_CLIENT_HEADER_TIMEOUT="1")
+    with streams_under_way(server, fake, 1) as opened:
+        sent, answer = trickle(server.port, b"POST /v1/chat/completions HTTP/1.1\r\n", b"X-Slow: " + b"a" * 100)
+        assert answer == b"" and sent < 100  # closed quietly, the head never complete
+        waiting(server, 0)
+        assert metric(server, "bridge_queue_wait_seconds_count", outcome="refused") == 1
+        finish(opened)
+    assert "request not in within BRIDGE_CLIENT_HEADER_TIMEOUT" in server.log()
+
+
+def test_sigterm_refuses_a_request_still_waiting_before_the_drain_is_over(start, fake):
+    """The queue timeout (60 s) outlasts the drain (8 s): the waiting request gets its 503 within
+    half the drain, not a connection cut when the worker exits."""
+    server = start_one_thread(start, "60", BRIDGE_GRACEFUL_TIMEOUT="8")
+    with streams_under_way(server, fake, 1) as opened, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        chat = pool.submit(post, server, "/v1/chat/completions", CHAT)
+        waiting(server, 1)
+        server.signal(signal.SIGTERM)
+        refused = chat.result()
+        assert is_openai_error(refused, 503) and refused.headers["connection"] == "close", refused.text
+        finish(opened)
+    assert server.process.wait(timeout=30) == 0
+    assert "graceful_timeout" not in server.log()  # nothing was still open to be cut
 
 
 def test_a_head_sent_a_byte_at_a_time_is_closed_at_the_header_deadline(start):

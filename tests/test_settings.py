@@ -41,6 +41,8 @@ def test_defaults_need_no_environment():
         ("BRIDGE_CLIENT_BODY_TIMEOUT", "a minute"),
         ("BRIDGE_CLIENT_STALL_TIMEOUT", "0.5"),
         ("BRIDGE_MAX_REQUESTS_PER_CLIENT", "-1"),
+        ("BRIDGE_QUEUE_TIMEOUT", "-1"),
+        ("BRIDGE_QUEUE_TIMEOUT", "a moment"),
         ("BRIDGE_STREAMS_PER_WORKER", "-1"),
         ("BRIDGE_STREAMS_PER_WORKER", "many"),
         ("BRIDGE_PROMPT_CACHE", "24h"),
