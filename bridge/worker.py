@@ -13,7 +13,8 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   answers it at once with a 503 and `retry-after`, in the client's protocol. Health checks
   and scrapes (GET of the app's `always_answered` paths, told by peeking at the head no
   thread has read yet) never wait: they go to the spare threads at once, where the app
-  answers them as usual. The wait is bounded by gunicorn's worker_connections: a waiting
+  answers them as usual. A request whose client closed while it waited is dropped unread,
+  so nothing goes upstream for it. The wait is bounded by gunicorn's worker_connections: a waiting
   request is an accepted connection, and the worker accepts no more beyond that many.
 - Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
   A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
@@ -38,7 +39,8 @@ finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pe
 handle_request, set_accept_enabled, get_thread_pool, load_wsgi and wait_for_and_dispatch_events
 (its main loop's wait, called with at most 1 s), uses its pending_conns,
 keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
-initialized, data_ready, timeout, is_http2 and sock, and Response's start_response,
+initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
+finish_request reads it), and Response's start_response,
 send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
 the Response is the start_response an app gets: its __self__), and that handle_request lets
 a BaseException through after its `finally`. tests/test_worker.py fails on any other gunicorn version:
@@ -125,6 +127,7 @@ class ThreadWorker(gthread.ThreadWorker):
         conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
         conn.parking = None
         conn.waiting_since = None
+        conn.waited = False
         self.in_threads.add(conn)
         with self.busy_lock:
             takes = self.busy < self.cfg.threads
@@ -147,12 +150,15 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def answered_at_once(self, conn):
         """Whether the request is a health check or a scrape, which must not wait behind the
-        queue: told from the head's first bytes, peeked at as no thread has read them yet. Too
-        few bytes in (or a TLS socket, which takes no flags) and it waits with the rest."""
-        try:
-            head = conn.sock.recv(self.head_peek, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except (OSError, ValueError):
-            return False
+        queue: told from the head's first bytes, peeked at as no thread has read them yet (or
+        read already, after the previous request on a connection that pipelines). Too few bytes
+        in (or a TLS socket, which takes no flags) and it waits with the rest."""
+        head = conn.parser.unreader.buf.getvalue()[: self.head_peek] if conn.parser is not None else b""
+        if not head:
+            try:
+                head = conn.sock.recv(self.head_peek, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except (OSError, ValueError):
+                return False
         return head.startswith(self.always_answered)
 
     def wait_for_and_dispatch_events(self, timeout):
@@ -222,38 +228,41 @@ class ThreadWorker(gthread.ThreadWorker):
         loop calls this every second, and when the oldest wait is over."""
         super().murder_pending()
         now = time.monotonic()
-        with self.busy_lock:
-            over = []
-            while self.waiting and self.waiting[0].wait_until <= now:
-                over.append(self.waiting.popleft())
-        for conn in over:
-            self.refuse(conn, now)
+        late = []
         for conn in self.in_threads:
-            if conn.deadline is not None and conn.deadline[0] <= now:
-                with self.busy_lock:  # still waiting: its head is late all the same
-                    late = conn.waiting_since is not None and conn in self.waiting
-                    if late:
-                        self.waiting.remove(conn)
-                if late:
-                    self.refuse(conn, now)
-                self.cut(conn)
+            deadline = conn.deadline  # once: a request thread may change it meanwhile
+            if deadline is None or deadline[0] > now:
+                continue
+            with self.busy_lock:  # still waiting: its head is late all the same
+                if conn.waiting_since is not None and conn in self.waiting:
+                    self.waiting.remove(conn)
+                    late.append(conn)
+            self.cut(conn, deadline[1])  # before any thread may take it
+        with self.busy_lock:
+            while self.waiting and self.waiting[0].wait_until <= now:
+                late.append(self.waiting.popleft())
+        for conn in late:
+            self.refuse(conn, now)
 
     def refuse(self, conn, now):
         """A request out of the queue that no thread took in time: to the spare threads, for the 503."""
-        self.waited_for(conn, "refused", now)
-        self.serve(conn, holds_thread=False)
+        try:
+            self.waited_for(conn, "refused", now)
+        finally:
+            self.serve(conn, holds_thread=False)
 
     def waited_for(self, conn, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
         self.queued.dec()
         self.waited.labels(outcome).observe(now - conn.waiting_since)
         conn.waiting_since = None
+        conn.waited = True
 
-    def cut(self, conn):
+    def cut(self, conn, setting):
         """Stop reading a late request: its thread's read returns at once, as if the client had
         stopped sending (the head parser gives up quietly, the body reads as a 408); the
         writing side stays open for that answer."""
-        setting = conn.cut = conn.deadline[1]
+        conn.cut = setting
         conn.deadline = None
         self.log.info("client %s: request not in within %s; connection closed", _address(conn.client), setting)
         with contextlib.suppress(OSError):  # the client is gone already
@@ -262,6 +271,8 @@ class ThreadWorker(gthread.ThreadWorker):
     def handle(self, conn):
         self.serving.conn = conn
         try:
+            if conn.waited and _peer_closed(conn.sock):  # its client left while it waited
+                return False
             return super().handle(conn)
         finally:
             self.free(conn)
@@ -278,8 +289,10 @@ class ThreadWorker(gthread.ThreadWorker):
                     self.busy -= 1
                     return
                 waiting = self.waiting.popleft()
-            self.waited_for(waiting, "served", time.monotonic())
-            self.serve(waiting, holds_thread=True)
+            try:
+                self.waited_for(waiting, "served", time.monotonic())
+            finally:  # served whatever the metrics do, or the thread and the request would be lost
+                self.serve(waiting, holds_thread=True)
 
     def handle_request(self, req, conn):
         try:
@@ -460,6 +473,13 @@ def _closing_if_cut(conn, start_response):
         return start_response(status, headers, exc_info)
 
     return start
+
+
+def _peer_closed(sock):
+    """Whether the client has closed its side (nginx never half-closes a request it still wants)."""
+    poll = select.poll()
+    poll.register(sock, select.POLLRDHUP)
+    return bool(poll.poll(0))
 
 
 def _timeval(seconds):

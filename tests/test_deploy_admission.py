@@ -231,6 +231,64 @@ def test_a_client_that_leaves_while_waiting_leaves_the_thread_count_right(start,
     assert "Traceback" not in server.log()
 
 
+def test_a_whole_request_whose_client_left_while_waiting_is_not_sent_upstream(start, fake):
+    """Head and body are in, then the client closes: the thread that takes the request finds the
+    client gone before it is translated, and nothing goes upstream for it."""
+    server = start_one_thread(start, "60")
+    body = json.dumps(CHAT).encode()
+    with streams_under_way(server, fake, 1) as opened:
+        with socket.create_connection(("127.0.0.1", server.port)) as leaving:
+            leaving.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            waiting(server, 1)
+        finish(opened)
+    waiting(server, 0)
+    fake.reply(fixture("anthropic/text.json"))
+    assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content  # its thread came back
+    assert len(fake.requests) == 2  # the stream's and the last one's
+    assert "Traceback" not in server.log()
+
+
+def test_whole_requests_waiting_past_the_header_deadline_are_closed_and_the_worker_serves_on(start, fake):
+    """The header deadline ends a wait too. A waiting request is cut before a thread may take it:
+    a spare thread reading the head meanwhile raced the cut and crashed the worker's main loop."""
+    server = start_one_thread(start, "30", BRIDGE_CLIENT_HEADER_TIMEOUT="2")
+    with streams_under_way(server, fake, 1) as opened:
+        clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(6)]
+        for client in clients:
+            client.sendall(b"GET /v1/models HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n\r\n")
+        waiting(server, 6)
+        for client in clients:
+            with client:
+                client.settimeout(10)
+                answer = b""
+                while chunk := client.recv(65536):  # closed, after a 503 or nothing
+                    answer += chunk
+                assert answer == b"" or answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        waiting(server, 0)
+        finish(opened)  # the held stream is whole: its worker lived on
+    assert requests.get(f"{server.url}/healthz", timeout=5).status_code == 200
+    assert "Traceback" not in server.log() and "Worker exiting" not in server.log()
+
+
+def test_a_pipelined_health_check_does_not_wait(start, fake):
+    """A second GET /healthz already read with the first one (pipelined) is told from the bytes
+    gunicorn holds, not the socket's: answered at once, as the first."""
+    server = start_one_thread(start, "60")
+    check = b"GET /healthz HTTP/1.1\r\nHost: bridge\r\n\r\n"
+    with streams_under_way(server, fake, 1), socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(check + check)
+        sock.settimeout(10)  # far below the queue's 60 s
+        answers = b""
+        while answers.count(b"HTTP/1.1 200") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, answers
+            answers += chunk
+        assert metric(server, "bridge_queued_requests") == 0
+
+
 def test_a_head_still_coming_while_waiting_is_closed_at_the_header_deadline(start, fake):
     """The header deadline keeps running while a request waits: its wait ends there too."""
     server = start_one_thread(start, "60", BRIDGE_CLIENT_HEADER_TIMEOUT="1")
