@@ -16,6 +16,7 @@ and end look on the wire is its protocol's Framing.
 """
 
 import dataclasses
+import itertools
 import logging
 import select
 import ssl
@@ -333,7 +334,12 @@ class _Dechunker:
         """The payload bytes in `data`."""
         buffer = self._buffer + data if self._buffer else data
         payload, at, size = [], 0, len(buffer)
+        whole = False  # the whole chunks of this read taken at once (_whole_chunks), once
         while at < size and not self.done:
+            if not (whole or self._left or self._crlf or self._trailer):
+                whole = True
+                at += _whole_chunks(buffer[at:] if at else buffer, payload)
+                continue
             if self._left:
                 part = buffer[at : at + self._left]
                 payload.append(part)
@@ -362,6 +368,27 @@ class _Dechunker:
                     at, self._left = stop + 2, 0
         self._buffer = buffer[at:]
         return b"".join(payload)
+
+
+def _whole_chunks(buffer, payload):
+    """The usual read, whole chunks of one event each, undone in a few C calls: append the data
+    of the whole chunks `buffer` starts with to `payload` and return their length in bytes, or
+    0 (nothing taken) unless each is hex digits, CRLF, that many bytes without a CRLF, CRLF.
+    What follows them (an unfinished chunk, the last chunk) is for _Dechunker.feed's rules."""
+    last = buffer.find(b"\r\n0\r\n")  # the last chunk, after the events of a short answer
+    parts = (buffer[: last + 2] if last >= 0 else buffer).split(b"\r\n")
+    pairs = (len(parts) - 1) // 2 * 2  # the last part is what follows the last CRLF: unfinished
+    lines, data = parts[0:pairs:2], parts[1:pairs:2]
+    if not all(map(bytes.isalnum, lines)):
+        return 0
+    try:
+        sizes = list(map(int, lines, itertools.repeat(16, len(lines))))
+    except ValueError:
+        return 0
+    if sizes != list(map(len, data)) or 0 in sizes:  # 0: a last chunk written "00"
+        return 0
+    payload += data
+    return sum(sizes) + sum(map(len, lines)) + 4 * len(lines)
 
 
 def _chunk_size(line):

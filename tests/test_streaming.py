@@ -170,6 +170,29 @@ def test_every_cut_of_the_upstream_body_gives_the_same_events(fake, framing):
         assert out == b"".join(events) and dechunker.done, size
 
 
+def chunked_body(*chunks, end=b"0\r\n\r\n"):
+    return b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + end
+
+
+@pytest.mark.parametrize(
+    "body, payload",
+    [
+        (chunked_body(b"data: a\n\n", b"data: bb\n\n", b"data: ccc\n\n"), b"data: a\n\ndata: bb\n\ndata: ccc\n\n"),
+        (b"A;x=y\r\n0123456789\r\n3\r\nabc\r\n0\r\n\r\n", b"0123456789abc"),  # an extension, uppercase hex
+        (b"3\r\nabc\r\n003\r\ndef\r\n3; n=v\r\nghi\r\n0\r\n\r\n", b"abcdefghi"),
+        (chunked_body(b"data: a\r\n\r\n", b"data: b\r\n\r\n"), b"data: a\r\n\r\ndata: b\r\n\r\n"),  # CRLF in the data
+        (chunked_body(b"x\r\n0\r\n", b"y"), b"x\r\n0\r\ny"),  # a last chunk's look-alike in the data
+        (chunked_body(b"abc", end=b"00\r\nX-Trailer: 1\r\n\r\n"), b"abc"),  # a last chunk of zeros, a trailer
+    ],
+)
+def test_chunked_framing_is_undone_whatever_a_read_brings(body, payload):
+    """Several whole chunks in one read (the usual case, taken at once) and every cut of them
+    across two reads, in every form of chunk a server may write."""
+    for cut in range(len(body) + 1):
+        dechunker = streaming._Dechunker()
+        assert dechunker.feed(body[:cut]) + dechunker.feed(body[cut:]) == payload and dechunker.done, cut
+
+
 @pytest.mark.parametrize(
     "body, problem",
     [
@@ -177,6 +200,11 @@ def test_every_cut_of_the_upstream_body_gives_the_same_events(fake, framing):
         (b"-5\r\nabc\r\n", "a chunk size"),
         (b"3\r\nabcdef\r\n", "chunk data longer than its size"),
         (b"1" * 2000, "a chunk-size line longer than 1 KiB"),
+        # The same after whole chunks in one read.
+        (chunked_body(b"abc", end=b"zz\r\nab\r\n"), "a chunk size"),
+        (chunked_body(b"abc", end=b"+2\r\nab\r\n"), "a chunk size"),
+        (chunked_body(b"abc", b"def", end=b"3\r\nabcdef\r\n"), "chunk data longer than its size"),
+        (chunked_body(b"abc", end=b"1" * 2000), "a chunk-size line longer than 1 KiB"),
     ],
 )
 def test_broken_chunked_framing_is_a_malformed_answer(body, problem):
