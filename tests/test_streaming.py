@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import sse, streaming, translator
+from bridge import observability, sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
@@ -89,6 +89,22 @@ def test_an_event_nested_past_the_parsers_limit_is_an_upstream_error_event_not_a
     response = open_stream(fake, '{"type":"a","x":' + "[" * 5000 + "]" * 5000 + "}")
     events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
     assert events[-1].event == "error" and "nested too deeply" in events[-1].data
+
+
+def test_usage_before_an_error_in_the_same_read_is_still_counted(fake):
+    """The record hears a read's events in one call, after they are translated: usage an event
+    reported before the one that broke the stream is counted all the same (client limits)."""
+    body = sse.encode('{"type":"a","usage":{"output_tokens":7}}', event="a") + sse.encode('{"type":"boom"}', event="b")
+    fake.reply(Reply(body=body, headers={"content-type": "text/event-stream"}))  # one write: one read
+    record = observability.Record()
+    token = observability._current.set(record)
+    try:
+        response = requests.get(f"{fake.url}/stream", stream=True)
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
+    finally:
+        observability._current.reset(token)
+    assert [e.event for e in events] == ["a", "error"]
+    assert record.upstream_usage == record.usage == {"output_tokens": 7}
 
 
 def test_closing_the_client_side_closes_the_upstream_at_once(fake):
