@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import observability, sse, streaming, translator
+from bridge import json_codec, observability, sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
@@ -47,6 +47,16 @@ def test_openai_framing_is_data_only_and_done_is_passed_as_is(fake):
     response = open_stream(fake, '{"type":"a"}', "[DONE]")
     events = decoded(relay(response, Echo(OPENAI), FRAMING[OPENAI], ping_interval=5))
     assert [e.event for e in events] == [None, None] and events[-1].data == "[DONE]"
+
+
+@pytest.mark.parametrize(
+    "framing, named", [(streaming.ANTHROPIC_SSE, True), (streaming.RESPONSES_SSE, True), (streaming.CHAT_SSE, False)]
+)
+def test_each_framing_writes_an_event_byte_for_byte_as_sse_encode_does(framing, named):
+    """The framings write sse.encode's frames themselves (a call fewer per event): the same bytes."""
+    for item in ({"type": "content_block_delta", "index": 0}, {"type": "a", "text": "é \u2028 \ud83d and\nmore"}):
+        data = json_codec.dumps(item)
+        assert framing.frame(item) == (sse.encode(data, event=item["type"]) if named else sse.encode(data))
 
 
 def test_a_silent_upstream_gets_keepalives_in_the_clients_protocol(fake):
