@@ -11,6 +11,7 @@ import pytest
 from bridge.errors import BridgeError
 from bridge.messages_to_chat.response import to_anthropic_message
 from bridge.messages_to_chat.stream import StreamTranslator
+from bridge.streaming import ANTHROPIC_SSE
 from bridge.translator import DONE
 from tests.helpers import (
     OPENAI_STREAMS,
@@ -48,6 +49,31 @@ def call(index, arguments=None, call_id=None, name=None):
     if call_id:
         entry.update(id=call_id, type="function")
     return entry
+
+
+@pytest.mark.parametrize("name", OPENAI_STREAMS)
+def test_the_usual_text_chunk_path_writes_what_the_full_path_writes(name, monkeypatch):
+    """The usual text chunk skips shapes.chat_chunk and _delta: the client's bytes are the same
+    as through them, on every recorded stream."""
+    events = recorded_events(name)
+    fast = b"".join(map(ANTHROPIC_SSE.frame, translate(events)))
+    monkeypatch.setattr(StreamTranslator, "_usual_text", lambda self, chunk: None)
+    assert fast == b"".join(map(ANTHROPIC_SSE.frame, translate(events)))
+
+
+def test_ollamas_text_chunks_take_the_usual_path_with_their_role(monkeypatch):
+    """Ollama repeats "role": "assistant" in every delta; its text chunks are still the usual ones."""
+    taken = []
+    usual = StreamTranslator._usual_text
+
+    def spied(self, chunk):
+        text = usual(self, chunk)
+        taken.append(text is not None)
+        return text
+
+    monkeypatch.setattr(StreamTranslator, "_usual_text", spied)
+    translate(recorded_events("openai/ollama.sse"))
+    assert taken.count(True) == 2  # the chunks between the first (message_start) and the finish_reason
 
 
 USAGE = (None, {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import sse, streaming, translator
+from bridge import json_codec, observability, sse, streaming, translator
 from bridge.chat_to_messages.stream import StreamTranslator
 from bridge.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.streaming import CHAT_SSE, relay
@@ -47,6 +47,16 @@ def test_openai_framing_is_data_only_and_done_is_passed_as_is(fake):
     response = open_stream(fake, '{"type":"a"}', "[DONE]")
     events = decoded(relay(response, Echo(OPENAI), FRAMING[OPENAI], ping_interval=5))
     assert [e.event for e in events] == [None, None] and events[-1].data == "[DONE]"
+
+
+@pytest.mark.parametrize(
+    "framing, named", [(streaming.ANTHROPIC_SSE, True), (streaming.RESPONSES_SSE, True), (streaming.CHAT_SSE, False)]
+)
+def test_each_framing_writes_an_event_byte_for_byte_as_sse_encode_does(framing, named):
+    """The framings write sse.encode's frames themselves (a call fewer per event): the same bytes."""
+    for item in ({"type": "content_block_delta", "index": 0}, {"type": "a", "text": "é \u2028 \ud83d and\nmore"}):
+        data = json_codec.dumps(item)
+        assert framing.frame(item) == (sse.encode(data, event=item["type"]) if named else sse.encode(data))
 
 
 def test_a_silent_upstream_gets_keepalives_in_the_clients_protocol(fake):
@@ -89,6 +99,22 @@ def test_an_event_nested_past_the_parsers_limit_is_an_upstream_error_event_not_a
     response = open_stream(fake, '{"type":"a","x":' + "[" * 5000 + "]" * 5000 + "}")
     events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
     assert events[-1].event == "error" and "nested too deeply" in events[-1].data
+
+
+def test_usage_before_an_error_in_the_same_read_is_still_counted(fake):
+    """The record hears a read's events in one call, after they are translated: usage an event
+    reported before the one that broke the stream is counted all the same (client limits)."""
+    body = sse.encode('{"type":"a","usage":{"output_tokens":7}}', event="a") + sse.encode('{"type":"boom"}', event="b")
+    fake.reply(Reply(body=body, headers={"content-type": "text/event-stream"}))  # one write: one read
+    record = observability.Record()
+    token = observability._current.set(record)
+    try:
+        response = requests.get(f"{fake.url}/stream", stream=True)
+        events = decoded(relay(response, Echo(ANTHROPIC), FRAMING[ANTHROPIC], ping_interval=5))
+    finally:
+        observability._current.reset(token)
+    assert [e.event for e in events] == ["a", "error"]
+    assert record.upstream_usage == record.usage == {"output_tokens": 7}
 
 
 def test_closing_the_client_side_closes_the_upstream_at_once(fake):
@@ -170,6 +196,29 @@ def test_every_cut_of_the_upstream_body_gives_the_same_events(fake, framing):
         assert out == b"".join(events) and dechunker.done, size
 
 
+def chunked_body(*chunks, end=b"0\r\n\r\n"):
+    return b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + end
+
+
+@pytest.mark.parametrize(
+    "body, payload",
+    [
+        (chunked_body(b"data: a\n\n", b"data: bb\n\n", b"data: ccc\n\n"), b"data: a\n\ndata: bb\n\ndata: ccc\n\n"),
+        (b"A;x=y\r\n0123456789\r\n3\r\nabc\r\n0\r\n\r\n", b"0123456789abc"),  # an extension, uppercase hex
+        (b"3\r\nabc\r\n003\r\ndef\r\n3; n=v\r\nghi\r\n0\r\n\r\n", b"abcdefghi"),
+        (chunked_body(b"data: a\r\n\r\n", b"data: b\r\n\r\n"), b"data: a\r\n\r\ndata: b\r\n\r\n"),  # CRLF in the data
+        (chunked_body(b"x\r\n0\r\n", b"y"), b"x\r\n0\r\ny"),  # a last chunk's look-alike in the data
+        (chunked_body(b"abc", end=b"00\r\nX-Trailer: 1\r\n\r\n"), b"abc"),  # a last chunk of zeros, a trailer
+    ],
+)
+def test_chunked_framing_is_undone_whatever_a_read_brings(body, payload):
+    """Several whole chunks in one read (the usual case, taken at once) and every cut of them
+    across two reads, in every form of chunk a server may write."""
+    for cut in range(len(body) + 1):
+        dechunker = streaming._Dechunker()
+        assert dechunker.feed(body[:cut]) + dechunker.feed(body[cut:]) == payload and dechunker.done, cut
+
+
 @pytest.mark.parametrize(
     "body, problem",
     [
@@ -177,6 +226,11 @@ def test_every_cut_of_the_upstream_body_gives_the_same_events(fake, framing):
         (b"-5\r\nabc\r\n", "a chunk size"),
         (b"3\r\nabcdef\r\n", "chunk data longer than its size"),
         (b"1" * 2000, "a chunk-size line longer than 1 KiB"),
+        # The same after whole chunks in one read.
+        (chunked_body(b"abc", end=b"zz\r\nab\r\n"), "a chunk size"),
+        (chunked_body(b"abc", end=b"+2\r\nab\r\n"), "a chunk size"),
+        (chunked_body(b"abc", b"def", end=b"3\r\nabcdef\r\n"), "chunk data longer than its size"),
+        (chunked_body(b"abc", end=b"1" * 2000), "a chunk-size line longer than 1 KiB"),
     ],
 )
 def test_broken_chunked_framing_is_a_malformed_answer(body, problem):

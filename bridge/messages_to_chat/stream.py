@@ -107,8 +107,9 @@ class StreamTranslator(translator.StreamTranslator):
 
     def _usual_text(self, chunk):
         """The text of the usual chunk, else None: mid-answer, one choice (index 0) whose delta is
-        text alone, no finish_reason, usage or error. Each field is checked as it is read, so such
-        a chunk needs no shapes.chat_chunk."""
+        text alone (Ollama and OpenRouter add "role": "assistant" to every delta, which says
+        nothing new), no finish_reason, usage or error. Each field is checked as it is read, so
+        such a chunk needs no shapes.chat_chunk."""
         if not self.started or self.stop is not None or type(chunk) is not dict:
             return None
         choices = chunk.get("choices")
@@ -118,7 +119,7 @@ class StreamTranslator(translator.StreamTranslator):
         if type(choice) is not dict or choice.get("finish_reason") is not None or choice.get("index", 0) != 0:
             return None
         delta = choice.get("delta")
-        if type(delta) is not dict or len(delta) != 1:
+        if type(delta) is not dict or (len(delta) != 1 and (len(delta) != 2 or delta.get("role") != "assistant")):
             return None
         text = delta.get("content")
         return text if type(text) is str else None
