@@ -116,26 +116,23 @@ class Record:
     def label(self):
         return self.direction or "none"
 
-    def saw(self, *items):
-        """Translated stream items go to the client; usage rides on some events."""
-        if items and self.first_byte is None:
+    def saw(self, item):
+        """A translated stream item goes to the client; usage rides on some events."""
+        if self.first_byte is None:
             self.first_byte = time.monotonic()
-        if all(map(_CARRIERS.isdisjoint, items)):  # most events carry none: not even the loop below
-            return
-        for item in items:
+        if not _CARRIERS.isdisjoint(item):  # most events carry none: not even the call below
             usage = _usage_in(item)
             if usage is not None:
                 self.count(usage)
 
-    def heard(self, *payloads):
-        """An upstream's answer or stream events, before translation: what they report is what client
-        limits count (usage.py), also when the client's stream carries no usage (a Chat client
-        that did not ask for it) or the client left before the translated stream reached it."""
-        for payload in payloads:
-            if isinstance(payload, dict) and not _CARRIERS.isdisjoint(payload):
-                usage = _usage_in(payload)
-                if usage is not None:
-                    self.count(usage, self.upstream_usage)
+    def heard(self, payload):
+        """An upstream's answer or stream event, before translation: what it reports is what client limits
+        count (usage.py), also when the client's stream carries no usage (a Chat client that
+        did not ask for it) or the client left before the translated stream reached it."""
+        if isinstance(payload, dict) and not _CARRIERS.isdisjoint(payload):
+            usage = _usage_in(payload)
+            if usage is not None:
+                self.count(usage, self.upstream_usage)
 
     def answered(self, body):
         """A JSON answer's usage, or the error type the client was told."""

@@ -106,9 +106,12 @@ def relay(
         chunk = body.read(0)  # what came with the head, without a wait
         while True:
             ended = chunk is None
-            events = decoder.close() if ended else decoder.feed(chunk)
-            if events:
-                _translate(events, translator, frame, pending, record)
+            for event in decoder.close() if ended else decoder.feed(chunk):
+                payload = _payload(event)
+                record.heard(payload)
+                for item in translator.feed(event.event, payload):
+                    record.saw(item)
+                    pending.append(frame(item))
             now = time.monotonic()
             if pending:
                 quiet_since = written_at = now
@@ -127,9 +130,9 @@ def relay(
                 written_at = now
                 yield _PROBE
             chunk = yield from _read(body, wait, parking)
-        items = translator.finish()
-        record.saw(*items)
-        pending.extend(map(frame, items))
+        for item in translator.finish():
+            record.saw(item)
+            pending.append(frame(item))
     except GeneratorExit:  # the server stopped writing: the client left, or stopped reading
         if time.monotonic() - written_at >= client_stall_timeout:  # the write waited that long: gunicorn cut it
             record.error = "client_stalled"  # the access line's outcome, as "client_closed" is
@@ -153,22 +156,6 @@ def relay(
         body.close()
     if pending:
         yield _take(pending)
-
-
-def _translate(events, translator, frame, pending, record):
-    """One read's upstream events translated, the client's frames added to `pending`, those
-    that came before an error too. The record hears and sees a read's events in one call each:
-    a call per event cost more than the check it makes."""
-    payloads, items = [], []
-    try:
-        for event in events:
-            payload = _payload(event)
-            payloads.append(payload)
-            items += translator.feed(event.event, payload)
-    finally:
-        record.heard(*payloads)
-        record.saw(*items)
-        pending.extend(map(frame, items))
 
 
 def _read(body, timeout, parking):
