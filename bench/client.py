@@ -167,7 +167,8 @@ def run(
     began = next_tick = time.monotonic()
     while len(results) < total:
         now = time.monotonic()
-        while len(conns) < opening and now >= began + len(conns) * ramp / opening:
+        # sent < total: a connection whose answer came early may have taken the last requests
+        while len(conns) < opening and sent < total and now >= began + len(conns) * ramp / opening:
             conn = _Conn(addr)
             conns.append(conn)
             selector.register(conn.sock, selectors.EVENT_READ, conn)
@@ -181,7 +182,8 @@ def run(
         if on_tick and now >= next_tick:
             on_tick(now)
             next_tick = now + 0.05
-        wait = 0.05 if len(conns) == opening else min(0.05, max(0.0, began + len(conns) * ramp / opening - now))
+        more = len(conns) < opening and sent < total
+        wait = min(0.05, max(0.0, began + len(conns) * ramp / opening - now)) if more else 0.05
         for key, _ in selector.select(timeout=wait):
             conn = key.data
             if conn.result is None:  # done with its last request: the server closing it is no news
