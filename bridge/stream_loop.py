@@ -55,6 +55,7 @@ class Parking:
         "_deadline",
         "_ending",
         "_open",
+        "_place",
     )
 
     def __init__(self, loop, upstream):
@@ -65,6 +66,7 @@ class Parking:
         self._timer = None  # the token of its timer in the loop's heap, None: no timer
         self._timer_at = self._deadline = 0.0
         self._open = False
+        self._place = True  # one of the loop's BRIDGE_STREAMS_PER_WORKER places, taken by parking()
 
     def wait(self, timeout):
         """Itself, for the relay to yield: resume it when the upstream is readable or after `timeout` s."""
@@ -80,7 +82,6 @@ class Parking:
         self._out = b""
         self._watching = None
         self._ending = False
-        self._loop.count += 1
         self._watch(self._upstream, selectors.EVENT_READ)
         self._wait_until(time.monotonic() + self.timeout)
 
@@ -175,6 +176,12 @@ class Parking:
                 return
         self._close(keepalive=not self._conn.response.should_close())
 
+    def release(self):
+        """Give its place in the loop back: its relay has ended (parked or not, whatever happened)."""
+        if self._place:
+            self._place = False
+            self._loop.places.release()
+
     def _watch(self, sock, events):
         selector = self._loop.selector
         if self._watching is not None:
@@ -193,7 +200,6 @@ class Parking:
         Redis (BRIDGE_REDIS_TIMEOUT), and no other stream may wait meanwhile."""
         self._open = False
         self._timer = None  # no timer acts on it any more
-        self._loop.count -= 1
         try:
             if self._watching is not None:
                 self._loop.selector.unregister(self._watching)
@@ -207,9 +213,10 @@ class StreamLoop:
 
     def __init__(self, worker, capacity, stall_timeout):
         self.worker = worker
-        self.capacity = capacity
+        # Taken by the request thread that may park a stream, not when the loop starts it:
+        # streams parking at the same moment must not all pass a count the loop has not raised.
+        self.places = threading.BoundedSemaphore(capacity)
         self.stall_timeout = stall_timeout
-        self.count = 0  # streams parked; only the loop's thread changes it
         self.selector = selectors.DefaultSelector()
         self._incoming = queue.SimpleQueue()
         self._wake, self._waker = os.pipe()
@@ -222,9 +229,10 @@ class StreamLoop:
         threading.Thread(target=self._run, name="stream-loop", daemon=True).start()
 
     def parking(self, upstream):
-        """A Parking for a stream reading `upstream`, or None when the loop is full: the stream
-        then keeps its request thread (soft cap: streams parking at the same moment may pass it)."""
-        return Parking(self, upstream) if self.count < self.capacity else None
+        """A Parking for a stream reading `upstream`, holding one of the loop's places until its
+        relay ends (Parking.release), or None when the loop is full: the stream then keeps its
+        request thread."""
+        return Parking(self, upstream) if self.places.acquire(blocking=False) else None
 
     def adopt(self, conn):
         """Hand over a parked stream (any thread): the loop starts it at its next wake-up."""

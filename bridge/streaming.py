@@ -154,6 +154,8 @@ def relay(
         yield from _drain(body, parking)
     finally:
         body.close()
+        if parking is not None:
+            parking.release()
     if pending:
         yield _take(pending)
 

@@ -10,6 +10,7 @@ import time
 import pytest
 import requests
 
+from bridge.stream_loop import StreamLoop
 from tests.fake_upstream import Flood, Reply, fixture
 from tests.helpers import (
     ANTHROPIC_HEADERS,
@@ -235,5 +236,39 @@ def test_a_stream_beyond_the_loop_keeps_its_thread(tmp_path, fake):
         for upstream, chunks in opened:
             upstream.release_rest()
             assert [c for c in chunks if c.choices and c.choices[0].finish_reason][0].choices[0].finish_reason == "stop"
+    finally:
+        server.stop()
+
+
+def test_the_loops_places_are_taken_when_a_stream_may_park_and_given_back_once():
+    """Streams about to park at the same moment (none started by the loop yet) cannot pass
+    BRIDGE_STREAMS_PER_WORKER: a burst would open more upstream connections than the pool keeps."""
+    loop = StreamLoop(worker=None, capacity=2, stall_timeout=1)
+    first, second = loop.parking(None), loop.parking(None)
+    assert first is not None and second is not None
+    assert loop.parking(None) is None
+    first.release()
+    first.release()  # once, however often its end is seen
+    assert loop.parking(None) is not None and loop.parking(None) is None
+
+
+def test_a_streams_place_in_the_loop_comes_back_at_its_end(tmp_path, fake):
+    """BRIDGE_STREAMS_PER_WORKER=1, one thread: stream after stream parks, so a request beside
+    each is served; were a place kept, the next stream would hold the thread and it refused."""
+    server = gunicorn(
+        tmp_path,
+        fake,
+        BRIDGE_WORKERS="1",
+        BRIDGE_THREADS="1",
+        BRIDGE_STREAMS_PER_WORKER="1",
+        BRIDGE_QUEUE_TIMEOUT="0",
+    )
+    try:
+        for _ in range(3):
+            ((upstream, chunks),) = open_text_streams(server.url, fake, 1)
+            fake.reply(fixture("anthropic/text.json"))
+            assert openai_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
+            upstream.release_rest()
+            assert [c for c in chunks if c.choices and c.choices[0].finish_reason]
     finally:
         server.stop()
