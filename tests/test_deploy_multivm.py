@@ -290,11 +290,10 @@ def test_a_stopped_bridge_drains_its_streams_while_the_other_takes_every_new_cal
 def test_a_bridge_that_is_down_costs_no_call_and_gets_calls_again_after_fail_timeout(stack):
     port = stack.bridges["a"].port
     kill(stack.bridges["a"])
-    # A call nginx sends to a new connection to a is refused before a byte of it went out, and
-    # goes to b instead. One it sends on a connection to a kept alive from earlier calls fails
-    # (a POST is not retried once sent): the issue allows one failure per nginx worker.
+    # nginx had no kept-alive connection to a: each call it sends there is refused before a byte
+    # of it went out, and goes to b instead.
     answered, failed = stack.calls_in_a_row(4)
-    assert len(failed) <= NGINX_WORKERS, failed
+    assert failed == []
     assert {bridge for tag in answered for bridge in stack.where(tag)} == {"b"}
 
     stack.bridges["a"] = stack.start("a", port=port)
