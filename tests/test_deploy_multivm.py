@@ -21,7 +21,7 @@ import httpx2
 import openai
 import pytest
 
-from bench.processes import wait_for
+from bench.processes import accepts, wait_for
 from tests.fake_upstream import Reply, fixture
 from tests.helpers import Gate, Nginx, anthropic_client, gunicorn, nginx_binary, openai_client
 
@@ -182,6 +182,10 @@ def kill(bridge):
     for each in pids:
         os.kill(each, signal.SIGKILL)
     bridge.process.wait()
+    # Gone once its port refuses: a worker still exiting holds the listening socket, and a
+    # connection the kernel completes meanwhile takes a request that is then reset, after it
+    # was sent, which nginx may not retry for a POST. A dead VM's port accepts nothing.
+    wait_for(lambda: not accepts(bridge.port), "the killed bridge's port to refuse connections")
 
 
 def outcome(stream):
