@@ -98,8 +98,12 @@ class ThreadWorker(gthread.ThreadWorker):
         self.streams = None  # the stream loop (bridge/stream_loop.py), when streams may park
 
     def get_thread_pool(self):
+        """`busy` counts BRIDGE_THREADS requests; the pool has as many threads again, started only
+        when needed, for threads that counted their request free before its last write
+        (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
+        started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
-        return super().get_thread_pool()
+        return futures.ThreadPoolExecutor(2 * self.cfg.threads)
 
     def load_wsgi(self):
         super().load_wsgi()

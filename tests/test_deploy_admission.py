@@ -397,6 +397,33 @@ def test_a_client_that_stops_reading_a_stream_is_cut_after_the_stall_timeout(sta
     assert "Traceback" not in server.log()
 
 
+def test_a_client_that_stops_reading_its_answer_delays_no_one_on_the_last_thread(start, fake):
+    """The one thread's request counts free just before its answer's last write, so the next
+    request is started at once; that write then blocks on a client that reads nothing (until
+    BRIDGE_CLIENT_STALL_TIMEOUT, 60 s), and the next request must not wait behind it."""
+    server = start_one_thread(start, "60", BRIDGE_CLIENT_STALL_TIMEOUT="60", BRIDGE_MAX_UPSTREAM_BODY_BYTES="33554432")
+    answer = json.loads(fixture("anthropic/text.json").body)
+    answer["content"] = [{"type": "text", "text": "x" * (16 * 1024 * 1024)}]  # more than the kernel buffers
+    fake.reply(Reply(body=json.dumps(answer).encode(), headers={"content-type": "application/json"}))
+    body = json.dumps(CHAT).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        server.wait_for(lambda: len(fake.requests) == 1, "the large answer's request upstream")
+        sock.settimeout(10)
+        assert sock.recv(12) == b"HTTP/1.1 200"  # its answer is being written: a thread is in that write
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content  # within 10 s
+        assert metric(server, "bridge_queued_requests") == 0
+    fake.reply(fixture("anthropic/text.json"))  # the stalled one reset, the worker serves on
+    assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
+    assert "Traceback" not in server.log()
+
+
 def test_one_client_key_at_its_cap_gets_429_while_another_is_served(start, fake):
     server = start(BRIDGE_CLIENT_KEYS="team-a:sk-a,team-b:sk-b", BRIDGE_MAX_REQUESTS_PER_CLIENT="1")
     with streams_under_way(server, fake, 1, api_key="sk-a") as opened:
