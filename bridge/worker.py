@@ -37,8 +37,8 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
 
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
-handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi and wait_for_and_dispatch_events
-(its main loop's wait, called with at most 1 s), uses its pending_conns,
+handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi and
+wait_for_and_dispatch_events (its main loop's wait, called with at most 1 s), uses its pending_conns,
 keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
 initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
 finish_request reads it), and Response's start_response,
