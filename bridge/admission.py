@@ -37,18 +37,19 @@ def install(app, settings, exempt, accounts):
     Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
     the hook that authenticates: the cap and the limits count by its client."""
     in_flight = _InFlight(settings.max_requests_per_client)
-    waited = f"{settings.queue_timeout:g}s (BRIDGE_QUEUE_TIMEOUT)"
 
     @app.before_request
     def admit():
         if request.path in exempt:
             return
-        if request.environ.get(OVER_CAPACITY):
+        waited = request.environ.get(OVER_CAPACITY)
+        if waited is not None:
             raise refusal(
                 "overloaded",
-                f"every request thread of this bridge worker is busy and none came free within {waited}"
-                " (BRIDGE_THREADS; a stream holds one once its worker's stream loop is full,"
-                " BRIDGE_STREAMS_PER_WORKER)",
+                "every request thread of this bridge worker is busy"
+                + (f" and none came free within {round(waited, 1):g}s" if waited else "")
+                + " (BRIDGE_QUEUE_TIMEOUT; BRIDGE_THREADS; a stream holds one once its worker's stream loop"
+                " is full, BRIDGE_STREAMS_PER_WORKER)",
             )
         client = observability.current().client
         accounts.admit(client)

@@ -33,11 +33,12 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   sockets at once (the master closed its own copy before signalling), so new connections are
   refused, which nginx answers with an immediate 502, while open requests drain as before.
   On a reload (SIGHUP) the master and the new workers keep the socket open and accepting.
+  A worker whose master died stops the same way.
 
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
-handle_request, set_accept_enabled, get_thread_pool, load_wsgi and wait_for_and_dispatch_events
-(its main loop's wait, called with at most 1 s), uses its pending_conns,
+handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi and
+wait_for_and_dispatch_events (its main loop's wait, called with at most 1 s), uses its pending_conns,
 keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
 initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
 finish_request reads it), and Response's start_response,
@@ -67,7 +68,8 @@ from .errors import BridgeError
 from .stream_loop import Parking, StreamLoop
 
 GUNICORN_VERSION = "27.0.1"
-# The environ key of a request served beyond capacity (read by bridge/admission.py).
+# The environ key of a request served beyond capacity (read by bridge/admission.py): the
+# seconds it was let wait for a thread.
 OVER_CAPACITY = "bridge.over_capacity"
 # The environ key of the worker's stream loop, for the relay (bridge/http.py); absent: none.
 STREAM_LOOP = "bridge.stream_loop"
@@ -96,8 +98,12 @@ class ThreadWorker(gthread.ThreadWorker):
         self.streams = None  # the stream loop (bridge/stream_loop.py), when streams may park
 
     def get_thread_pool(self):
+        """`busy` counts BRIDGE_THREADS requests; the pool has as many threads again, started only
+        when needed, for threads that counted their request free before its last write
+        (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
+        started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
-        return super().get_thread_pool()
+        return futures.ThreadPoolExecutor(2 * self.cfg.threads)
 
     def load_wsgi(self):
         super().load_wsgi()
@@ -141,10 +147,11 @@ class ThreadWorker(gthread.ThreadWorker):
                 return
         self.serve(conn, takes)
 
-    def serve(self, conn, holds_thread):
-        """Hand the request to a request thread (its `busy` taken) or to a spare one."""
+    def serve(self, conn, holds_thread, waited=0.0):
+        """Hand the request to a request thread (its `busy` taken) or to a spare one, saying
+        how long it was let wait for a thread (for the refusal's text)."""
         conn.holds_thread = holds_thread
-        conn.over_capacity = not holds_thread
+        conn.over_capacity = None if holds_thread else waited
         future = (self.tpool if holds_thread else self.spare).submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
@@ -172,8 +179,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def wait_for_first_byte(self, conn, now):
         """Park a new connection on the poller until it sends something, as gthread parks one
         that sent nothing for 5 s: idle connections must not hold the threads that count."""
-        conn.deadline = conn.cut = None
-        conn.over_capacity = False
+        conn.deadline = conn.cut = conn.over_capacity = None
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.settings.client_stall_timeout))
         conn.timeout = now + self.settings.client_header_timeout  # murder_pending closes it then
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
@@ -246,10 +252,11 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def refuse(self, conn, now):
         """A request out of the queue that no thread took in time: to the spare threads, for the 503."""
+        allowed = conn.wait_until - conn.waiting_since  # BRIDGE_QUEUE_TIMEOUT, or less once stopping
         try:
             self.waited_for(conn, "refused", now)
         finally:
-            self.serve(conn, holds_thread=False)
+            self.serve(conn, holds_thread=False, waited=allowed)
 
     def waited_for(self, conn, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
@@ -335,8 +342,8 @@ class ThreadWorker(gthread.ThreadWorker):
         body's deadline (or end the head's, when it has no body)."""
         conn = self.serving.conn
         conn.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
-        if conn.over_capacity:
-            environ[OVER_CAPACITY] = True
+        if conn.over_capacity is not None:
+            environ[OVER_CAPACITY] = conn.over_capacity
         length = int(environ.get("CONTENT_LENGTH") or 0)
         if length or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             timeout = self.settings.client_body_timeout
@@ -350,6 +357,14 @@ class ThreadWorker(gthread.ThreadWorker):
             environ[STREAM_LOOP] = self.streams
         conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
         return conn.answer
+
+    def is_parent_alive(self):
+        """A worker whose master died stops as on SIGTERM (its waits shortened, its listeners
+        closed), not with gthread's plain drain, which lets a wait outlast the worker."""
+        if super().is_parent_alive():
+            return True
+        self.alive = False
+        return False
 
     def set_accept_enabled(self, enabled):
         super().set_accept_enabled(enabled and self.alive)

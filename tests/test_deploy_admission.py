@@ -6,6 +6,7 @@ one client key cannot take every thread, and a stopping bridge refuses new conne
 import concurrent.futures
 import contextlib
 import json
+import re
 import select
 import signal
 import socket
@@ -19,6 +20,7 @@ import requests
 from tests.fake_upstream import Reply, fixture
 from tests.helpers import (
     ANTHROPIC_HEADERS,
+    accepts,
     anthropic_client,
     gunicorn,
     is_anthropic_error,
@@ -126,6 +128,7 @@ def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_
                 assert is_openai_error(answer, 503), answer.text
             assert answer.headers["retry-after"] == "5"
             assert "BRIDGE_THREADS" in answer.text and answer.headers["request-id"]
+            assert "came free within" not in answer.text  # it did not wait
         with pytest.raises(anthropic.ServiceUnavailableError):  # what the SDK makes of it, and retries
             anthropic.Anthropic(base_url=server.url, api_key="sk-client", max_retries=0).messages.create(**MESSAGES)
         for path in ("/healthz", "/readyz"):
@@ -199,7 +202,7 @@ def test_a_request_that_waits_past_the_queue_timeout_gets_a_503_in_its_protocol(
         assert is_openai_error(chat.value.response, 503)
         assert is_anthropic_error(messages.value.response, 503, "overloaded_error")
         for refused in (chat.value.response, messages.value.response):
-            assert refused.headers["retry-after"] == "5" and "1s (BRIDGE_QUEUE_TIMEOUT)" in refused.text
+            assert refused.headers["retry-after"] == "5" and "within 1s (BRIDGE_QUEUE_TIMEOUT" in refused.text
         assert len(fake.requests) == 1  # the stream's: nothing refused went upstream
         finish(opened)
     assert metric(server, "bridge_queue_wait_seconds_count", outcome="refused") == 2
@@ -301,18 +304,29 @@ def test_a_head_still_coming_while_waiting_is_closed_at_the_header_deadline(star
     assert "request not in within BRIDGE_CLIENT_HEADER_TIMEOUT" in server.log()
 
 
-def test_sigterm_refuses_a_request_still_waiting_before_the_drain_is_over(start, fake):
+def refused_within_the_drain(refused, drain):
+    """A 503 that says how long the request was let wait: less than the drain, not the queue's 60 s."""
+    assert is_openai_error(refused, 503) and refused.headers["connection"] == "close", refused.text
+    waited = re.search(r"none came free within ([\d.]+)s \(BRIDGE_QUEUE_TIMEOUT", refused.json()["error"]["message"])
+    assert waited and float(waited[1]) < drain, refused.text
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "master killed"])
+def test_a_stop_refuses_a_request_still_waiting_before_the_drain_is_over(start, fake, stop):
     """The queue timeout (60 s) outlasts the drain (8 s): the waiting request gets its 503 within
-    half the drain, not a connection cut when the worker exits."""
+    half the drain, not a connection cut when the worker exits. A worker whose master was killed
+    stops the same way (it finds out within a second), and then the port refuses connections."""
     server = start_one_thread(start, "60", BRIDGE_GRACEFUL_TIMEOUT="8")
     with streams_under_way(server, fake, 1) as opened, concurrent.futures.ThreadPoolExecutor(1) as pool:
         chat = pool.submit(post, server, "/v1/chat/completions", CHAT)
         waiting(server, 1)
-        server.signal(signal.SIGTERM)
-        refused = chat.result()
-        assert is_openai_error(refused, 503) and refused.headers["connection"] == "close", refused.text
+        server.signal(stop)
+        refused_within_the_drain(chat.result(), drain=8)
         finish(opened)
-    assert server.process.wait(timeout=30) == 0
+    if stop == signal.SIGTERM:
+        assert server.process.wait(timeout=30) == 0
+    else:
+        server.wait_for(lambda: not accepts(server.port), "the orphaned worker to close its listener")
     assert "graceful_timeout" not in server.log()  # nothing was still open to be cut
 
 
@@ -380,6 +394,33 @@ def test_a_client_that_stops_reading_a_stream_is_cut_after_the_stall_timeout(sta
     # cut a client stalled for BRIDGE_CLIENT_STALL_TIMEOUT; whichever comes first names it.
     assert [line["status"] for line in stalled] == [200]
     assert stalled[0]["error"] in ("client_stalled", "client_closed"), stalled
+    assert "Traceback" not in server.log()
+
+
+def test_a_client_that_stops_reading_its_answer_delays_no_one_on_the_last_thread(start, fake):
+    """The one thread's request counts free just before its answer's last write, so the next
+    request is started at once; that write then blocks on a client that reads nothing (until
+    BRIDGE_CLIENT_STALL_TIMEOUT, 60 s), and the next request must not wait behind it."""
+    server = start_one_thread(start, "60", BRIDGE_CLIENT_STALL_TIMEOUT="60", BRIDGE_MAX_UPSTREAM_BODY_BYTES="33554432")
+    answer = json.loads(fixture("anthropic/text.json").body)
+    answer["content"] = [{"type": "text", "text": "x" * (16 * 1024 * 1024)}]  # more than the kernel buffers
+    fake.reply(Reply(body=json.dumps(answer).encode(), headers={"content-type": "application/json"}))
+    body = json.dumps(CHAT).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        server.wait_for(lambda: len(fake.requests) == 1, "the large answer's request upstream")
+        sock.settimeout(10)
+        assert sock.recv(12) == b"HTTP/1.1 200"  # its answer is being written: a thread is in that write
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content  # within 10 s
+        assert metric(server, "bridge_queued_requests") == 0
+    fake.reply(fixture("anthropic/text.json"))  # the stalled one reset, the worker serves on
+    assert sdk_client(server.url).chat.completions.create(**CHAT).choices[0].message.content
     assert "Traceback" not in server.log()
 
 
