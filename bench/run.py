@@ -272,16 +272,6 @@ def warm_up(target):
     target.send("bench-n50", True, total=100, concurrency=8)
 
 
-def settle(pid, limit=30):
-    """Wait until the server tree is idle again (queued work from the last test drained)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        before = procstat.cpu_seconds(pid)
-        time.sleep(0.5)
-        if procstat.cpu_seconds(pid) - before < 0.02:
-            return
-
-
 def hold_open(target, plan):
     """Open many slow streams at once; count those served before any could finish."""
     model = f"bench-n{plan.hold_events}-p{plan.hold_pace_ms}"
@@ -298,7 +288,7 @@ def hold_open(target, plan):
         model, True, total=plan.hold_streams, concurrency=plan.hold_streams, timeout=duration * 0.75, on_tick=tick
     )
     served = sorted(r.ttfb * 1000 for r in results if r.first_byte and r.status == 200)  # not a 503
-    settle(target.pid)
+    procstat.settle(target.pid)
     return {
         "asked": plan.hold_streams,
         "held": len(served),
@@ -355,7 +345,7 @@ def measure_capacity(direction, plan, upstream, relay, bridge, data, log):
     """Idle memory, streams held at once and one long stream, into `data`: the default config's."""
     proxies = [t for t in targets_for(direction, upstream, relay, bridge) if t.name != "direct"]
     for target in _ready(proxies, log):
-        settle(target.pid)
+        procstat.settle(target.pid)
         samples = data[target.name]
         samples["idle_rss"], samples["idle_pss"] = procstat.memory_mib(target.pid)
         for name, test in (("hold", hold_open), ("long", long_stream)):
