@@ -28,10 +28,28 @@ import time
 import traceback
 from importlib import metadata
 
+from loadtest import run as loadtest
+
 from . import client, corpus, instructions, procstat, report, servers, translate, wrk
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Thousands:
+    """One loadtest.run of issue 19's thousands of streams (bench/README.md)."""
+
+    streams: int
+    ramp: int  # seconds over which they start; 0: all at once
+    reference: bool = False  # first the same streams straight to the fake upstream
+
+    def argv(self, plan):
+        return [
+            "--streams", str(self.streams), "--requests", "0", "--events", str(plan.thousands_events),
+            "--rounds", "1", "--warm-up-events", str(plan.thousands_warm_up_events),
+            *(["--ramp", str(self.ramp)] if self.ramp else []), *(["--reference"] if self.reference else []),
+        ]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +69,16 @@ class Plan:
     translate_repeats: int = 30
     large_body_bytes: int = 5_000_000  # requests this large, one after another, beside a paced stream
     large_body_events: int = 50
+    # The 2,000 ramped row also carries the reference and the issue's targets; 4,000 is where it breaks.
+    thousands: tuple = (
+        Thousands(500, 10),
+        Thousands(1000, 10),
+        Thousands(2000, 10, reference=True),
+        Thousands(2000, 0),
+        Thousands(4000, 10),
+    )
+    thousands_events: int = 400  # 20 s at loadtest.run's pace, 50 ms
+    thousands_warm_up_events: int = 20
 
 
 QUICK = Plan(
@@ -63,6 +91,8 @@ QUICK = Plan(
     hold_streams=300,
     long_events=5000,
     translate_repeats=5,
+    thousands=(Thousands(200, 2, reference=True),),
+    thousands_events=100,
 )
 # Every tool started and every table filled, at toy scale (tests/test_bench_smoke.py).
 SMOKE = Plan(
@@ -81,6 +111,9 @@ SMOKE = Plan(
     translate_repeats=1,
     large_body_bytes=100_000,
     large_body_events=3,
+    thousands=(Thousands(20, 0, reference=True),),
+    thousands_events=5,
+    thousands_warm_up_events=2,
 )
 
 
@@ -322,6 +355,26 @@ def long_stream(target, plan):
     }
 
 
+def thousands(plan, log):
+    """Issue 19's rows, loadtest.run in this process: [(row, its argv, its report or why it failed)].
+
+    Run last, with every other server stopped, and unpinned: the bridge as deployed, on all the
+    cores, which it shares with the load client (this process) and the fake upstream.
+    """
+    os.sched_setaffinity(0, servers.CORES)  # undo pin_self(): the processes started now inherit it
+    rows = []
+    for row in plan.thousands:
+        argv = row.argv(plan)
+        log(f"thousands of streams: python -m loadtest.run {' '.join(argv)}")
+        try:
+            result = loadtest.run(loadtest.parse(argv))
+        except Exception as exc:  # one row's failure is a finding, not the end of the run
+            result = f"{type(exc).__name__}: {exc}".strip()
+            log(f"  failed: {result}")
+        rows.append((row, argv, result))
+    return rows
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -395,6 +448,11 @@ def main(argv=None):
         default=str(servers.LOGS),
         help=f"where the servers' logs go (default {servers.LOGS.relative_to(servers.ROOT)})",
     )
+    parser.add_argument(
+        "--no-thousands",
+        action="store_true",
+        help="skip issue 19's thousands of streams (about 7 minutes of the full run)",
+    )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not wrk.available():
@@ -456,6 +514,7 @@ def main(argv=None):
     finally:
         for server in reversed(running):
             server.stop()
+    held = None if args.no_thousands else thousands(plan, log)
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
@@ -469,6 +528,7 @@ def main(argv=None):
         commands,
         time.monotonic() - started,
         env,
+        held,
     )
     print(text)
     out = pathlib.Path(out)
@@ -521,6 +581,7 @@ def environment():
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": f"{cpu}, {len(servers.CORES)} cores usable",
+        "cores": servers.CORES,
         "memory": f"{memory:.1f} GiB",
         "kernel": platform.release(),
         "python": platform.python_version(),
