@@ -259,7 +259,7 @@ def thousands_table(rows):
     """One row per loadtest.run, the reference's beside the run it came with."""
     lines = [
         "| streams, start | held / refused / failed | first byte p50 / p99 (ms) | event delay p50 / p99 / max (ms) "
-        "| /healthz p99 / max (ms) | RSS peak (MiB) | bridge CPU per paced event (µs), cores busy "
+        "| /healthz p99 / max (ms) | RSS peak (MiB) | bridge CPU per paced event, µs (cores busy) "
         "| load client / fake upstream / other work (CPU-s) | streams took, max (s) |",
         "|---|---|---|---|---|---:|---:|---|---:|",
     ]
@@ -274,8 +274,8 @@ def thousands_table(rows):
         lines.append(
             f"| {label} | {held:,} / {s['refused']:,} / {s['failed']:,} | {_cells(s['ttfb_ms'], 'p50', 'p99')} "
             f"| {_cells(s['event_delay_ms'], 'p50', 'p99', 'max')} | {_cells(health, 'p99', 'max')}{failed_probes} "
-            f"| {_fmt(result['rss_mib']['peak'], 0)} | {_fmt(cpu['us_per_event_or_request'], 0)}, "
-            f"{_fmt(cpu['cores_busy'])} | {_fmt(cpu['load_client_seconds'], 1)} / {_fmt(cpu['upstream_seconds'], 1)} "
+            f"| {_fmt(result['rss_mib']['peak'], 0)} | {_fmt(cpu['us_per_event_or_request'], 0)} "
+            f"({_fmt(cpu['cores_busy'])}) | {_fmt(cpu['load_client_seconds'], 1)} / {_fmt(cpu['upstream_seconds'], 1)} "
             f"/ {_fmt(cpu['other_work_seconds'], 1)} | {_fmt(s['duration_ms']['max'] / 1000, 1)} |"
         )
         reference = result.get("reference_straight_to_upstream")
@@ -322,9 +322,10 @@ def log_table(log):
     return "\n".join(lines)
 
 
-def thousands_section(rows, env):
-    if rows is None:
+def thousands_section(thousands, env):
+    if thousands is None:
         return ["## Thousands of streams (issue 19)", "", "Not run (`--no-thousands`).", ""]
+    rows, cores = thousands["rows"], thousands["cores"]
     measured = [(row, result) for row, _, result in rows if not isinstance(result, str)]
     g = measured[0][1]["gunicorn"] if measured else env["gunicorn"]
     out = [
@@ -334,8 +335,8 @@ def thousands_section(rows, env):
         f"paced streams of 20 events/s, half through each direction, no other requests, one warm-up round "
         f"at full size first, then one measured round. The bridge runs with the default configuration "
         f"({g['workers']} workers × {g['threads']} threads, {g.get('processes', '?')} processes) and is "
-        f"**not pinned**: the bridge, the load client (the bench process) and the fake upstream share the "
-        f"machine's {len(env['cores'])} cores ({', '.join(map(str, env['cores']))}), so CPU figures include "
+        f"**not pinned**: the bridge, the load client (the bench process) and the fake upstream share "
+        f"cores {', '.join(map(str, cores))} of the machine's {len(env['cores'])}, so CPU figures include "
         "their contention; see bench/README.md.",
         "",
     ]

@@ -356,7 +356,8 @@ def long_stream(target, plan):
 
 
 def thousands(plan, log):
-    """Issue 19's rows, loadtest.run in this process: [(row, its argv, its report or why it failed)].
+    """Issue 19's rows, loadtest.run in this process: the cores they ran on, and per row
+    (row, its argv, its report or why it failed).
 
     Run last, with every other server stopped, and unpinned: the bridge as deployed, on all the
     cores, which it shares with the load client (this process) and the fake upstream.
@@ -372,7 +373,7 @@ def thousands(plan, log):
             result = f"{type(exc).__name__}: {exc}".strip()
             log(f"  failed: {result}")
         rows.append((row, argv, result))
-    return rows
+    return {"cores": sorted(os.sched_getaffinity(0)), "rows": rows}
 
 
 # ---------------------------------------------------------------- the run
@@ -514,7 +515,7 @@ def main(argv=None):
     finally:
         for server in reversed(running):
             server.stop()
-    held = None if args.no_thousands else thousands(plan, log)
+    many_streams = None if args.no_thousands else thousands(plan, log)
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
@@ -528,7 +529,7 @@ def main(argv=None):
         commands,
         time.monotonic() - started,
         env,
-        held,
+        many_streams,
     )
     print(text)
     out = pathlib.Path(out)
