@@ -298,11 +298,11 @@ def thousands_targets(row, result):
         checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
 
     errors = s["refused"] + s["failed"]
-    check(f"{row.streams:,} streams held", f"{s['count'] - errors:,} of {s['count']:,}, {errors} errors", not errors,
-          "all, zero errors")  # fmt: skip
+    held = f"{s['count'] - errors:,} of {s['count']:,}, {errors:,} errors"
+    check(f"{row.streams:,} streams held", held, not errors, "all, zero errors")
     added = _added(s["event_delay_ms"], reference["event_delay_ms"], "p99")
-    check("paced-event added delay p99 (ms; p99 minus the reference's)", _fmt(added, 1),
-          None if added is None else added < 10, "< 10 ms")  # fmt: skip
+    ok = None if added is None else added < 10
+    check("paced-event added delay p99 (ms; p99 minus the reference's)", _fmt(added, 1), ok, "< 10 ms")
     health = result["healthz_ms"]["p99"]
     check("/healthz p99 (ms)", _fmt(health, 1), None if health is None else health < 50, "< 50 ms")
     rss = result["rss_mib"]["peak"]
@@ -322,19 +322,19 @@ def log_table(log):
     return "\n".join(lines)
 
 
-def thousands_section(thousands, env):
+def thousands_section(thousands, env, plan):
     if thousands is None:
         return ["## Thousands of streams (issue 19)", "", "Not run (`--no-thousands`).", ""]
     rows, cores = thousands["rows"], thousands["cores"]
     measured = [(row, result) for row, _, result in rows if not isinstance(result, str)]
-    g = measured[0][1]["gunicorn"] if measured else env["gunicorn"]
+    g = env["gunicorn"]
     out = [
         "## Thousands of streams (issue 19)",
         "",
         f"`python -m loadtest.run` (loadtest/run.py), called by the bench after the measurements above: "
-        f"paced streams of 20 events/s, half through each direction, no other requests, one warm-up round "
-        f"at full size first, then one measured round. The bridge runs with the default configuration "
-        f"({g['workers']} workers × {g['threads']} threads, {g.get('processes', '?')} processes) and is "
+        f"paced streams of {plan.thousands_events} events {plan.thousands_pace_ms} ms apart, half through "
+        "each direction, no other requests, one warm-up round at full size first, then one measured round. "
+        f"The bridge runs with the default configuration ({g['workers']} workers × {g['threads']} threads) and is "
         f"**not pinned**: the bridge, the load client (the bench process) and the fake upstream share "
         f"cores {', '.join(map(str, cores))} of the machine's {len(env['cores'])}, so CPU figures include "
         "their contention; see bench/README.md.",
@@ -346,8 +346,7 @@ def thousands_section(thousands, env):
     out += [f"- {row.streams:,} streams: a stream failed: `{p[:300]}`" for row, p in problems]
     target = next(((row, r) for row, r in measured if "reference_straight_to_upstream" in r), None)
     if target:
-        out += [f"### Targets (issue 19), {_start(target[0])}", "",
-                thousands_targets(*target), ""]  # fmt: skip
+        out += [f"### Targets (issue 19), {_start(target[0])}", "", thousands_targets(*target), ""]
     if measured:
         row, result = max(measured, key=lambda item: item[0].streams)
         out += [
@@ -439,7 +438,7 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
             translation_table(translations.get(name)),
             "",
         ]
-    out += thousands_section(thousands, env)
+    out += thousands_section(thousands, env, plan)
     return "\n".join(out) + "\n"
 
 

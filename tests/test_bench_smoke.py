@@ -127,7 +127,7 @@ def test_thousands_targets_take_the_added_delay_over_the_reference_and_say_when_
 def test_a_thousands_run_that_failed_is_reported_not_measured():
     table = report.thousands_table([(bench.Thousands(4000, 10), [], "TimeoutError: gave up waiting")])
     assert "| 4,000, over 10 s | not measured: `TimeoutError: gave up waiting` |" in table
-    assert "Not run (`--no-thousands`)." in report.thousands_section(None, {})
+    assert "Not run (`--no-thousands`)." in report.thousands_section(None, {}, bench.SMOKE)
 
 
 def test_bench_without_wrk_says_how_to_install_it(tmp_path):
