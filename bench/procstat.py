@@ -7,6 +7,7 @@ smaps_rollup) is reported beside it as the fairer figure.
 """
 
 import os
+import time
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -64,3 +65,13 @@ def threads(pid):
         except OSError:
             continue
     return count
+
+
+def settle(pid, limit=30):
+    """Wait until the tree is idle again (queued work from the last test drained)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(0.5)
+        if cpu_seconds(pid) - before < 0.02:
+            return

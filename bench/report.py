@@ -247,7 +247,118 @@ def targets_table(s, data, translation, counted, plan):
     return "\n".join(["| target | measured (bridge vs relay) | goal | met |", "|---|---|---|---|"] + checks)
 
 
-def render(plan, args, titles, results, translations, counted, commands, seconds, env):
+def _cells(quantiles, *keys):
+    return " / ".join(_fmt(quantiles.get(key), 1) for key in keys)
+
+
+def _start(row):
+    return f"{row.streams:,}, " + (f"over {row.ramp} s" if row.ramp else "at once")
+
+
+def thousands_table(rows):
+    """One row per loadtest.run, the reference's beside the run it came with."""
+    lines = [
+        "| streams, start | held / refused / failed | first byte p50 / p99 (ms) | event delay p50 / p99 / max (ms) "
+        "| /healthz p99 / max (ms) | RSS peak (MiB) | bridge CPU per paced event, µs (cores busy) "
+        "| load client / fake upstream / other work (CPU-s) | streams took, max (s) |",
+        "|---|---|---|---|---|---:|---:|---|---:|",
+    ]
+    for row, _, result in rows:
+        label = _start(row)
+        if isinstance(result, str):
+            lines.append(f"| {label} | not measured: `{result[:200]}` |" + " |" * 7)
+            continue
+        s, health, cpu = result["streams"], result["healthz_ms"], result["cpu"]
+        held = s["count"] - s["refused"] - s["failed"]
+        failed_probes = f" ({health['failed']} of {health['count']} failed)" if health["failed"] else ""
+        lines.append(
+            f"| {label} | {held:,} / {s['refused']:,} / {s['failed']:,} | {_cells(s['ttfb_ms'], 'p50', 'p99')} "
+            f"| {_cells(s['event_delay_ms'], 'p50', 'p99', 'max')} | {_cells(health, 'p99', 'max')}{failed_probes} "
+            f"| {_fmt(result['rss_mib']['peak'], 0)} | {_fmt(cpu['us_per_event_or_request'], 0)} "
+            f"({_fmt(cpu['cores_busy'])}) | {_fmt(cpu['load_client_seconds'], 1)} / {_fmt(cpu['upstream_seconds'], 1)} "
+            f"/ {_fmt(cpu['other_work_seconds'], 1)} | {_fmt(s['duration_ms']['max'] / 1000, 1)} |"
+        )
+        reference = result.get("reference_straight_to_upstream")
+        if reference:
+            lines.append(
+                f"| {label}, straight to the fake upstream (reference) "
+                f"| {reference['count'] - reference['refused'] - reference['failed']:,} / {reference['refused']:,} "
+                f"/ {reference['failed']:,} | {_cells(reference['ttfb_ms'], 'p50', 'p99')} "
+                f"| {_cells(reference['event_delay_ms'], 'p50', 'p99', 'max')} |" + " — |" * 5
+            )
+    return "\n".join(lines)
+
+
+def thousands_targets(row, result):
+    """Issue 19's targets, for the run that has the reference (2,000 streams over 10 s)."""
+    s, reference = result["streams"], result["reference_straight_to_upstream"]
+    checks = ["| target | measured | goal | met |", "|---|---|---|---|"]
+
+    def check(label, measured, ok, goal):
+        checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
+
+    errors = s["refused"] + s["failed"]
+    held = f"{s['count'] - errors:,} of {s['count']:,}, {errors:,} errors"
+    check(f"{row.streams:,} streams held", held, not errors, "all, zero errors")
+    added = _added(s["event_delay_ms"], reference["event_delay_ms"], "p99")
+    ok = None if added is None else added < 10
+    check("paced-event added delay p99 (ms; p99 minus the reference's)", _fmt(added, 1), ok, "< 10 ms")
+    health = result["healthz_ms"]["p99"]
+    check("/healthz p99 (ms)", _fmt(health, 1), None if health is None else health < 50, "< 50 ms")
+    rss = result["rss_mib"]["peak"]
+    check("RSS peak, whole gunicorn tree (MiB)", _fmt(rss, 0), rss < 1024, "< 1 GiB")
+    return "\n".join(checks)
+
+
+def log_table(log):
+    """loadtest.run's summary of gunicorn's and the bridge's own log lines (numbers as #)."""
+    if not log:
+        return "none: gunicorn and the bridge logged nothing but their access lines"
+    lines = ["| log line (numbers as #) | times |", "|---|---:|"]
+    root = str(ROOT) + os.sep  # the checkout's path names the machine, not the finding
+    for message, count in log.items():
+        message = message.replace(root, "").replace("|", "\\|")
+        lines.append(f"| {message} | {count:,} |")
+    return "\n".join(lines)
+
+
+def thousands_section(thousands, env, plan):
+    if thousands is None:
+        return ["## Thousands of streams (issue 19)", "", "Not run (`--no-thousands`).", ""]
+    rows, cores = thousands["rows"], thousands["cores"]
+    measured = [(row, result) for row, _, result in rows if not isinstance(result, str)]
+    g = env["gunicorn"]
+    out = [
+        "## Thousands of streams (issue 19)",
+        "",
+        f"`python -m loadtest.run` (loadtest/run.py), called by the bench after the measurements above: "
+        f"paced streams of {plan.thousands_events} events {plan.thousands_pace_ms} ms apart, half through "
+        "each direction, no other requests, one warm-up round at full size first, then one measured round. "
+        f"The bridge runs with the default configuration ({g['workers']} workers × {g['threads']} threads) and is "
+        f"**not pinned**: the bridge, the load client (the bench process) and the fake upstream share "
+        f"cores {', '.join(map(str, cores))} of the machine's {len(env['cores'])}, so CPU figures include "
+        "their contention; see bench/README.md.",
+        "",
+    ]
+    out += [f"- `python -m loadtest.run {' '.join(argv)}`" for _, argv, _ in rows]
+    out += ["", thousands_table(rows), ""]
+    problems = [(row, p) for row, result in measured for p in result["streams"]["problems"]]
+    out += [f"- {row.streams:,} streams: a stream failed: `{p[:300]}`" for row, p in problems]
+    target = next(((row, r) for row, r in measured if "reference_straight_to_upstream" in r), None)
+    if target:
+        out += [f"### Targets (issue 19), {_start(target[0])}", "", thousands_targets(*target), ""]
+    if measured:
+        row, result = max(measured, key=lambda item: item[0].streams)
+        out += [
+            f"### Where it breaks: the log of the {row.streams:,}-stream run",
+            "",
+            log_table(result["log"]),
+            "",
+        ]
+    return out
+
+
+def render(plan, args, titles, results, translations, counted, commands, seconds, env, thousands):
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
     pins = env["pinning"]
     pin_text = (
@@ -327,6 +438,7 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
             translation_table(translations.get(name)),
             "",
         ]
+    out += thousands_section(thousands, env, plan)
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""python -m bench [--quick] [--out FILE] [--direction NAME]: measure, print, write RESULTS.md.
+"""python -m bench [--quick] [--out FILE] [--direction NAME] [--no-thousands]: measure, print, write RESULTS.md.
 
 Per translation direction, three targets answer the same conversation:
 *direct* (the fake upstream itself, the floor of the machine), *relay* (the
@@ -11,7 +11,9 @@ metrics run it with one worker, the config's own rule (a process per core).
 Two workers sharing that core made each round a draw: wrk's keep-alive
 connections land on one worker or are split between both, and split rounds
 served 15-25% fewer requests, for relay and bridge alike. Streams held at
-once and memory are measured with the default config.
+once and memory are measured with the default config. Issue 19's
+thousands of streams come last (loadtest.run), unpinned, the default config
+on all the cores beside its load client and fake upstream.
 """
 
 import argparse
@@ -28,10 +30,29 @@ import time
 import traceback
 from importlib import metadata
 
+from loadtest import run as loadtest
+
 from . import client, corpus, instructions, procstat, report, servers, translate, wrk
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Thousands:
+    """One loadtest.run of issue 19's thousands of streams (bench/README.md)."""
+
+    streams: int
+    ramp: int  # seconds over which they start; 0: all at once
+    reference: bool = False  # first the same streams straight to the fake upstream
+
+    def argv(self, plan):
+        return [
+            "--streams", str(self.streams), "--requests", "0", "--events", str(plan.thousands_events),
+            "--pace", f"{plan.thousands_pace_ms / 1000:g}",
+            "--rounds", "1", "--warm-up-events", str(plan.thousands_warm_up_events),
+            *(["--ramp", str(self.ramp)] if self.ramp else []), *(["--reference"] if self.reference else []),
+        ]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +72,17 @@ class Plan:
     translate_repeats: int = 30
     large_body_bytes: int = 5_000_000  # requests this large, one after another, beside a paced stream
     large_body_events: int = 50
+    # The 2,000 ramped row also carries the reference and the issue's targets; 4,000 is where it breaks.
+    thousands: tuple = (
+        Thousands(500, 10),
+        Thousands(1000, 10),
+        Thousands(2000, 10, reference=True),
+        Thousands(2000, 0),
+        Thousands(4000, 10),
+    )
+    thousands_events: int = 400  # 20 s
+    thousands_pace_ms: int = 50  # 20 events/s, an agent's token rate
+    thousands_warm_up_events: int = 20
 
 
 QUICK = Plan(
@@ -63,6 +95,8 @@ QUICK = Plan(
     hold_streams=300,
     long_events=5000,
     translate_repeats=5,
+    thousands=(Thousands(200, 2, reference=True),),
+    thousands_events=100,
 )
 # Every tool started and every table filled, at toy scale (tests/test_bench_smoke.py).
 SMOKE = Plan(
@@ -81,6 +115,9 @@ SMOKE = Plan(
     translate_repeats=1,
     large_body_bytes=100_000,
     large_body_events=3,
+    thousands=(Thousands(20, 0, reference=True),),
+    thousands_events=5,
+    thousands_warm_up_events=2,
 )
 
 
@@ -272,16 +309,6 @@ def warm_up(target):
     target.send("bench-n50", True, total=100, concurrency=8)
 
 
-def settle(pid, limit=30):
-    """Wait until the server tree is idle again (queued work from the last test drained)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        before = procstat.cpu_seconds(pid)
-        time.sleep(0.5)
-        if procstat.cpu_seconds(pid) - before < 0.02:
-            return
-
-
 def hold_open(target, plan):
     """Open many slow streams at once; count those served before any could finish."""
     model = f"bench-n{plan.hold_events}-p{plan.hold_pace_ms}"
@@ -298,7 +325,7 @@ def hold_open(target, plan):
         model, True, total=plan.hold_streams, concurrency=plan.hold_streams, timeout=duration * 0.75, on_tick=tick
     )
     served = sorted(r.ttfb * 1000 for r in results if r.first_byte and r.status == 200)  # not a 503
-    settle(target.pid)
+    procstat.settle(target.pid)
     return {
         "asked": plan.hold_streams,
         "held": len(served),
@@ -332,6 +359,27 @@ def long_stream(target, plan):
     }
 
 
+def thousands(plan, log):
+    """Issue 19's rows, loadtest.run in this process: the cores they ran on, and per row
+    (row, its argv, its report or why it failed).
+
+    Run last, with every other server stopped, and unpinned: the bridge as deployed, on all the
+    cores, which it shares with the load client (this process) and the fake upstream.
+    """
+    os.sched_setaffinity(0, servers.CORES)  # undo pin_self(): the processes started now inherit it
+    rows = []
+    for row in plan.thousands:
+        argv = row.argv(plan)
+        log(f"thousands of streams: python -m loadtest.run {' '.join(argv)}")
+        try:
+            result = loadtest.run(loadtest.parse(argv))
+        except Exception as exc:  # one row's failure is a finding, not the end of the run
+            result = f"{type(exc).__name__}: {exc}".strip()
+            log(f"  failed: {result}")
+        rows.append((row, argv, result))
+    return {"cores": sorted(os.sched_getaffinity(0)), "rows": rows}
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -355,7 +403,7 @@ def measure_capacity(direction, plan, upstream, relay, bridge, data, log):
     """Idle memory, streams held at once and one long stream, into `data`: the default config's."""
     proxies = [t for t in targets_for(direction, upstream, relay, bridge) if t.name != "direct"]
     for target in _ready(proxies, log):
-        settle(target.pid)
+        procstat.settle(target.pid)
         samples = data[target.name]
         samples["idle_rss"], samples["idle_pss"] = procstat.memory_mib(target.pid)
         for name, test in (("hold", hold_open), ("long", long_stream)):
@@ -404,6 +452,11 @@ def main(argv=None):
         "--logs",
         default=str(servers.LOGS),
         help=f"where the servers' logs go (default {servers.LOGS.relative_to(servers.ROOT)})",
+    )
+    parser.add_argument(
+        "--no-thousands",
+        action="store_true",
+        help="skip issue 19's thousands of streams (about 8 minutes of the full run)",
     )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -466,6 +519,7 @@ def main(argv=None):
     finally:
         for server in reversed(running):
             server.stop()
+    many_streams = None if args.no_thousands else thousands(plan, log)
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
@@ -479,6 +533,7 @@ def main(argv=None):
         commands,
         time.monotonic() - started,
         env,
+        many_streams,
     )
     print(text)
     out = pathlib.Path(out)
@@ -531,6 +586,7 @@ def environment():
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": f"{cpu}, {len(servers.CORES)} cores usable",
+        "cores": servers.CORES,
         "memory": f"{memory:.1f} GiB",
         "kernel": platform.release(),
         "python": platform.python_version(),

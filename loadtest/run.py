@@ -46,7 +46,6 @@ import time
 
 from bench import client, corpus, procstat
 from bench.processes import ROOT, Gunicorn, free_port, wait_for
-from bench.run import settle
 from bench.servers import gunicorn_config
 from bridge import sse
 
@@ -322,8 +321,9 @@ def start_upstream():
     return process, url
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse(argv=None):
+    """The run's arguments, bounded; a caller's argv (bench/run.py) is checked as the command line's."""
+    parser = argparse.ArgumentParser(prog="python -m loadtest.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=200, help="concurrent paced streams per round")
     parser.add_argument("--requests", type=int, default=1000, help="non-streamed requests per round")
     parser.add_argument("--concurrency", type=int, default=32, help="non-streamed requests at once")
@@ -345,7 +345,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not (0 <= args.streams <= 4000 and 0 <= args.requests <= 20000 and 1 <= args.rounds <= 50):
         parser.error("bounded: at most 4,000 streams, 20,000 requests and 50 rounds")
+    return args
 
+
+def run(args):
+    """The report of one run: the fake upstream and the bridge started, measured and stopped."""
     upstream, upstream_url = start_upstream()
     args.upstream_pid = upstream.pid
     workdir = tempfile.TemporaryDirectory(prefix="bridge-load-")
@@ -368,6 +372,11 @@ def main(argv=None):
         upstream.terminate()
         upstream.wait()
         workdir.cleanup()
+    return report
+
+
+def main(argv=None):
+    report = run(parse(argv))
     print(json.dumps(report, indent=2))
     return 0 if report["ok"] else 1
 
@@ -399,7 +408,7 @@ def measure(bridge, args):
     if args.ramp and args.pace:  # its streams last the ramp too, so that all are open at once
         warm_up += round(args.ramp / args.pace)
     one_round(bridge.url, args, warm_up)  # warm-up at full size
-    settle(pid)
+    procstat.settle(pid)
     baseline = procstat.memory_mib(pid)[0]
     sampler, health, machine = Sampler(pid), HealthProbe(bridge.url), Machine()
     upstream_cpu = procstat.cpu_seconds(args.upstream_pid)
@@ -411,7 +420,7 @@ def measure(bridge, args):
         cpu += procstat.cpu_seconds(pid) - cpu_before
         streams += round_streams
         requests += round_requests
-        settle(pid)
+        procstat.settle(pid)
         after_each.append((round(procstat.memory_mib(pid)[0], 1), procstat.threads(pid)))
     sampler.stop()
     health_report = health.stop()

@@ -4,6 +4,8 @@ Only that it works end to end is checked here; what the numbers are is for
 bench/RESULTS.md, never for a test.
 """
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import sys
 import pytest
 
 from bench import report, servers
+from bench import run as bench
 from bench.processes import ROOT
 
 
@@ -54,6 +57,33 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
         (False, True)
     ] * 2, commands
     assert str(ROOT) not in text, "the commands name paths relative to the checkout"
+    _assert_thousands_section(text)
+
+
+def _numbers(cells):
+    """The numbers in table cells like '12.3 / 45.6'; an empty list for any cell without one."""
+    found = [re.findall(r"\d[\d,]*(?:\.\d+)?", cell) for cell in cells]
+    return [float(n.replace(",", "")) for numbers in found for n in numbers] if all(found) else []
+
+
+def _assert_thousands_section(text):
+    """Issue 19's section, from the smoke run's own loadtest.run: every cell measured."""
+    section = text.split("## Thousands of streams (issue 19)", 1)[1]
+    lines = section.splitlines()
+    (command,) = [line for line in lines if line.startswith("- `python -m loadtest.run ")]
+    streams = int(command.split("--streams ")[1].split()[0])
+    (row,) = [line.split("|")[1:-1] for line in lines if line.startswith(f"| {streams}, at once |")]
+    (reference,) = [line.split("|")[1:-1] for line in lines if "straight to the fake upstream (reference)" in line]
+    numbers = _numbers(row[1:])
+    assert len(numbers) == 17 and sum(numbers[:3]) == streams, row  # held + refused + failed: every stream
+    assert numbers[3] > 0 and numbers[8] > 0, row  # a first byte took time; the RSS is the tree's
+    assert len(_numbers(reference[1:4])) == 8 and reference[4:] == [" — "] * 5, reference
+    targets = section.split("### Targets (issue 19)", 1)[1].split("###")[0]
+    verdicts = [line.split("|")[-2].strip() for line in targets.splitlines() if line.startswith("| ")][1:]
+    assert len(verdicts) == 4 and set(verdicts) <= {"yes", "**no**"}, targets
+    assert "### Where it breaks: the log of the" in section
+    # Not the bench's own pinning: the bridge, the load client and the fake upstream on every core.
+    assert f"share cores {', '.join(map(str, sorted(os.sched_getaffinity(0))))} of" in section
 
 
 def test_commands_name_the_checkouts_paths_relative_to_it():
@@ -75,6 +105,29 @@ def test_targets_give_the_spread_of_single_rounds_ratios():
     assert report._spread({"bridge": {"rps16": [900.0]}, "relay": {"rps16": [1000.0]}}, "rps16") == ""
     unpaired = {"bridge": {"rps16": [900.0, 1000.0]}, "relay": {"rps16": [1000.0, 1000.0, 1000.0]}}
     assert report._spread(unpaired, "rps16") == ""  # a round failed: which ratio is which is unknown
+
+
+def test_thousands_targets_take_the_added_delay_over_the_reference_and_say_when_missed():
+    delays = {"p50": 1.0, "p99": 30.0, "max": 90.0}
+    result = {
+        "streams": {"count": 2000, "refused": 3, "failed": 0, "event_delay_ms": delays},
+        "reference_straight_to_upstream": {"event_delay_ms": {**delays, "p99": 14.5}},
+        "healthz_ms": {"p99": 12.0},
+        "rss_mib": {"peak": 200.0},
+    }
+    rows = report.thousands_targets(bench.Thousands(2000, 10, reference=True), result).splitlines()[2:]
+    assert rows == [
+        "| 2,000 streams held | 1,997 of 2,000, 3 errors | all, zero errors | **no** |",
+        "| paced-event added delay p99 (ms; p99 minus the reference's) | 15.5 | < 10 ms | **no** |",
+        "| /healthz p99 (ms) | 12.0 | < 50 ms | yes |",
+        "| RSS peak, whole gunicorn tree (MiB) | 200 | < 1 GiB | yes |",
+    ]
+
+
+def test_a_thousands_run_that_failed_is_reported_not_measured():
+    table = report.thousands_table([(bench.Thousands(4000, 10), [], "TimeoutError: gave up waiting")])
+    assert "| 4,000, over 10 s | not measured: `TimeoutError: gave up waiting` |" in table
+    assert "Not run (`--no-thousands`)." in report.thousands_section(None, {}, bench.SMOKE)
 
 
 def test_bench_without_wrk_says_how_to_install_it(tmp_path):
