@@ -22,7 +22,7 @@ from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import drain, gunicorn
 
 USER = {"role": "user", "content": "hi"}
-HELD_KEY = "sk-held-upstream-key-0123456789abcdef"
+HELD_KEY = "sk-held-upstream-key-0123456789wxyz"  # its end is no hex: request ids are hex
 
 
 @dataclasses.dataclass
