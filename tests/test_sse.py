@@ -73,6 +73,17 @@ def test_the_read_that_completes_an_event_dispatches_it(first, blank):
         assert events == [sse.Event(None, "1")], (body, cut)
 
 
+def test_the_usual_event_is_read_without_going_line_by_line(monkeypatch):
+    """[a name and] one data line: what nearly every upstream event is, read by _event alone."""
+
+    def line_by_line(block):
+        raise AssertionError(f"went line by line: {block!r}")
+
+    monkeypatch.setattr(sse, "_event_lines", line_by_line)
+    events = sse.Decoder().feed(b"event: a\ndata: 1\n\ndata: 2\n\n")
+    assert events == [sse.Event("a", "1"), sse.Event(None, "2")]
+
+
 def test_reads_with_nothing_in_them_do_not_hide_an_event_end():
     """The relay feeds b"" after a wait in which nothing came."""
     decoder = sse.Decoder()
