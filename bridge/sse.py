@@ -18,8 +18,6 @@ Event = collections.namedtuple("Event", "event data")
 # Event(name, text) calls the namedtuple's __new__, a Python function: this is the same without it.
 _new_event = tuple.__new__
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-# A blank line is at most 4 bytes ("\r\n\r\n"): 3 bytes before a chunk are enough to see one it ends.
-_EDGE = 3
 
 
 class Decoder:
@@ -34,8 +32,12 @@ class Decoder:
         Whole events are cut at blank lines in one pass; only the unfinished event (and a
         "\r" that may be the first half of "\r\n") waits for the next chunk.
         """
+        if not chunk:  # a wait with nothing read: kept, it would hide the last bytes from the check below
+            return []
         if self._parts:
-            if not _ends_an_event(b"".join(self._parts[-_EDGE:])[-_EDGE:] + chunk):
+            # The kept bytes hold no blank line, but for a last "\r" held back (it may be half of
+            # "\r\n"): the pairs a blank line can be are checked across that edge and in the chunk.
+            if not _ends_an_event(self._parts[-1][-2:] + chunk[:1]) and not _ends_an_event(chunk):
                 self._keep(chunk)
                 return []
             self._parts.append(chunk)
@@ -81,17 +83,19 @@ class Decoder:
 
 
 def _ends_an_event(data):
-    """Whether `data` holds a blank line, in any of the line ends the rules allow."""
-    return b"\n\n" in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    """Whether `data` holds a blank line, in any of the line ends the rules allow: two line ends
+    in a row, which is one of these pairs wherever CRLF, LF and CR mix ("\r\n" alone is one)."""
+    return b"\n\n" in data or b"\n\r" in data or b"\r\r" in data
 
 
 def _event(block):
     """One event's lines (text) as an Event, or None when it has no data (WHATWG: nothing to dispatch)."""
     name, line = None, block
-    if block.startswith("event: "):
+    # Prefixes compared as slices: str.startswith parses its arguments, which costs more here.
+    if block[:7] == "event: ":
         name, _, line = block.partition("\n")
         name = name[7:]
-    if line.startswith("data: ") and "\n" not in line:  # the usual event: [a name and] one data line
+    if line[:6] == "data: " and "\n" not in line:  # the usual event: [a name and] one data line
         text = line[6:]
         return _new_event(Event, (name, text)) if text else None
     return _event_lines(block)

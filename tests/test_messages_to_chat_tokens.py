@@ -35,6 +35,12 @@ def test_text_is_counted_at_three_characters_a_token():
     assert text_tokens("a" * 300) == 100 and text_tokens("") == 0
 
 
+def test_a_part_of_three_characters_counts_a_whole_token():
+    """Rounded up (the estimate errs high): also for each text delta of a stream without usage."""
+    assert [text_tokens("a" * size) for size in (1, 2, 3, 4, 301)] == [1, 1, 1, 2, 101]
+    assert text_tokens("é") == 1  # 2 bytes
+
+
 def test_non_ascii_text_counts_by_utf8_bytes_so_cjk_is_about_a_token_a_character():
     assert text_tokens("漢字" * 50) == 100
 

@@ -310,3 +310,21 @@ def test_a_streamed_responses_request_is_counted_under_its_direction_with_its_us
     assert (line["input_tokens"], line["output_tokens"]) == (final.usage.input_tokens, final.usage.output_tokens)
     assert line["input_tokens"] >= usage["input_tokens"] and line["output_tokens"]
     assert metric(live, "bridge_requests_total", direction="responses_to_messages", status="200") == before + 1
+
+
+def test_usage_is_counted_wherever_an_event_carries_it():
+    """At the top level, in a message (message_start) or in a response (a Responses event): as
+    the client was told it (saw) and as the upstream reported it (heard); nowhere else."""
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 7}}},
+        {"type": "response.completed", "response": {"usage": {"output_tokens": 3}}},
+        {"type": "message_delta", "usage": {"cache_read_input_tokens": 2}},
+        {"type": "content_block_delta", "index": 0, "delta": {"usage": {"input_tokens": 99}}},
+    ]
+    expected = {"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 2}
+    record = observability.Record()
+    for event in events:
+        record.saw(event)
+        record.heard(event)
+    record.heard("[DONE]")
+    assert record.usage == expected and record.upstream_usage == expected

@@ -58,6 +58,39 @@ def test_any_chunking_decodes_like_the_whole_body(ending):
         assert decode_all([body[i : i + size] for i in range(0, len(body), size)]) == whole
 
 
+@pytest.mark.parametrize(
+    ("first", "blank"),
+    [(first, blank) for first in ("\n", "\r\n", "\r") for blank in ("\n", "\r\n", "\r") if first + blank != "\r\n"],
+)
+def test_the_read_that_completes_an_event_dispatches_it(first, blank):
+    """Not at the next event or the end of the body: whatever the line ends, wherever the cut."""
+    body = f"data: 1{first}{blank}".encode()
+    for cut in range(1, len(body)):
+        decoder = sse.Decoder()
+        events = decoder.feed(body[:cut]) + decoder.feed(body[cut:])
+        if body.endswith(b"\r"):  # a last "\r" may be the first half of "\r\n": the next byte tells
+            events += decoder.feed(b"x")
+        assert events == [sse.Event(None, "1")], (body, cut)
+
+
+def test_the_usual_event_is_read_without_going_line_by_line(monkeypatch):
+    """[a name and] one data line: what nearly every upstream event is, read by _event alone."""
+
+    def line_by_line(block):
+        raise AssertionError(f"went line by line: {block!r}")
+
+    monkeypatch.setattr(sse, "_event_lines", line_by_line)
+    events = sse.Decoder().feed(b"event: a\ndata: 1\n\ndata: 2\n\n")
+    assert events == [sse.Event("a", "1"), sse.Event(None, "2")]
+
+
+def test_reads_with_nothing_in_them_do_not_hide_an_event_end():
+    """The relay feeds b"" after a wait in which nothing came."""
+    decoder = sse.Decoder()
+    assert decoder.feed(b"data: 1\n") + decoder.feed(b"") + decoder.feed(b"") + decoder.feed(b"") == []
+    assert decoder.feed(b"\n") == [sse.Event(None, "1")]
+
+
 def test_an_event_larger_than_the_limit_is_an_upstream_error():
     decoder = sse.Decoder(max_event=1024)
     assert decoder.feed(b"data: " + b"x" * 1000 + b"\n\n") == [sse.Event(None, "x" * 1000)]

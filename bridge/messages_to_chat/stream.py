@@ -152,7 +152,10 @@ class StreamTranslator(translator.StreamTranslator):
     def _text(self, text):
         self.output_tokens += text_tokens(text)
         out = [] if self.open == "text" else self._switch("text", {"type": "text", "text": ""})
-        out.append(self._block_delta({"type": "text_delta", "text": text}))
+        # _block_delta's event, written out: this is the call for every text chunk of an answer
+        out.append(
+            {"type": "content_block_delta", "index": self.blocks - 1, "delta": {"type": "text_delta", "text": text}}
+        )
         return out
 
     def _tool_call(self, position, entry):

@@ -25,7 +25,6 @@ Method:
 
 import base64
 import binascii
-import math
 import re
 
 from .. import json_codec
@@ -58,7 +57,7 @@ def text_tokens(text):
         return 0
     # surrogatepass: an upstream's lone surrogate (half an emoji) counts its 3 bytes, not a crash
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-    return math.ceil(size / CHARS_PER_TOKEN)
+    return -(-size // CHARS_PER_TOKEN)  # ceil, without a float
 
 
 def json_tokens(value):
