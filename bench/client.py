@@ -177,6 +177,7 @@ def run(
             for conn in conns:
                 if conn.result is not None:
                     conn.result.error = "timeout"
+                    conn.result.status = conn.parser.status  # its head's, if it came: a stream held or a 503
                     results.append(conn.result)
             break
         if on_tick and now >= next_tick:

@@ -51,6 +51,8 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     ):
         row = next(line for line in text.splitlines() if label in line)
         assert "—" not in row, row  # every cell has a number
+    held = next(line for line in text.splitlines() if "of which served at once" in line)
+    assert all(int(cell) > 0 for cell in held.strip("|").split("|")[1:]), held  # relay and bridge hold streams
     # Per-request metrics on one worker for the proxy's one core, capacity on the config as it is.
     commands = [line for line in text.splitlines() if line.startswith(("- relay,", "- bridge,"))]
     assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == [(True, False)] * 2 + [
