@@ -103,6 +103,20 @@ def trickle(port, at_once, slowly, interval=0.25, limit=15.0):
         raise AssertionError(f"the connection is still open after {limit}s, {sent} bytes sent slowly")
 
 
+@contextlib.contextmanager
+def reading_nothing(server, chat):
+    """A client that sends a Chat request and then reads nothing (a 4 KB receive buffer): yields its socket."""
+    body = json.dumps(chat).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        yield sock
+
+
 def parsed(answer):
     """(status, headers, JSON body) of a raw HTTP/1.1 answer."""
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -379,14 +393,7 @@ def test_a_client_that_stops_reading_a_stream_is_cut_after_the_stall_timeout(sta
     # 16 MB of text: more than the kernel buffers between the bridge and a client that reads nothing.
     big = [f"event: content_block_delta\ndata: {delta}\n\n".encode()] * 4000
     fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=events[:4] + big + events[4:]))
-    body = json.dumps({**CHAT, "stream": True}).encode()
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", server.port))
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+    with reading_nothing(server, {**CHAT, "stream": True}):
         server.wait_for(lambda: "BRIDGE_CLIENT_STALL_TIMEOUT" in server.log(), "the stalled client to be cut")
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
     stalled = [line for line in server.access_lines() if line["stream"]]
@@ -405,14 +412,7 @@ def test_a_client_that_stops_reading_its_answer_delays_no_one_on_the_last_thread
     answer = json.loads(fixture("anthropic/text.json").body)
     answer["content"] = [{"type": "text", "text": "x" * (16 * 1024 * 1024)}]  # more than the kernel buffers
     fake.reply(Reply(body=json.dumps(answer).encode(), headers={"content-type": "application/json"}))
-    body = json.dumps(CHAT).encode()
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", server.port))
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nAuthorization: Bearer sk-client\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+    with reading_nothing(server, CHAT) as sock:
         server.wait_for(lambda: len(fake.requests) == 1, "the large answer's request upstream")
         sock.settimeout(10)
         assert sock.recv(12) == b"HTTP/1.1 200"  # its answer is being written: a thread is in that write
