@@ -251,6 +251,11 @@ def _cells(quantiles, *keys):
     return " / ".join(_fmt(quantiles.get(key), 1) for key in keys)
 
 
+def _held(streams):
+    """The streams of a loadtest report that were served to their end: neither refused nor failed."""
+    return streams["count"] - streams["refused"] - streams["failed"]
+
+
 def _start(row):
     return f"{row.streams:,}, " + (f"over {row.ramp} s" if row.ramp else "at once")
 
@@ -269,7 +274,7 @@ def thousands_table(rows):
             lines.append(f"| {label} | not measured: `{result[:200]}` |" + " |" * 7)
             continue
         s, health, cpu = result["streams"], result["healthz_ms"], result["cpu"]
-        held = s["count"] - s["refused"] - s["failed"]
+        held = _held(s)
         failed_probes = f" ({health['failed']} of {health['count']} failed)" if health["failed"] else ""
         lines.append(
             f"| {label} | {held:,} / {s['refused']:,} / {s['failed']:,} | {_cells(s['ttfb_ms'], 'p50', 'p99')} "
@@ -282,7 +287,7 @@ def thousands_table(rows):
         if reference:
             lines.append(
                 f"| {label}, straight to the fake upstream (reference) "
-                f"| {reference['count'] - reference['refused'] - reference['failed']:,} / {reference['refused']:,} "
+                f"| {_held(reference):,} / {reference['refused']:,} "
                 f"/ {reference['failed']:,} | {_cells(reference['ttfb_ms'], 'p50', 'p99')} "
                 f"| {_cells(reference['event_delay_ms'], 'p50', 'p99', 'max')} |" + " — |" * 5
             )
@@ -297,8 +302,8 @@ def thousands_targets(row, result):
     def check(label, measured, ok, goal):
         checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
 
-    errors = s["refused"] + s["failed"]
-    held = f"{s['count'] - errors:,} of {s['count']:,}, {errors:,} errors"
+    errors = s["count"] - _held(s)
+    held = f"{_held(s):,} of {s['count']:,}, {errors:,} errors"
     check(f"{row.streams:,} streams held", held, not errors, "all, zero errors")
     added = _added(s["event_delay_ms"], reference["event_delay_ms"], "p99")
     ok = None if added is None else added < 10

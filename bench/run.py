@@ -456,7 +456,7 @@ def main(argv=None):
     parser.add_argument(
         "--no-thousands",
         action="store_true",
-        help="skip issue 19's thousands of streams (about 8 minutes of the full run)",
+        help="skip issue 19's thousands of streams (about 7 minutes of the full run)",
     )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
