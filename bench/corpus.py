@@ -106,8 +106,8 @@ def captures_as_chat():
     """The largest Claude Code captures as a Chat client would send them: translated by the
     bridge's own messages->chat request translator (what an OpenAI-speaking agent sends)."""
     from bridge import settings
-    from bridge.messages_to_chat.request import to_chat_request
-    from bridge.schemas.anthropic import validate_messages
+    from bridge.protocols.schemas.anthropic import validate_messages
+    from bridge.translate.messages_to_chat.request import to_chat_request
 
     largest = sorted(captures(), key=lambda item: -len(json.dumps(item[1])))[:2]
     return [

@@ -101,7 +101,7 @@ def gunicorn_argv(port, *app):
 
 def relay(upstream_url, workers=None):
     """The reference relay; `workers` overrides the config's BRIDGE_WORKERS. On gunicorn's own
-    gthread worker: the config's (bridge/worker.py) serves only the bridge app, and what it
+    gthread worker: the config's (bridge/serve/worker.py) serves only the bridge app, and what it
     adds is part of what the bridge costs."""
     port = free_port()
     return Server(

@@ -1,17 +1,17 @@
 """In-process cost of one large request: parse, validate, translate, encode.
 
 The same four steps a route takes, timed apart so a slow one is named:
-parsing the raw body (bridge.http.parse_json, as read_json does), the
+parsing the raw body (bridge.fronts.http.parse_json, as read_json does), the
 direction's marshmallow validation, the pure request translation, and
-writing the upstream body (bridge.json_codec.dumps, as Upstream.request does).
+writing the upstream body (bridge.protocols.json_codec.dumps, as Upstream.request does).
 """
 
 import json
 import time
 
-from bridge import json_codec
 from bridge import settings as settings_module
-from bridge.http import parse_json
+from bridge.fronts.http import parse_json
+from bridge.protocols import json_codec
 
 from . import corpus
 
@@ -20,10 +20,10 @@ STEPS = ("parse", "validate", "translate", "encode")
 
 def directions():
     """direction -> (validate, translate); imported late so a missing direction only skips itself."""
-    from bridge.chat_to_messages.request import to_messages_request
-    from bridge.messages_to_chat.request import to_chat_request
-    from bridge.schemas.anthropic import validate_messages
-    from bridge.schemas.openai import validate_chat
+    from bridge.protocols.schemas.anthropic import validate_messages
+    from bridge.protocols.schemas.openai import validate_chat
+    from bridge.translate.chat_to_messages.request import to_messages_request
+    from bridge.translate.messages_to_chat.request import to_chat_request
 
     return {
         "messages_to_chat": (validate_messages, to_chat_request),

@@ -16,15 +16,19 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import admission, auth, models, observability, ratelimit, routes, usage
 from . import settings as settings_module
-from .chat_to_messages.routes import bp as chat_to_messages_bp
-from .errors import ANTHROPIC, OPENAI, BridgeError, invalid
-from .failover import Balancer
-from .http import json_response
-from .messages_to_chat.routes import bp as messages_to_chat_bp
-from .responses_to_messages.routes import bp as responses_to_messages_bp
-from .upstream import Upstream
+from .fronts import models
+from .fronts.chat import bp as chat_to_messages_bp
+from .fronts.http import json_response
+from .fronts.messages import bp as messages_to_chat_bp
+from .fronts.responses import bp as responses_to_messages_bp
+from .gateway import routes
+from .gateway.failover import Balancer
+from .gateway.upstream import Upstream
+from .policy import admission, auth, usage
+from .protocols import ratelimit
+from .protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
+from .serve import observability
 
 log = logging.getLogger("bridge")
 

@@ -17,9 +17,10 @@ import sys
 import redis
 import requests
 
-from . import auth, routes, usage
 from . import settings as settings_module
-from .upstream import transport_error
+from .gateway import routes
+from .gateway.upstream import transport_error
+from .policy import auth, usage
 
 _SECRETS = ("openai_api_key", "anthropic_api_key")
 _TIMEOUT = 5.0

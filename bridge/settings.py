@@ -12,7 +12,7 @@ import json
 import os
 from urllib.parse import urlsplit, urlunsplit
 
-from .capabilities import parse_overrides
+from .translate.capabilities import parse_overrides
 
 # Anthropic's prompt cache lifetimes, or off (BRIDGE_PROMPT_CACHE, a deployment's prompt_cache).
 PROMPT_CACHE_TTLS = ("off", "5m", "1h")
@@ -74,7 +74,7 @@ class Settings:
     client_stall_timeout: float = 60.0
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
-    queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (bridge/worker.py)
+    queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (bridge/serve/worker.py)
     max_requests_per_client: int = 0
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
     redis_url: str = ""

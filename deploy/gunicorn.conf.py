@@ -24,8 +24,8 @@ def _count(name, default, least=1):
 # The installed package's app factory, so what runs is what `pip install` put in the venv.
 wsgi_app = "bridge.app:create_app()"
 bind = os.environ.get("BRIDGE_BIND", "127.0.0.1:8080")
-# gunicorn's gthread, with admission control and client deadlines (bridge/worker.py).
-worker_class = "bridge.worker.ThreadWorker"
+# gunicorn's gthread, with admission control and client deadlines (bridge/serve/worker.py).
+worker_class = "bridge.serve.worker.ThreadWorker"
 # Sized for a 2-core VM: one process per core (the GIL), and threads for the
 # requests being served - a stream holds its thread only until the worker's
 # stream loop takes it over (BRIDGE_STREAMS_PER_WORKER, below), so workers x
@@ -39,7 +39,7 @@ threads = _count("BRIDGE_THREADS", 256)
 # serve and the idle kept-alive ones together, and keeps only worker_connections - threads
 # alive: at gunicorn's default of 1,000, a worker of 1,000 threads served at most 1,000
 # streams and kept no connection alive. Room for every thread, every stream parked in the
-# worker's stream loop (BRIDGE_STREAMS_PER_WORKER, bridge/stream_loop.py; the app validates
+# worker's stream loop (BRIDGE_STREAMS_PER_WORKER, bridge/serve/stream_loop.py; the app validates
 # it) and 1,000 idle connections beside.
 worker_connections = threads + _count("BRIDGE_STREAMS_PER_WORKER", 1000, least=0) + 1000
 # gthread's main thread heartbeats every second while the request threads do

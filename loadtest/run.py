@@ -47,7 +47,7 @@ import time
 from bench import client, corpus, procstat
 from bench.processes import ROOT, Gunicorn, free_port, wait_for
 from bench.servers import gunicorn_config
-from bridge import sse
+from bridge.protocols import sse
 
 _STAMP = re.compile(r"^@(\d+\.\d+)@ $")
 # RSS settles a little above the post-warm-up baseline (the thread pools grow to the busiest

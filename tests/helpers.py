@@ -42,15 +42,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.serving import make_server
 
 from bench.processes import ROOT, Gunicorn, accepts, free_port, upstream_env, wait_for
-from bridge import sse, translator
-from bridge.chat_to_messages.request import Context as ChatToMessagesContext
-from bridge.errors import ANTHROPIC, OPENAI, BridgeError
-from bridge.messages_to_chat.request import Context as MessagesToChatContext
-from bridge.observability import access_log
-from bridge.overflow import Overflow
-from bridge.responses_to_messages.request import Context as ResponsesToMessagesContext
-from bridge.streaming import ANTHROPIC_SSE, CHAT_SSE
-from bridge.translator import DONE
+from bridge.protocols import sse
+from bridge.protocols.errors import ANTHROPIC, OPENAI, BridgeError
+from bridge.protocols.overflow import Overflow
+from bridge.serve.observability import access_log
+from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE
+from bridge.translate import translator
+from bridge.translate.chat_to_messages.request import Context as ChatToMessagesContext
+from bridge.translate.messages_to_chat.request import Context as MessagesToChatContext
+from bridge.translate.responses_to_messages.request import Context as ResponsesToMessagesContext
+from bridge.translate.translator import DONE
 from tests.fake_upstream import FIXTURES, Reply, fixture
 
 # -- recorded fixtures ----------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def replay(url, capture):
 
 
 def decoded(chunks):
-    """The SSE events in a body (bytes, or the byte chunks it came in), decoded by bridge.sse to its end."""
+    """The SSE events in a body (bytes, or the byte chunks it came in), decoded by bridge.protocols.sse to its end."""
     decoder = sse.Decoder()
     events = [event for chunk in ([chunks] if isinstance(chunks, bytes) else chunks) for event in decoder.feed(chunk)]
     return events + decoder.close()

@@ -20,8 +20,8 @@ import pytest
 import requests
 
 from bench.processes import GUNICORN_CONF, ROOT, free_port, wait_for
-from bridge import auth
 from bridge import settings as settings_module
+from bridge.policy import auth
 from tests.fake_upstream import Reply, fixture
 from tests.helpers import (
     CHAT_TO_MESSAGES,

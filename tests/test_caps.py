@@ -1,8 +1,8 @@
-"""A deployment's max_tokens cap on the upstream body (bridge/caps.py), for either protocol."""
+"""A deployment's max_tokens cap on the upstream body (bridge/gateway/caps.py), for either protocol."""
 
 import anthropic
 
-from bridge.caps import cap_max_tokens
+from bridge.gateway.caps import cap_max_tokens
 from tests.fake_upstream import fixture
 
 

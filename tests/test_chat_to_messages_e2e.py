@@ -12,8 +12,8 @@ import pydantic
 import pytest
 import requests
 
-from bridge import sse
-from bridge.chat_to_messages.stream import StreamTranslator
+from bridge.protocols import sse
+from bridge.translate.chat_to_messages.stream import StreamTranslator
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import (
     ANTHROPIC_STREAMS,

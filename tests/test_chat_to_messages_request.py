@@ -1,4 +1,4 @@
-"""Chat request -> Messages request, one test per rule (bridge/chat_to_messages/request.py)."""
+"""Chat request -> Messages request, one test per rule (bridge/translate/chat_to_messages/request.py)."""
 
 import base64
 import dataclasses
@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from bridge.chat_to_messages.request import (
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas.openai import validate_chat
+from bridge.settings import Settings
+from bridge.translate.chat_to_messages.request import (
     JSON_OBJECT_TOOL,
     MIN_THINKING_BUDGET,
     THINKING_BUDGETS,
     anthropic_tool_id,
     to_messages_request,
 )
-from bridge.errors import BridgeError
-from bridge.schemas.openai import validate_chat
-from bridge.settings import Settings
 
 # Caching off and forced-tool JSON answers: the rules as they were (test_prompt_cache.py,
 # test_structured_output.py and the capability tests below cover the rest).

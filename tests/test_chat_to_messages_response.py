@@ -1,4 +1,4 @@
-"""Messages response -> Chat completion, one test per rule (bridge/chat_to_messages/response.py).
+"""Messages response -> Chat completion, one test per rule (bridge/translate/chat_to_messages/response.py).
 
 Expectations are read from the recorded Anthropic bodies in tests/fixtures/anthropic.
 """
@@ -7,8 +7,13 @@ import json
 
 import pytest
 
-from bridge.chat_to_messages.response import STANDARD_REFUSAL, openai_overflow, to_chat_completion, to_openai_model_list
-from bridge.errors import OPENAI, BridgeError
+from bridge.protocols.errors import OPENAI, BridgeError
+from bridge.translate.chat_to_messages.response import (
+    STANDARD_REFUSAL,
+    openai_overflow,
+    to_chat_completion,
+    to_openai_model_list,
+)
 from tests.helpers import ANTHROPIC_BODIES, OVERFLOWS, recorded
 from tests.helpers import chat_to_messages_context as context
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from bridge.errors import BridgeError
-from bridge.schemas.openai import validate_chat
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas.openai import validate_chat
 from tests.helpers import BAD_CHAT_REQUESTS, TOOL, USER, call, chat
 
 

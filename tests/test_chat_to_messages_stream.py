@@ -1,4 +1,4 @@
-"""Messages events -> Chat chunks (bridge/chat_to_messages/stream.py), fed every recorded stream.
+"""Messages events -> Chat chunks (bridge/translate/chat_to_messages/stream.py), fed every recorded stream.
 
 What a Chat client ends up with is accumulated by the openai SDK's own accumulator, the
 code a real client runs; what it must end up with is the same answer not streamed, folded
@@ -9,9 +9,9 @@ from the recording by the anthropic SDK's own accumulator and translated by resp
 import pytest
 from jiter import from_json
 
-from bridge.chat_to_messages.response import to_chat_completion
-from bridge.chat_to_messages.stream import StreamTranslator
-from bridge.errors import OPENAI, BridgeError
+from bridge.protocols.errors import OPENAI, BridgeError
+from bridge.translate.chat_to_messages.response import to_chat_completion
+from bridge.translate.chat_to_messages.stream import StreamTranslator
 from tests.helpers import (
     ANTHROPIC_STREAMS,
     anthropic_stream_message,

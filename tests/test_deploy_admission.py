@@ -1,5 +1,5 @@
 """Admission control, client deadlines and stopping, through gunicorn from deploy/gunicorn.conf.py
-(bridge/worker.py, bridge/admission.py): a request on a busy bridge waits a moment for a thread
+(bridge/serve/worker.py, bridge/policy/admission.py): a request on a busy bridge waits a moment for a thread
 and is then refused, health checks never wait, a slow client is cut,
 one client key cannot take every thread, and a stopping bridge refuses new connections."""
 

@@ -80,7 +80,7 @@ def stream_under_way(server, fake):
 def test_the_shipped_config_runs_threaded_workers_from_the_environment(start):
     server = start(BRIDGE_WORKERS="3", BRIDGE_THREADS="4")
     server.wait_for(lambda: len(booted_workers(server)) == 3, "3 workers")
-    assert "Using worker: bridge.worker.ThreadWorker" in server.log()
+    assert "Using worker: bridge.serve.worker.ThreadWorker" in server.log()
 
 
 def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fake):

@@ -2,7 +2,15 @@
 
 import pytest
 
-from bridge.errors import ANTHROPIC, KINDS, OPENAI, BridgeError, kind_for_status, kind_for_type, status_for_upstream
+from bridge.protocols.errors import (
+    ANTHROPIC,
+    KINDS,
+    OPENAI,
+    BridgeError,
+    kind_for_status,
+    kind_for_type,
+    status_for_upstream,
+)
 
 
 @pytest.mark.parametrize("kind", KINDS)

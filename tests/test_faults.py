@@ -21,9 +21,10 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import sse, translator
-from bridge.errors import ANTHROPIC, OPENAI
-from bridge.streaming import relay
+from bridge.protocols import sse
+from bridge.protocols.errors import ANTHROPIC, OPENAI
+from bridge.serve.streaming import relay
+from bridge.translate import translator
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import (
     ANTHROPIC_HEADERS,
@@ -61,11 +62,11 @@ def test_connections_closed_before_any_answer_are_retried_with_doubling_backoff_
     live = start_bridge(
         BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{slamming_door.port}/v1", BRIDGE_RETRIES=3, BRIDGE_RETRY_BACKOFF=0.01
     )
-    caplog.set_level(logging.INFO, logger="bridge.upstream")
+    caplog.set_level(logging.INFO, logger="bridge.gateway.upstream")
     reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert is_anthropic_error(reply, 502, "api_error")
     assert slamming_door.accepted == 4
-    waits = [r.args[-1] for r in caplog.records if r.name == "bridge.upstream"]
+    waits = [r.args[-1] for r in caplog.records if r.name == "bridge.gateway.upstream"]
     assert waits == [0.01, 0.02, 0.04]
 
 
@@ -76,10 +77,10 @@ def test_backoff_longer_than_BRIDGE_RETRY_MAX_WAIT_is_capped_not_abandoned(start
         BRIDGE_RETRY_BACKOFF=0.02,
         BRIDGE_RETRY_MAX_WAIT=0.03,
     )
-    caplog.set_level(logging.INFO, logger="bridge.upstream")
+    caplog.set_level(logging.INFO, logger="bridge.gateway.upstream")
     requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert slamming_door.accepted == 4
-    assert [r.args[-1] for r in caplog.records if r.name == "bridge.upstream"] == [0.02, 0.03, 0.03]
+    assert [r.args[-1] for r in caplog.records if r.name == "bridge.gateway.upstream"] == [0.02, 0.03, 0.03]
 
 
 def test_a_read_timeout_is_not_retried(start_bridge, fake):

@@ -1,4 +1,4 @@
-"""bridge.http.parse_json: the lone-surrogate check skips its walk only when no surrogate can be there.
+"""bridge.fronts.http.parse_json: the lone-surrogate check skips its walk only when no surrogate can be there.
 
 The walk over a parsed body is skipped when the raw bytes show no way in for a
 surrogate; each case below is a way in that the shortcut must still catch.
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bridge.errors import BridgeError
-from bridge.http import parse_json
+from bridge.fronts.http import parse_json
+from bridge.protocols.errors import BridgeError
 
 
 @pytest.mark.parametrize(

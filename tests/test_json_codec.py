@@ -1,4 +1,4 @@
-"""bridge.json_codec: orjson's speed, and the json module's answers for what orjson refuses."""
+"""bridge.protocols.json_codec: orjson's speed, and the json module's answers for what orjson refuses."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge import json_codec
+from bridge.protocols import json_codec
 
 
 def test_values_round_trip_as_compact_utf8():

@@ -6,19 +6,19 @@ import sys
 import pytest
 
 TRANSLATORS = [
-    f"bridge.{direction}.{stage}"
+    f"bridge.translate.{direction}.{stage}"
     for direction in ("chat_to_messages", "messages_to_chat", "responses_to_messages")
     for stage in ("request", "response", "stream")
 ] + [
-    "bridge.messages_to_chat.tokens",
-    "bridge.translator",
-    "bridge.anthropic_stream",
-    "bridge.passthrough",
-    "bridge.caps",
-    "bridge.routes",
-    "bridge.schemas.anthropic",
-    "bridge.schemas.openai",
-    "bridge.schemas.responses",
+    "bridge.translate.messages_to_chat.tokens",
+    "bridge.translate.translator",
+    "bridge.translate.anthropic_stream",
+    "bridge.gateway.passthrough",
+    "bridge.gateway.caps",
+    "bridge.gateway.routes",
+    "bridge.protocols.schemas.anthropic",
+    "bridge.protocols.schemas.openai",
+    "bridge.protocols.schemas.responses",
 ]
 WEB_AND_NETWORK = ("flask", "werkzeug", "requests", "urllib3", "prometheus_client")
 

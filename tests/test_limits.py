@@ -1,4 +1,4 @@
-"""Request limits (bridge/limits.py): JSON values counted before parsing, messages, content blocks,
+"""Request limits (bridge/policy/limits.py): JSON values counted before parsing, messages, content blocks,
 tools and tool-call arguments counted before validation, and the large-body slots; each refusal
 a 413 (or 503) in the client's own protocol, with the service healthy afterwards."""
 
@@ -11,7 +11,7 @@ import requests
 from hypothesis import given, settings, strategies
 
 from bench.processes import wait_for
-from bridge import limits
+from bridge.policy import limits
 from bridge.settings import Settings
 from tests.fake_upstream import fixture
 from tests.helpers import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error

@@ -15,10 +15,11 @@ import pytest
 
 from bench.processes import ROOT
 from bridge import settings as settings_module
-from bridge import sse, translator
-from bridge.errors import ANTHROPIC
-from bridge.streaming import ANTHROPIC_SSE, relay
-from bridge.upstream import Upstream
+from bridge.gateway.upstream import Upstream
+from bridge.protocols import sse
+from bridge.protocols.errors import ANTHROPIC
+from bridge.serve.streaming import ANTHROPIC_SSE, relay
+from bridge.translate import translator
 from loadtest.run import DIRECTIONS
 from tests.fake_upstream import fixture
 from tests.helpers import bridge_env, decoded, recorded_events

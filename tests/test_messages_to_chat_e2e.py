@@ -13,8 +13,8 @@ import anthropic
 import pytest
 import requests
 
-from bridge.messages_to_chat.stream import StreamTranslator
-from bridge.messages_to_chat.tokens import count_tokens
+from bridge.translate.messages_to_chat.stream import StreamTranslator
+from bridge.translate.messages_to_chat.tokens import count_tokens
 from tests.fake_upstream import FIXTURES, fixture, json_reply, split_events
 from tests.helpers import (
     CHAT_FIELDS,

@@ -7,10 +7,10 @@ import pathlib
 import pytest
 
 from bridge import settings as settings_module
-from bridge.errors import BridgeError
-from bridge.messages_to_chat.request import to_chat_request
-from bridge.messages_to_chat.response import client_tool_id
-from bridge.schemas.anthropic import validate_messages
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas.anthropic import validate_messages
+from bridge.translate.messages_to_chat.request import to_chat_request
+from bridge.translate.messages_to_chat.response import client_tool_id
 from tests.helpers import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_request
 
 CLIENTS = pathlib.Path(__file__).parent / "fixtures" / "clients"

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from bridge.errors import BridgeError
-from bridge.messages_to_chat.response import (
+from bridge.protocols.errors import BridgeError
+from bridge.translate.messages_to_chat.response import (
     INVALID_ARGUMENTS_KEY,
     anthropic_overflow,
     client_tool_id,

@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from bridge.errors import BridgeError
-from bridge.schemas.anthropic import validate_count_tokens, validate_messages
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas.anthropic import validate_count_tokens, validate_messages
 
 CLIENTS = sorted((pathlib.Path(__file__).parent / "fixtures" / "clients").glob("*.json"))
 

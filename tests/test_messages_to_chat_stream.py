@@ -8,11 +8,11 @@ completion the openai SDK's own accumulator makes of the recording, translated b
 
 import pytest
 
-from bridge.errors import BridgeError
-from bridge.messages_to_chat.response import to_anthropic_message
-from bridge.messages_to_chat.stream import StreamTranslator
-from bridge.streaming import ANTHROPIC_SSE
-from bridge.translator import DONE
+from bridge.protocols.errors import BridgeError
+from bridge.serve.streaming import ANTHROPIC_SSE
+from bridge.translate.messages_to_chat.response import to_anthropic_message
+from bridge.translate.messages_to_chat.stream import StreamTranslator
+from bridge.translate.translator import DONE
 from tests.helpers import (
     OPENAI_STREAMS,
     anthropic_fold,

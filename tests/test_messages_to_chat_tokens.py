@@ -14,7 +14,7 @@ import openai
 import pydantic
 import pytest
 
-from bridge.messages_to_chat.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, count_tokens, text_tokens
+from bridge.translate.messages_to_chat.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, count_tokens, text_tokens
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 

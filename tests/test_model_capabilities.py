@@ -1,4 +1,4 @@
-"""Model capabilities (bridge/capabilities.py) over real HTTP: the openai SDK's reasoning_effort
+"""Model capabilities (bridge/translate/capabilities.py) over real HTTP: the openai SDK's reasoning_effort
 reaches each upstream model in the form that model takes."""
 
 import json

@@ -10,7 +10,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.observability import access_log
+from bridge.serve.observability import access_log
 from tests.fake_upstream import fixture, json_reply
 from tests.helpers import wait_for
 

@@ -12,8 +12,8 @@ import requests
 from werkzeug.test import EnvironBuilder
 
 from bench.processes import wait_for
-from bridge import observability
-from bridge.observability import access_log
+from bridge.serve import observability
+from bridge.serve.observability import access_log
 from tests.fake_upstream import Reply, fixture
 from tests.helpers import Gate, access_lines, metric
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bridge.overflow import find
+from bridge.protocols.overflow import find
 from tests.helpers import OVERFLOWS
 
 NOT_OVERFLOWS = {

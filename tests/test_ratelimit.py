@@ -3,8 +3,8 @@
 import pytest
 from requests.structures import CaseInsensitiveDict
 
-from bridge.errors import ANTHROPIC, OPENAI
-from bridge.ratelimit import client_headers, duration, duration_seconds, rfc3339, rfc3339_seconds
+from bridge.protocols.errors import ANTHROPIC, OPENAI
+from bridge.protocols.ratelimit import client_headers, duration, duration_seconds, rfc3339, rfc3339_seconds
 
 NOW = rfc3339_seconds("2030-01-01T00:00:00Z")
 OPENAI_ANSWER = CaseInsensitiveDict(

@@ -14,8 +14,8 @@ import pydantic
 import pytest
 import requests
 
-from bridge import sse
-from bridge.schemas.anthropic import validate_messages
+from bridge.protocols import sse
+from bridge.protocols.schemas.anthropic import validate_messages
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import OPENAI_CLIENT_ERRORS, anthropic_stream_message, is_openai_error, recorded
 

@@ -1,5 +1,5 @@
-"""Responses request -> Messages request, one test per rule (bridge/responses_to_messages/request.py,
-bridge/schemas/responses.py).
+"""Responses request -> Messages request, one test per rule (bridge/translate/responses_to_messages/request.py,
+bridge/protocols/schemas/responses.py).
 
 The Codex captures in tests/fixtures/clients/codex-0.171.0/captures/ are copies of
 ../shared/fixtures/clients/codex-0.171.0/captures/ (CODEX.md there tells how they were recorded):
@@ -16,12 +16,12 @@ import re
 
 import pytest
 
-from bridge.chat_to_messages.request import JSON_OBJECT_TOOL, MIN_THINKING_BUDGET, THINKING_BUDGETS
-from bridge.errors import BridgeError
-from bridge.responses_to_messages.reasoning import encrypted_content
-from bridge.responses_to_messages.request import STARTED, to_messages_request
-from bridge.schemas.responses import validate_responses
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas.responses import validate_responses
 from bridge.settings import Settings
+from bridge.translate.chat_to_messages.request import JSON_OBJECT_TOOL, MIN_THINKING_BUDGET, THINKING_BUDGETS
+from bridge.translate.responses_to_messages.reasoning import encrypted_content
+from bridge.translate.responses_to_messages.request import STARTED, to_messages_request
 
 CAPTURES = sorted((pathlib.Path(__file__).parent / "fixtures/clients/codex-0.171.0/captures").glob("*.json"))
 SETTINGS = Settings(

@@ -1,4 +1,5 @@
-"""Messages response -> Responses `response` object, one test per rule (bridge/responses_to_messages/response.py).
+"""Messages response -> Responses `response` object, one test per rule
+(bridge/translate/responses_to_messages/response.py).
 
 Expectations are read from the recorded Anthropic bodies in tests/fixtures/anthropic;
 every response built is validated by the openai SDK's own Response model.
@@ -10,8 +11,8 @@ import json
 import pytest
 from openai.types.responses import Response
 
-from bridge.responses_to_messages.reasoning import thinking_block
-from bridge.responses_to_messages.response import to_response
+from bridge.translate.responses_to_messages.reasoning import thinking_block
+from bridge.translate.responses_to_messages.response import to_response
 from tests.helpers import ANTHROPIC_BODIES, RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
 
 

@@ -1,4 +1,4 @@
-"""Messages events -> Responses events (bridge/responses_to_messages/stream.py), fed every recorded stream.
+"""Messages events -> Responses events (bridge/translate/responses_to_messages/stream.py), fed every recorded stream.
 
 What a client ends up with is folded by the openai SDK's own Responses stream state,
 each event parsed (and validated) as the SDK's ResponseStreamEvent. What it must end
@@ -19,10 +19,10 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from bridge.errors import BridgeError
-from bridge.responses_to_messages.reasoning import thinking_block
-from bridge.responses_to_messages.response import to_response
-from bridge.responses_to_messages.stream import StreamTranslator
+from bridge.protocols.errors import BridgeError
+from bridge.translate.responses_to_messages.reasoning import thinking_block
+from bridge.translate.responses_to_messages.response import to_response
+from bridge.translate.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES
 from tests.helpers import recorded_events, responses_to_messages_context
 
@@ -439,7 +439,7 @@ def test_a_rate_limit_with_a_known_delay_fails_with_rate_limit_exceeded_and_the_
     ],
 )
 def test_a_prompt_too_long_fails_with_context_length_exceeded(message):
-    """Recognised as the other fronts recognise an overflow (bridge/overflow.py), whoever worded it."""
+    """Recognised as the other fronts recognise an overflow (bridge/protocols/overflow.py), whoever worded it."""
     detail = {"type": "invalid_request_error", "message": message}
     _, [failed] = fail_midway(BridgeError("invalid_request", message, upstream_detail=detail))
     assert failed["response"]["error"] == {"code": "context_length_exceeded", "message": message}

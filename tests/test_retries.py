@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from bridge.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
+from bridge.protocols.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
 from tests.fake_upstream import FakeUpstream, Reply, fixture, json_reply
 from tests.helpers import (
     ANTHROPIC_HEADERS,
@@ -146,8 +146,8 @@ class _ListenOnFirstRetry(logging.Handler):
 def test_a_refused_connection_is_retried_until_the_upstream_listens(start_bridge, direction, caplog):
     late = FakeUpstream(listening=False)
     opener = _ListenOnFirstRetry(late)
-    logger = logging.getLogger("bridge.upstream")
-    caplog.set_level(logging.INFO, logger="bridge.upstream")
+    logger = logging.getLogger("bridge.gateway.upstream")
+    caplog.set_level(logging.INFO, logger="bridge.gateway.upstream")
     logger.addHandler(opener)
     try:
         late.reply(fixture(f"{direction.upstream}/text.sse"))
@@ -166,7 +166,7 @@ def test_a_refused_connection_is_retried_until_the_upstream_listens(start_bridge
 
 
 def test_a_connect_timeout_is_retried(start_bridge, caplog):
-    caplog.set_level(logging.INFO, logger="bridge.upstream")
+    caplog.set_level(logging.INFO, logger="bridge.gateway.upstream")
     with full_backlog() as port:
         live = start_bridge(
             BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
@@ -176,7 +176,7 @@ def test_a_connect_timeout_is_retried(start_bridge, caplog):
         )
         reply = requests.get(f"{live.url}/v1/models", headers=ANTHROPIC_HEADERS)
     assert is_anthropic_error(reply, 504, "api_error")
-    retries = [r.getMessage() for r in caplog.records if r.name == "bridge.upstream"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "bridge.gateway.upstream"]
     assert len(retries) == 1 and "ConnectTimeout" in retries[0]
 
 

@@ -1,16 +1,16 @@
-"""The routes file (bridge/routes.py): what it accepts, what it refuses and how, and which
-route a model name finds; the balancer (bridge/failover.py) on a clock the test turns."""
+"""The routes file (bridge/gateway/routes.py): what it accepts, what it refuses and how, and which
+route a model name finds; the balancer (bridge/gateway/failover.py) on a clock the test turns."""
 
 import json
 
 import pytest
 
 from bench.processes import ROOT
-from bridge import routes
 from bridge import settings as settings_module
-from bridge.errors import ANTHROPIC, OPENAI, BridgeError
-from bridge.failover import Balancer
-from bridge.model_map import map_model
+from bridge.gateway import routes
+from bridge.gateway.failover import Balancer
+from bridge.protocols.errors import ANTHROPIC, OPENAI, BridgeError
+from bridge.translate.model_map import map_model
 
 AZURE = {
     "name": "azure-east",

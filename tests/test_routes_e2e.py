@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge.translator import DONE
+from bridge.translate.translator import DONE
 from tests.fake_upstream import FIXTURES, fixture, json_reply
 from tests.helpers import (
     ANTHROPIC_HEADERS,
@@ -465,7 +465,7 @@ def test_a_deployments_refused_key_is_a_502_and_the_log_names_the_deployment(
     document = {"routes": [{"models": ["gpt-4.1"], "deployments": [deployment]}]}
     live = start_bridge(BRIDGE_ROUTES=json.dumps(document), BRIDGE_CLIENT_KEYS=f"team:{CLIENT_KEY}")
     other_fake.reply(json_reply({"error": {"code": "401", "message": f"Access denied for key {AZURE_KEY}"}}, 401))
-    caplog.set_level(logging.WARNING, logger="bridge.upstream")
+    caplog.set_level(logging.WARNING, logger="bridge.gateway.upstream")
     with pytest.raises(openai.InternalServerError) as caught:
         openai_sdk(live).chat.completions.create(model="gpt-4.1", messages=HI)
     assert caught.value.status_code == 502 and "upstream credentials were refused" in caught.value.message

@@ -3,9 +3,9 @@
 import pytest
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
-from bridge import schemas
-from bridge.errors import BridgeError
-from bridge.schemas import anthropic, load_fields, openai, responses
+from bridge.protocols import schemas
+from bridge.protocols.errors import BridgeError
+from bridge.protocols.schemas import anthropic, load_fields, openai, responses
 
 
 def parts_of(value):

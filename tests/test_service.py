@@ -35,7 +35,7 @@ def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request
     def broken(*args):
         raise RuntimeError("a bug in a translation rule")
 
-    monkeypatch.setattr("bridge.messages_to_chat.routes.to_chat_request", broken)
+    monkeypatch.setattr("bridge.fronts.messages.to_chat_request", broken)
     body = {"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     failed = requests.post(f"{bridge.url}/v1/messages", json=body, headers={"x-request-id": "trace-42"})
     assert is_anthropic_error(failed, 500, "api_error")
@@ -51,8 +51,8 @@ def test_the_unexpected_errors_log_line_shows_a_forged_path_escaped(bridge, monk
     def broken(*args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("bridge.models.to_openai_model", broken)
-    monkeypatch.setattr("bridge.models._upstream_model", lambda protocol, model_id: {"id": model_id})
+    monkeypatch.setattr("bridge.fronts.models.to_openai_model", broken)
+    monkeypatch.setattr("bridge.fronts.models._upstream_model", lambda protocol, model_id: {"id": model_id})
     failed = requests.get(f'{bridge.url}/v1/models/gpt%0D%1B[2K{{"forged":1}}')
     assert is_openai_error(failed, 500)
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("unhandled error on")]

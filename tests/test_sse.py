@@ -2,8 +2,8 @@
 
 import pytest
 
-from bridge import sse
-from bridge.errors import BridgeError
+from bridge.protocols import sse
+from bridge.protocols.errors import BridgeError
 
 
 def decode_all(chunks):

@@ -1,4 +1,4 @@
-"""The worker's stream loop (bridge/stream_loop.py), through gunicorn from deploy/gunicorn.conf.py:
+"""The worker's stream loop (bridge/serve/stream_loop.py), through gunicorn from deploy/gunicorn.conf.py:
 streams that hold no thread, each event written as it comes, a stalled client that stops only
 its own stream, faults mid-stream, and a connection that serves on after its stream."""
 
@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from bridge.stream_loop import StreamLoop
+from bridge.serve.stream_loop import StreamLoop
 from tests.fake_upstream import Flood, Reply, fixture
 from tests.helpers import (
     ANTHROPIC_HEADERS,

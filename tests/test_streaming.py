@@ -10,11 +10,13 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge import json_codec, observability, sse, streaming, translator
-from bridge.chat_to_messages.stream import StreamTranslator
-from bridge.errors import ANTHROPIC, OPENAI, BridgeError
-from bridge.streaming import CHAT_SSE, relay
-from bridge.translator import DONE
+from bridge.protocols import json_codec, sse
+from bridge.protocols.errors import ANTHROPIC, OPENAI, BridgeError
+from bridge.serve import observability, streaming
+from bridge.serve.streaming import CHAT_SSE, relay
+from bridge.translate import translator
+from bridge.translate.chat_to_messages.stream import StreamTranslator
+from bridge.translate.translator import DONE
 from tests.fake_upstream import FakeUpstream, Flood, Reply, fixture, messages_stream
 from tests.helpers import (
     FRAMING,

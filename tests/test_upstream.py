@@ -5,7 +5,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from bridge import settings as settings_module
-from bridge.upstream import Upstream, _Adapter, _prepare
+from bridge.gateway.upstream import Upstream, _Adapter, _prepare
 from tests.fake_upstream import json_reply
 from tests.helpers import bridge_env
 

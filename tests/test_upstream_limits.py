@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from bench.processes import wait_for
-from bridge.errors import MAX_RELAYED_MESSAGE
-from bridge.observability import Record, escaped
+from bridge.protocols.errors import MAX_RELAYED_MESSAGE
+from bridge.serve.observability import Record, escaped
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers import drain, gunicorn
 
@@ -214,7 +214,7 @@ def test_a_refused_held_key_is_a_502_that_shows_nothing_of_the_key(start_bridge,
     )
     masked = f"Incorrect API key provided: {HELD_KEY[:6]}**********{HELD_KEY[-4:]}"
     fake.reply(json_reply(error_body(front.upstream, masked), status))
-    caplog.set_level(logging.WARNING, logger="bridge.upstream")
+    caplog.set_level(logging.WARNING, logger="bridge.gateway.upstream")
     error = refused(front, live.url, stream)
     assert isinstance(error, front.sdk.InternalServerError) and error.status_code == 502
     assert error.response.headers["x-should-retry"] == "false"  # the SDKs would retry a 502

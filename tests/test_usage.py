@@ -1,4 +1,4 @@
-"""Per-client usage and limits (bridge/usage.py) against a real redis-server: 429s in each
+"""Per-client usage and limits (bridge/policy/usage.py) against a real redis-server: 429s in each
 protocol before anything goes upstream, windows that reset, token counts as the upstream
 reported them, and Redis going away and coming back."""
 

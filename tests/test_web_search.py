@@ -13,7 +13,7 @@ import pytest
 
 from bench.processes import wait_for
 from bridge import settings as settings_module
-from bridge.routes import load as load_routes
+from bridge.gateway.routes import load as load_routes
 from bridge.settings import SettingsError
 from tests.fake_upstream import fixture
 from tests.helpers import anthropic_stream_message, bridge_env, metric, recorded

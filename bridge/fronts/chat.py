@@ -1,0 +1,34 @@
+"""POST /v1/chat/completions: translated for an Anthropic route, passed through for an OpenAI one."""
+
+from flask import Blueprint
+
+from ..gateway.routes import OPENAI_CHAT
+from ..protocols.errors import OPENAI
+from ..protocols.schemas import openai as schema
+from ..serve.streaming import CHAT_SSE
+from ..translate.chat_to_messages.request import to_messages_request
+from ..translate.chat_to_messages.response import openai_overflow, to_chat_completion
+from ..translate.chat_to_messages.stream import StreamTranslator
+from .http import forward, large_body_slot, pass_through, read_json, route_for
+
+bp = Blueprint("chat_to_messages", __name__)
+
+
+@bp.post("/v1/chat/completions")
+@bp.post("/chat/completions")
+def create_chat_completion():
+    with large_body_slot():
+        body = read_json()
+        route = route_for(OPENAI, body)
+        if route.protocol != OPENAI_CHAT:
+            body = schema.validate_chat(body)
+    if route.protocol == OPENAI_CHAT:
+        return pass_through(route, body, OPENAI)
+    return forward(
+        route,
+        lambda deployment: to_messages_request(body, deployment.settings),
+        StreamTranslator,
+        to_chat_completion,
+        CHAT_SSE,
+        openai_overflow,
+    )

@@ -1,0 +1,259 @@
+"""Small request/response helpers shared by the routes of both directions."""
+
+import contextlib
+import json
+import math
+import re
+import time
+from urllib.parse import quote
+
+from flask import Response, current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from ..gateway import failover, passthrough, upstream
+from ..policy import admission, limits
+from ..protocols import json_codec, ratelimit
+from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
+from ..serve import observability
+from ..serve.streaming import ANTHROPIC_SSE, CHAT_SSE, relay
+from ..serve.worker import STREAM_LOOP
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def bridge():
+    """The per-app state built once in create_app: settings, routes, balancer, upstream client."""
+    return current_app.extensions["bridge"]
+
+
+def read_json(items="messages"):
+    """The request body as a JSON object, or a 4xx that says what is wrong with it.
+
+    `items` names the request's list of messages (`input` for Responses), for the request limits.
+    """
+    content_type = (request.mimetype or "").lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise BridgeError(
+            "invalid_request",
+            "Content-Type must be application/json, got " + repr(request.content_type or "nothing"),
+            status=415,
+        )
+    raw = request.get_data(cache=False)
+    if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
+        # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
+        raise RequestEntityTooLarge()
+    settings = bridge().settings
+    limits.check_values(raw, settings.max_json_values)
+    body = parse_json(raw)
+    limits.check_parsed(body, items, settings)
+    observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
+    return body
+
+
+# Seconds a client refused a large-body slot is asked to wait before it tries again.
+LARGE_BODY_RETRY_AFTER = "1"
+
+
+@contextlib.contextmanager
+def large_body_slot():
+    """Hold one of this worker's large-body slots while the request is read, parsed and translated.
+
+    A body over BRIDGE_LARGE_BODY_BYTES, or of unknown length (chunked), may cost many times its
+    size until it is translated; the slots bound how many of them do so at once. With one GIL per
+    worker, more at once would take as long in all and hold more memory meanwhile. A request that
+    finds none free within BRIDGE_LARGE_BODY_WAIT gets a 503 with `retry-after`, which both SDKs
+    retry (admission.refusal).
+    """
+    state = bridge()
+    size = request.content_length
+    if size is not None and size <= state.settings.large_body_bytes:
+        yield
+        return
+    if not state.large_body_slots.acquire(timeout=state.settings.large_body_wait):
+        raise admission.refusal(
+            "overloaded",
+            f"the bridge is busy with other large requests (BRIDGE_LARGE_BODY_SLOTS={state.settings.large_body_slots}"
+            " per worker); try again shortly",
+            LARGE_BODY_RETRY_AFTER,
+        )
+    try:
+        yield
+    finally:
+        state.large_body_slots.release()
+
+
+def parse_json(raw):
+    """A request body's bytes as a JSON object, or a 400 that says what is wrong with them."""
+    if not raw.strip():
+        raise invalid("request body is empty; expected a JSON object")
+    try:
+        body = json_codec.loads(raw, fallback=_parse_strictly)
+    except UnicodeDecodeError:
+        raise invalid("request body is not valid UTF-8") from None
+    except ValueError as exc:
+        raise invalid(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise invalid("request body is nested too deeply") from None
+    if not isinstance(body, dict):
+        raise invalid(f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _parse_strictly(raw):
+    """What orjson refused, parsed by the json module to say exactly what is wrong with it.
+
+    The json module also takes what is valid JSON but not valid Unicode, a lone surrogate,
+    which orjson refuses: that is looked for here, and only here.
+    """
+    body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+    where = _lone_surrogate(raw, body)
+    if where is not None:
+        raise invalid(
+            f"{where}: holds a lone UTF-16 surrogate (half of an emoji?), which is not valid Unicode", param=where
+        )
+    return body
+
+
+def _not_json(token):
+    """Python's parser accepts NaN and Infinity; JSON (and every upstream) does not."""
+    raise ValueError(f"{token} is not a JSON number")
+
+
+def _finite(text):
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text[:20]} is too large for a JSON number")
+    return number
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# In a UTF-8 body (no NUL byte: UTF-16 and UTF-32 JSON have them) a surrogate gets in only as
+# a \uD800-\uDFFF escape or as the same code point in (invalid) UTF-8, which json.loads lets
+# through. Two searches of the raw bytes cost a fraction of the walk below, which only the
+# bodies they find pay for.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
+
+
+def _lone_surrogate(raw, body):
+    """The dotted path of a key or string holding a lone surrogate, or None.
+
+    JSON may escape half of a UTF-16 pair ("\\ud83d"), and Python keeps it in the string,
+    where it later fails every UTF-8 encode. Walked with a stack: bodies may nest deeply.
+    """
+    if b"\x00" not in raw and not _SURROGATE_ESCAPE.search(raw) and not _SURROGATE_UTF8.search(raw):
+        return None
+    pending = [((), body)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return ".".join(map(str, path))
+            continue
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in children:
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return ".".join(map(str, path + (key,)))
+            pending.append((path + (key,), child))
+    return None
+
+
+def json_response(body, status=200, headers=None):
+    observability.current().answered(body)
+    return Response(json_codec.dumps(body), status=status, headers=headers or {}, mimetype="application/json")
+
+
+def sse_response(chunks, headers=None):
+    return Response(
+        chunks, headers={**SSE_HEADERS, **(headers or {})}, mimetype="text/event-stream", direct_passthrough=True
+    )
+
+
+def forward(route, prepare, stream_translator, translate_body, framing, reword, passthrough=False, path=None):
+    """POST a request to the route's deployments (failover.py) and answer the client with the answer.
+
+    `prepare(deployment)` gives (upstream body, context) for one deployment. `reword` gives an
+    upstream's error in the client's protocol's own words where that matters to the client (a
+    context overflow), and any other error unchanged.
+    """
+
+    def prepared(deployment):
+        with large_body_slot():  # translating a large body costs memory as reading it did
+            return prepare(deployment)
+
+    try:
+        _, response, context = failover.send(bridge(), route, prepared, passthrough, path)
+        return answer(response, context, stream_translator, translate_body, framing)
+    except BridgeError as error:
+        raise reword(error) from None
+
+
+_PASSED_THROUGH = {
+    ANTHROPIC: ("messages_passthrough", passthrough.AnthropicRelay, ANTHROPIC_SSE),
+    OPENAI: ("chat_passthrough", passthrough.ChatRelay, CHAT_SSE),
+}
+
+
+def pass_through(route, body, client_protocol, path=None):
+    """Forward the client's body untranslated to a route of its own protocol (passthrough.py),
+    to its generation endpoint or `path`."""
+    direction, relay_class, framing = _PASSED_THROUGH[client_protocol]
+    passthrough.validate(body, client_protocol)
+    observability.current().direction = direction
+    return forward(
+        route,
+        lambda deployment: passthrough.to_upstream(body, deployment),
+        relay_class,
+        None,
+        framing,
+        _same,
+        passthrough=True,
+        path=path,
+    )
+
+
+def _same(error):
+    return error
+
+
+def route_for(client_protocol, body):
+    """The route for the body's model: the one field every request must have before anything else."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("model: a model name (a non-empty string) is required", param="model")
+    return bridge().routes.route_for(client_protocol, model)
+
+
+def answer(response, context, stream_translator, translate_body, framing):
+    """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
+    headers = {
+        **dropped_header(context.dropped),
+        **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time()),
+    }
+    if context.stream:
+        settings = bridge().settings
+        events = relay(
+            response,
+            stream_translator(context),
+            framing,
+            settings.ping_interval,
+            settings.max_event_bytes,
+            settings.client_stall_timeout,
+            request.environ.get(STREAM_LOOP),
+        )
+        return sse_response(events, headers)
+    body = upstream.read_json(response)
+    if translate_body is None:  # pass-through: the upstream's bytes as it sent them
+        passthrough.check_answer(body, stream_translator.protocol)
+        observability.current().answered(body)
+        return Response(response.content, headers=headers, mimetype="application/json")
+    return json_response(translate_body(body, context), headers=headers)
+
+
+def dropped_header(names):
+    """Report parameters dropped for lack of an equivalent upstream.
+
+    A name may be any JSON key the client sent: percent-encoded, it cannot break the header
+    (a newline, a character outside Latin-1) nor be read as two names (a comma).
+    """
+    return {"x-bridge-dropped-params": ", ".join(quote(name, safe="") for name in names)} if names else {}

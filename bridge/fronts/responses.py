@@ -1,0 +1,87 @@
+"""POST /v1/responses, served by an Anthropic Messages upstream; nothing is stored.
+
+A model whose route goes to an OpenAI Chat upstream is refused with a 400 naming the route:
+Responses -> Messages -> Chat would chain two lossy translations, and the reasoning items this
+front hands Codex carry Anthropic's signed thinking, which a Chat upstream never produces.
+
+Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
+(CODEX.md §5): a 429 keeps the upstream's `retry-after` (Codex retries a 429 only with
+one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
+retries a 503 at once only with it, else 30 times over 25 s), and a context overflow is a
+400 with `code: "context_length_exceeded"` (Codex then says the context is full).
+"""
+
+from flask import Blueprint, request
+from requests.structures import CaseInsensitiveDict
+
+from ..gateway.routes import ANTHROPIC
+from ..protocols.errors import OPENAI, BridgeError, invalid
+from ..protocols.schemas.responses import validate_responses
+from ..serve.streaming import RESPONSES_SSE
+from ..translate.chat_to_messages.response import openai_overflow
+from ..translate.responses_to_messages.request import to_messages_request
+from ..translate.responses_to_messages.response import to_response
+from ..translate.responses_to_messages.stream import StreamTranslator
+from .http import forward, large_body_slot, read_json, route_for
+
+bp = Blueprint("responses_to_messages", __name__)
+
+# Seconds an overloaded upstream's 503 asks the client to wait when the upstream named none.
+OVERLOADED_RETRY_AFTER = "1"
+_NOT_STORED = (
+    "bridge stores no responses, so there is none to {}: send the full conversation "
+    "in `input` of each POST /v1/responses"
+)
+
+
+@bp.post("/v1/responses")
+@bp.post("/responses")
+def create_response():
+    with large_body_slot():
+        body = read_json("input")
+        route = route_for(OPENAI, body)
+        if route.protocol != ANTHROPIC:
+            raise invalid(
+                f"model {body['model']!r} is served by route {route.name!r}, whose upstream speaks "
+                f"{route.protocol}: bridge serves /v1/responses from Anthropic routes only; call this model "
+                "through /v1/chat/completions, or route it to an Anthropic deployment",
+                param="model",
+            )
+        body = validate_responses(body)
+    return forward(
+        route,
+        lambda deployment: to_messages_request(body, deployment.settings),
+        StreamTranslator,
+        to_response,
+        RESPONSES_SSE,
+        client_error,
+    )
+
+
+@bp.get("/v1/responses/<response_id>")
+@bp.get("/responses/<response_id>")
+@bp.delete("/v1/responses/<response_id>")
+@bp.delete("/responses/<response_id>")
+@bp.get("/v1/responses/<response_id>/input_items")
+@bp.get("/responses/<response_id>/input_items")
+def stored_response(response_id):
+    """Stateless: a retrieve, delete or input-items listing finds nothing, and says why."""
+    action = {"GET": "retrieve", "DELETE": "delete"}[request.method]
+    if request.path.endswith("/input_items"):
+        action = "list the input items of"
+    raise BridgeError("not_found", f"no response {response_id!r}: " + _NOT_STORED.format(action))
+
+
+def client_error(error):
+    """An upstream error as a Responses client gets it (module docstring)."""
+    return with_retry_after(openai_overflow(error, param="input"))
+
+
+def with_retry_after(error):
+    """An overloaded upstream's error, with `retry-after` added when the upstream sent none."""
+    headers = error.upstream_headers
+    if error.kind != "overloaded" or (headers and "retry-after" in headers):
+        return error
+    headers = CaseInsensitiveDict(headers or {})
+    headers["retry-after"] = OVERLOADED_RETRY_AFTER
+    return error.replaced(upstream_headers=headers)

@@ -1,0 +1,132 @@
+"""Pass-through: a client whose route's upstream speaks the client's own protocol.
+
+Nothing is translated. The request is checked for what the bridge itself reads (the
+model, `stream`, the output-token limits it may cap), its model name swapped for the
+deployment's and its credential for the deployment's, and everything else goes on as the
+client wrote it: the upstream validates the rest in the same protocol, and its 4xx reaches
+the client in that protocol's shape. A stricter check here would refuse what the upstream
+serves (`n`, `logprobs`, a new Anthropic block type) with nothing to translate.
+
+The answer is relayed as the upstream wrote it: a body byte for byte (the upstream's model
+name included), a stream event for event, re-framed as it arrives, so that the relay
+(streaming.py) still sends keep-alives, meters the usage events, and closes the upstream
+when the client leaves. Re-framing costs about 1.6 us per event over the parse the relay
+does anyway (a text delta, measured): no reason for a second, byte-copying relay. A stream
+that ends before its protocol's last event is cut short with an error event, as a
+translated one is. A Messages client's count_tokens goes to the Anthropic deployment's own,
+for the upstream's exact count.
+"""
+
+import dataclasses
+
+from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, from_anthropic, invalid
+from ..translate import translator
+from ..translate.messages_to_chat.response import error_in_body
+from ..translate.model_map import map_model
+
+
+@dataclasses.dataclass
+class Context:
+    model: str  # as the client asked for it
+    stream: bool
+    dropped: tuple = ()  # nothing is dropped; http.answer reports this
+
+
+# The fields the bridge reads, per client protocol: everything else is the upstream's to judge
+# (a Messages body without max_tokens too: Anthropic says so in its own words).
+_TOKEN_FIELDS = {ANTHROPIC: ("max_tokens",), OPENAI: ("max_tokens", "max_completion_tokens")}
+
+
+def validate(body, protocol):
+    """The checks pass-through needs; the model was checked when its route was found."""
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise invalid("stream: must be a boolean", param="stream")
+    for field in _TOKEN_FIELDS[protocol]:
+        value = body.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise invalid(f"{field}: must be a whole number of at least 1", param=field)
+    return body
+
+
+def to_upstream(body, deployment):
+    """(the body with the deployment's model name, Context)."""
+    upstream_body = {**body, "model": map_model(deployment.settings.model_map, body["model"])}
+    return upstream_body, Context(body["model"], bool(body.get("stream")))
+
+
+def check_answer(body, protocol):
+    """A non-streamed answer is relayed only if it is one: an object, and not an error inside a 200
+    (which goes to the client with the error's status, as a translated answer's does)."""
+    if not isinstance(body, dict):
+        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
+    if protocol == ANTHROPIC and body.get("type") == "error":
+        raise from_anthropic(body)
+    if protocol == OPENAI and body.get("error"):
+        raise error_in_body(body)
+
+
+class _Relay(translator.StreamTranslator):
+    """Each upstream event as it came; an upstream error event too, after the access record saw it."""
+
+    def __init__(self, context):
+        self.context = context
+        self._upstream_error = None
+
+    def fail(self, error):
+        if self._upstream_error is not None:
+            return [self._upstream_error]
+        return super().fail(error)
+
+    def _failed(self, payload, error):
+        """Raise `error` for the relay to record, and hand the client the upstream's own event."""
+        self._upstream_error = payload
+        raise error
+
+
+class AnthropicRelay(_Relay):
+    protocol = ANTHROPIC
+
+    def feed(self, event_name, payload):
+        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+            raise BridgeError("api_error", "upstream sent a stream event that is not a typed object", status=502)
+        if payload["type"] == "error":
+            self._failed(payload, from_anthropic(payload))
+        self.done = payload["type"] == "message_stop"
+        return [payload]
+
+    def finish(self):
+        if self.done:
+            return []
+        raise BridgeError(
+            "api_error", "upstream stream ended before message_stop; the answer is incomplete", status=502
+        )
+
+
+class ChatRelay(_Relay):
+    protocol = OPENAI
+
+    def __init__(self, context):
+        super().__init__(context)
+        self._finished = False  # a finish_reason came
+
+    def feed(self, event_name, payload):
+        if payload == translator.DONE:
+            self.done = True
+            return []
+        if not isinstance(payload, dict):
+            raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
+        if payload.get("error"):
+            self._failed(payload, error_in_body(payload))
+        choices = payload.get("choices")
+        if isinstance(choices, list):
+            self._finished = self._finished or any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+        return [payload]
+
+    def finish(self):
+        """A server that ends its body without `data: [DONE]` after a finish_reason (some do) is
+        complete: the relay adds the [DONE] the client waits for."""
+        if not self.done and not self._finished:
+            raise BridgeError(
+                "api_error", "upstream stream ended before a finish_reason; the answer is incomplete", status=502
+            )
+        return []

@@ -1,0 +1,409 @@
+"""The one pooled HTTP client for upstream calls.
+
+One requests HTTPAdapter (a urllib3 pool per upstream host) per process:
+keep-alive connections are reused across requests and threads. Requests go
+to the adapter directly, not through a Session: a Session would consult
+proxy variables and netrc, keep upstream cookies and hand them to the next
+client, and merge settings and hooks on every call. Nor are they prepared
+by requests.Request.prepare(), which parses the URL, looks for credentials
+in it and builds a cookie jar on every call: the few upstream URLs, fixed by
+the settings, are prepared once. The adapter itself is told (through the
+methods requests offers subclasses) that no proxy is ever used and no cookie
+ever kept. Every transport failure becomes a BridgeError before it can reach
+a client as a stack trace. Each call notes on the request's access record
+which model went upstream and how the upstream answered.
+
+One retry budget per user call, and the client's SDK owns it: both official
+SDKs repeat a 429/5xx twice by default, so a bridge that retried them too
+would multiply every call (3 x 3 upstream calls). The bridge retries only
+what no client can see and what cannot have started a generation: a
+refused connection, a failed DNS lookup, a connect timeout, and a
+connection closed or reset before any byte of an answer and soon after the
+send (a pooled keep-alive connection the upstream had just closed), with capped doubling
+backoff. Once a status line came it never asks again: a 429/5xx goes back
+at once with the headers the SDK needs to retry well (ratelimit.py), and a
+body that breaks mid-read or a read timeout is an error, since the upstream
+may have generated, and billed, the answer. A route of several deployments
+(failover.py) sends a 429/5xx or a failure raised as Unanswered to another
+deployment instead, once each: never the same upstream again.
+
+What an upstream sends is bounded like what a client sends: a non-streamed
+body by BRIDGE_MAX_UPSTREAM_BODY_BYTES (refused unread when its length says
+so, cut where it passes the limit), an error body by ERROR_BODY_BYTES (its
+message relayed cut, errors.relayed_message), and its connection closed
+rather than pooled half-read. An upstream 401/403 for a credential the bridge
+sent on its own account (a deployment's key: auth.held_credential) is the
+operator's problem, never the client's 401.
+"""
+
+import functools
+import http.client
+import json
+import logging
+import time
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
+
+from ..protocols import json_codec
+from ..protocols.errors import BridgeError, kind_for_status, relayed_message, status_for_upstream
+from ..serve import observability
+from ..serve.observability import escaped
+
+log = logging.getLogger(__name__)
+
+# How much of an error answer is read: an error object is a few hundred bytes, and the
+# message a client is shown is cut far shorter (errors.relayed_message).
+ERROR_BODY_BYTES = 64 * 1024
+
+
+class Upstream:
+    def __init__(self, settings):
+        self.settings = settings
+        self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
+
+    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None):
+        """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both.
+
+        `retries` (BRIDGE_RETRIES by default) bounds the retries of this URL; a caller with
+        another deployment to try instead passes 0 and moves on when Unanswered is raised.
+        `held` names the credential in `headers` when it is the bridge's own, not the client's
+        (auth.held_credential): a 401/403 for it is the operator's to fix.
+        """
+        record = observability.current()
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            record.upstream_model = body["model"]
+        try:
+            retries = self.settings.retries if retries is None else retries
+            response = self._send(method, url, headers, body, stream, retries, held)
+        except BridgeError as error:
+            record.upstream_failed(error)
+            raise
+        record.upstream_status = response.status_code
+        return response
+
+    def _send(self, method, url, headers, body, stream, retries, held):
+        prepared = _prepare(method, url, headers, json_codec.dumps(body) if body is not None else None)
+        timeout = (self.settings.connect_timeout, self.settings.read_timeout)
+        attempt = 0
+        while True:
+            sent = time.monotonic()
+            try:
+                response = self.adapter.send(prepared, stream=stream, timeout=timeout)
+                break
+            except requests.RequestException as exc:
+                error = transport_error(exc)
+                if not _before_any_answer(exc, time.monotonic() - sent, self.settings):
+                    raise error from None
+                if attempt >= retries:
+                    raise Unanswered(error.kind, error.message, status=error.status) from None
+            wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
+            log.info("upstream %s failed (%s); retry %d in %.2fs", url, escaped(error.message), attempt + 1, wait)
+            time.sleep(wait)
+            attempt += 1
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # The bridge asks for identity; inflating what it did not ask for is how a small
+            # answer (a gzip bomb) becomes gigabytes in a worker.
+            response.close()
+            raise BridgeError(
+                "api_error",
+                f"upstream answered with content-encoding {encoding[:40]!r}, which the "
+                "bridge did not ask for (it asks for identity)",
+                status=502,
+                upstream_status=response.status_code,
+            )
+        if response.status_code in (401, 403) and held is not None:
+            raise refused_credentials(response, url, held)
+        if response.status_code >= 300:
+            raise answer_error(response)
+        if not stream:
+            # Read now, so a body that breaks is reported here.
+            limit = self.settings.max_upstream_body_bytes
+            if _read_at_most(response, limit) is None:
+                raise BridgeError(
+                    "api_error",
+                    f"upstream answer is larger than {limit} bytes (BRIDGE_MAX_UPSTREAM_BODY_BYTES)",
+                    status=502,
+                    upstream_status=response.status_code,
+                )
+        return response
+
+
+def _read_at_most(response, limit):
+    """The body, kept as response.content, or None when it is longer than `limit` bytes.
+
+    A body whose Content-Length is over the limit is not read at all; one that passes the
+    limit is read no further. Either way its connection is closed, not given back to the pool
+    with the rest of the body still coming.
+    """
+    try:
+        declared = int(response.headers.get("content-length", ""))
+    except ValueError:
+        declared = None
+    data = None
+    if declared is None or declared <= limit:
+        try:
+            data = response.raw.read(limit + 1)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+            response.close()
+            raise transport_error(exc) from None
+    if data is None or len(data) > limit:
+        response.close()
+        return None
+    if declared is not None and len(data) < declared:
+        # A read for more than the body stops at the end of the connection: a body shorter than
+        # it said it was is cut, however complete its JSON may look.
+        response.close()
+        raise transport_error(urllib3.exceptions.IncompleteRead(len(data), declared - len(data)))
+    # What response.content reads into (the connection went back to the pool at the body's end).
+    response._content, response._content_consumed = data, True
+    return data
+
+
+class Unanswered(BridgeError):
+    """A transport failure that left the upstream no chance to begin an answer (see
+    _before_any_answer): the same request may go to another deployment."""
+
+
+def _before_any_answer(exc, waited, settings):
+    """Whether a failed send left the upstream no chance to begin an answer: worth one more try.
+
+    A reset counts only when it came within the connect timeout of the send: a pooled
+    connection the upstream had closed is reset at once, while a non-streamed answer's status
+    line comes only after the whole generation, so a reset minutes later (a NAT or load
+    balancer dropping an idle connection) may follow a generation the upstream ran and billed.
+
+    requests reports a refused connection, a failed lookup or a connect timeout as a
+    MaxRetryError around a NewConnectionError (a connect timeout as ConnectTimeout), and a
+    connection the peer closed or reset before the status line as a ProtocolError around
+    ConnectionResetError (RemoteDisconnected is one) or BrokenPipeError.
+    """
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.ConnectionError) or not exc.args:
+        return False
+    cause = exc.args[0]
+    if isinstance(cause, urllib3.exceptions.MaxRetryError):
+        return isinstance(cause.reason, urllib3.exceptions.NewConnectionError)
+    if isinstance(cause, urllib3.exceptions.ProtocolError) and cause.args:
+        reset = isinstance(cause.args[-1], (ConnectionResetError, BrokenPipeError))
+        return reset and waited <= settings.connect_timeout
+    return False
+
+
+class _Adapter(HTTPAdapter):
+    """HTTPAdapter less what a client without proxies or cookies does on every call."""
+
+    def request_url(self, request, proxies):
+        """The path, as HTTPAdapter gives it for a request that goes through no proxy, without
+        parsing the URL twice more to find out that it does not."""
+        return request.path_url
+
+    def build_response(self, req, resp):
+        """HTTPAdapter's Response less the cookie jar (an upstream's cookies are nobody's
+        business here) and the text encoding (the bridge reads bytes)."""
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url
+        response.request = req
+        response.connection = self
+        return response
+
+
+# User-Agent, Accept, Accept-Encoding, Connection: what a Session would add.
+_DEFAULT_HEADERS = dict(requests.utils.default_headers())
+
+
+def _prepare(method, url, headers, data):
+    """The request as requests.Request.prepare() would build it for these arguments.
+
+    The URL's part is done once per URL. The header checks are left to http.client, which
+    refuses a line break in a value when it sends; none can come in through the server anyway.
+    """
+    prepared = requests.PreparedRequest()
+    prepared.method = method
+    prepared.url = _prepared_url(url)
+    prepared.headers = CaseInsensitiveDict(_DEFAULT_HEADERS)
+    prepared.headers.update(headers)
+    if data is not None or method not in ("GET", "HEAD"):
+        prepared.headers["Content-Length"] = str(len(data or b""))
+    prepared.body = data
+    return prepared
+
+
+@functools.lru_cache(maxsize=64)
+def _prepared_url(url):
+    """requests' form of a URL (host in IDNA, path percent-quoted): the settings fix the few there are."""
+    prepared = requests.PreparedRequest()
+    prepared.prepare_url(url, None)
+    return prepared.url
+
+
+def transport_error(exc):
+    """A requests exception, or the urllib3 one that reading a stream raises, as the 502/504
+    a client should see."""
+    # requests reports a read timeout inside a body as a ConnectionError around urllib3's
+    if (
+        isinstance(exc, requests.ConnectionError)
+        and exc.args
+        and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError)
+    ):
+        exc = exc.args[0]
+    if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
+        return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})", status=504)
+    if isinstance(
+        exc,
+        (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, urllib3.exceptions.IncompleteRead),
+    ):
+        return BridgeError(
+            "api_error", f"the upstream closed the connection mid-response ({type(exc).__name__})", status=502
+        )
+    malformed = _malformed_head(exc)
+    if malformed:
+        return BridgeError("api_error", f"the upstream's answer was malformed: {malformed}", status=502)
+    if isinstance(exc, requests.ConnectionError):
+        return BridgeError("api_error", "could not connect to the upstream: " + _reason(exc), status=502)
+    return BridgeError("api_error", f"upstream request failed: {type(exc).__name__}", status=502)
+
+
+def _malformed_head(exc):
+    """What was wrong with a status line or headers http.client refused, or None.
+
+    requests reports those as a ConnectionError around urllib3's ProtocolError, like a refused
+    connection; they are an answer, though, and a broken one. RemoteDisconnected is a
+    BadStatusLine too, but it means the connection closed before any answer.
+    """
+    cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
+    cause = cause.args[-1] if isinstance(cause, urllib3.exceptions.ProtocolError) and cause.args else None
+    if not isinstance(cause, http.client.HTTPException) or isinstance(cause, ConnectionError):
+        return None
+    if isinstance(cause, http.client.BadStatusLine):
+        return "its status line is not HTTP/1.x"
+    # http.client's own words: "got more than 100 headers", "got more than 65536 bytes when reading header line"
+    return escaped(str(cause))
+
+
+def _reason(exc):
+    text = str(exc)
+    for marker in (
+        "Name or service not known",
+        "nodename nor servname",
+        "Temporary failure in name resolution",
+        "Connection refused",
+        "Connection reset",
+        "Remote end closed",
+        "timed out",
+    ):
+        if marker in text:
+            return marker.lower()
+    return type(exc).__name__
+
+
+def answer_error(response):
+    """An upstream 3xx/4xx/5xx answer as a BridgeError that keeps its message, its own error
+    object and its headers (the client's SDK retries by them)."""
+    status = response.status_code
+    if status < 400:
+        response.close()
+        # Following it would send the request, and a held key, wherever the answer says.
+        return BridgeError(
+            "api_error",
+            f"upstream answered HTTP {status}, a redirect to "
+            f"{response.headers.get('location', 'nowhere')!r}, which the bridge does not "
+            "follow: check the upstream base URL setting",
+            status=502,
+            upstream_status=status,
+        )
+    try:
+        body = _read_at_most(response, ERROR_BODY_BYTES)
+    except BridgeError:  # broken off: what came is not a whole JSON body
+        body = b""
+    finally:
+        response.close()
+    try:
+        payload = json_codec.loads(body, fallback=_lenient) if body else None
+    except (ValueError, RecursionError):
+        payload = None
+    message = code = param = None
+    inner = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(inner, str) and inner:
+        inner = {"message": inner}  # llama.cpp's and LM Studio's own servers, some gateways
+    if isinstance(inner, dict):
+        # OpenAI: {"error": {"message", "type", "param", "code"}}
+        # Anthropic: {"type": "error", "error": {"type", "message"}}
+        message = inner.get("message")
+        code = inner.get("code") if isinstance(inner.get("code"), str) else None
+        param = inner.get("param") if isinstance(inner.get("param"), str) else None
+    if body is None:
+        message = f"upstream answered HTTP {status} with an error body larger than {ERROR_BODY_BYTES} bytes, not read"
+    elif not isinstance(message, str) or not message:
+        content_type = response.headers.get("content-type", "unknown").split(";")[0]
+        message = f"upstream answered HTTP {status} with a non-JSON body ({escaped(content_type)})"
+    kind = kind_for_status(status)
+    return BridgeError(
+        kind,
+        relayed_message(message),
+        status=status_for_upstream(status, kind),
+        code=code,
+        param=param,
+        upstream_status=status,
+        upstream_headers=response.headers,
+        upstream_detail=inner if isinstance(inner, dict) else None,
+    )
+
+
+def refused_credentials(response, url, held):
+    """An upstream 401/403 for the bridge's own credential (a key it holds, or none when it holds
+    none): a bad gateway, never the client's 401, which would send Claude Code to log in again.
+    Nothing of the upstream's message goes on: it may quote the key, masked or not. The SDKs
+    retry a 502 unless told not to, and a refused key stays refused until the operator acts."""
+    response.close()
+    status = response.status_code
+    log.warning(
+        "upstream %s refused the bridge's credentials (HTTP %d) on request %s: check %s",
+        url,
+        status,
+        observability.current().request_id,
+        held,
+    )
+    return BridgeError(
+        "api_error",
+        f"the bridge's upstream credentials were refused (HTTP {status} from the upstream); "
+        "the bridge's operator must check its upstream API key",
+        status=502,
+        upstream_status=status,
+        upstream_headers=CaseInsensitiveDict({"x-should-retry": "false"}),
+    )
+
+
+def _lenient(raw):
+    """What orjson refused, read as requests' response.json() did: bytes that are not UTF-8
+    (a local server cutting a character at a token boundary) become U+FFFD, as in a stream."""
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        return json.loads(raw.decode("utf-8", "replace"))
+
+
+def read_json(response):
+    """The JSON body of a 2xx non-streamed answer, or a 502 saying why there is none; the access
+    record hears its usage as the upstream reported it."""
+    try:
+        payload = json_codec.loads(response.content, fallback=_lenient)
+    except ValueError:
+        content_type = response.headers.get("content-type", "unknown").split(";")[0]
+        raise BridgeError(
+            "api_error",
+            f"upstream answered HTTP {response.status_code} with a body that is not JSON ({content_type})",
+            status=502,
+        ) from None
+    except requests.RequestException as exc:
+        raise transport_error(exc) from None
+    observability.current().heard(payload)
+    return payload

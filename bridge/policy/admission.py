@@ -1,0 +1,128 @@
+"""Admission: requests turned away before any work is done for them, so that a busy bridge
+answers at once instead of making a client wait for a stream to end.
+
+Both refusals are errors in the client's protocol with `retry-after`, which both SDKs honour:
+
+- Over capacity: gunicorn's worker (bridge/serve/worker.py) found every request thread busy (a
+  stream gives its thread back once its worker's stream loop takes it over, unless the loop
+  is full), let the request wait BRIDGE_QUEUE_TIMEOUT for one in vain, and served it on a
+  spare thread, marking its environ. Anything but the exempt paths (/healthz, /readyz,
+  /metrics, which the worker never makes wait) is a 503 of the `overloaded` kind (see `refusal`).
+- Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
+  flight (streamed or not: each counts until its answer ends) gets a 429 for the next
+  one, before anything goes upstream. The count is per worker process: gunicorn's workers
+  share nothing, and an in-flight count is left there (a Redis count would need a release
+  that survives a killed worker).
+- Client limits (usage.py): requests and tokens per minute and per day, shared by every
+  worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
+"""
+
+import threading
+
+from flask import request
+from requests.structures import CaseInsensitiveDict
+
+from ..protocols.errors import BridgeError
+from ..serve import observability
+from ..serve.worker import OVER_CAPACITY
+
+# Seconds a refused client is asked to wait: a thread frees when some stream ends, which the
+# bridge cannot foresee; both SDKs retry twice by default, Claude Code ten times.
+RETRY_AFTER = "5"
+_HELD = "bridge.held"  # environ: this request's place in its client's count
+
+
+def install(app, settings, exempt, accounts):
+    """Refuse requests beyond capacity, beyond a client's limits (usage.Accounts, shared through
+    Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
+    the hook that authenticates: the cap and the limits count by its client."""
+    in_flight = _InFlight(settings.max_requests_per_client)
+
+    @app.before_request
+    def admit():
+        if request.path in exempt:
+            return
+        waited = request.environ.get(OVER_CAPACITY)
+        if waited is not None:
+            raise refusal(
+                "overloaded",
+                "every request thread of this bridge worker is busy"
+                + (f" and none came free within {round(waited, 1):g}s" if waited else "")
+                + " (BRIDGE_QUEUE_TIMEOUT; BRIDGE_THREADS; a stream holds one once its worker's stream loop"
+                " is full, BRIDGE_STREAMS_PER_WORKER)",
+            )
+        client = observability.current().client
+        accounts.admit(client)
+        if in_flight.limit and client is not None:
+            request.environ[_HELD] = in_flight.take(client)
+
+    @app.after_request
+    def release_when_answered(response):
+        """The client's count drops when the server has taken the answer's last byte (for a
+        stream, at its end), before it tells the client the answer is over: the client's next
+        request must find it dropped. Or when the server closes the answer early."""
+        held = request.environ.pop(_HELD, None)
+        if held is not None:
+            response.response = _released_at_end(response.response, held)
+            response.call_on_close(held.release)  # an answer closed before it was iterated
+        return response
+
+
+class _InFlight:
+    """Requests in flight per client key, in this process."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self._counts = {}
+        self._lock = threading.Lock()
+
+    def take(self, client):
+        with self._lock:
+            count = self._counts.get(client, 0)
+            if count >= self.limit:
+                raise refusal(
+                    "rate_limit",
+                    f"this client key already has {self.limit} requests in flight on this bridge worker "
+                    "(BRIDGE_MAX_REQUESTS_PER_CLIENT); retry when one has ended",
+                )
+            self._counts[client] = count + 1
+        return _Held(self, client)
+
+    def release(self, client):
+        with self._lock:
+            count = self._counts.pop(client) - 1
+            if count:
+                self._counts[client] = count
+
+
+class _Held:
+    """One request's place in its client's count, given back once."""
+
+    def __init__(self, in_flight, client):
+        self._in_flight = in_flight
+        self._client = client
+        self._held = True
+
+    def release(self):
+        if self._held:
+            self._held = False
+            self._in_flight.release(self._client)
+
+
+def _released_at_end(body, held):
+    try:
+        yield from body
+    finally:
+        held.release()
+
+
+def refusal(kind, message, retry_after=RETRY_AFTER):
+    """The bridge turning a request away for its own lack of room, with `retry-after` (rendered
+    as an upstream's is, ratelimit.client_headers, in either protocol).
+
+    Overloaded is a 503 to Anthropic clients too, with their `overloaded_error` type, not
+    Anthropic's own 529: that says the model is overloaded, and Claude Code counts it towards
+    switching the session to its fallback model, which a busy bridge is no reason for.
+    """
+    status = 503 if kind == "overloaded" else None
+    return BridgeError(kind, message, status=status, upstream_headers=CaseInsensitiveDict({"retry-after": retry_after}))

@@ -1,0 +1,431 @@
+"""Access log and Prometheus metrics: what each request did, never what it said.
+
+Every request gets a Record as it enters the WSGI app. Whoever learns
+something fills it in: the before-request hook (request id, client key
+name), the body reader (the model asked for), the after-request hook
+(route, status), the JSON response helper (a body's usage or error type),
+the upstream call (which deployment and model it went to, how the upstream answered)
+and the stream relay (first event, usage, a mid-stream error). The record is
+written when the server closes the response - for a stream, when it ends or
+the client leaves - as one JSON line on the `bridge.access` logger and as
+Prometheus metrics. Only metadata is kept: ids, model names, statuses,
+timings, token counts; never message content, never a key.
+
+GET /metrics needs no client key (nginx restricts who may reach it). Under
+gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
+(deploy/gunicorn.conf.py prepares it), so a scrape answered by any worker
+reports the whole service.
+"""
+
+import contextvars
+import functools
+import glob
+import logging
+import os
+import re
+import sys
+import time
+
+from flask import Response, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+from ..protocols import json_codec
+from ..protocols.shapes import is_count
+from .worker import CLOSES_ANSWERS
+
+access_log = logging.getLogger("bridge.access")
+
+_DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
+# Pass-through pairs (http.pass_through) set their own direction on the record.
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.", ["direction", "status"])
+DURATION = Histogram(
+    "bridge_request_duration_seconds",
+    "From request to the end of the response (a stream's whole length).",
+    ["direction", "stream"],
+    buckets=_SECONDS,
+)
+FIRST_BYTE = Histogram(
+    "bridge_time_to_first_byte_seconds",
+    "From request to the first translated event (the whole body when not streamed).",
+    ["direction", "stream"],
+    buckets=_SECONDS,
+)
+TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.", ["direction", "kind"])
+WEB_SEARCHES = Counter(
+    "bridge_web_searches", "Web searches the upstream ran for OpenAI clients (billed per search).", ["direction"]
+)
+UPSTREAM_ERRORS = Counter(
+    "bridge_upstream_errors", "Upstream calls or streams that failed, by error kind.", ["direction", "type"]
+)
+DEPLOYMENT_CALLS = Counter(
+    "bridge_deployment_calls",
+    "Upstream generation calls by deployment (routes.py) and outcome: its HTTP status, or "
+    "connection or timeout when none came. A call that failed over counts once per deployment tried.",
+    ["deployment", "outcome"],
+)
+OPEN_STREAMS = Gauge(
+    "bridge_open_streams", "Streams being relayed right now.", ["direction"], multiprocess_mode="livesum"
+)
+QUEUED = Gauge(
+    "bridge_queued_requests",
+    "Requests waiting for a request thread right now (BRIDGE_QUEUE_TIMEOUT).",
+    multiprocess_mode="livesum",
+)
+QUEUE_WAIT = Histogram(
+    "bridge_queue_wait_seconds",
+    "How long requests that found every request thread busy waited for one (BRIDGE_QUEUE_TIMEOUT), "
+    "by outcome: served once a thread came free, or refused (503) when none did in time.",
+    ["outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+
+_current = contextvars.ContextVar("bridge_access_record")
+
+
+class Record:
+    """What one request did: filled in as it goes, written once when its response is closed."""
+
+    def __init__(self, method=None, quiet=False):
+        self.start = time.monotonic()
+        self.time = time.time()
+        self.method = method
+        self.quiet = quiet
+        self.request_id = self.route = self.direction = self.client = None
+        self.model = self.upstream_model = None
+        self.deployment = None  # the last deployment called: the one that answered, if any did
+        self.status = self.upstream_status = None
+        self.first_byte = None
+        self.stream = False
+        self.usage = {}  # as the client was told it
+        self.upstream_usage = {}  # as an upstream stream reported it (heard)
+        self.error = None
+        self.upstream_error = None
+
+    @property
+    def label(self):
+        return self.direction or "none"
+
+    def saw(self, item):
+        """A translated stream item goes to the client; usage rides on some events."""
+        if self.first_byte is None:
+            self.first_byte = time.monotonic()
+        # The keys usage can be in (_usage_in); most events have none: not even the call below.
+        # Three `in` tests cost less than a frozenset's isdisjoint, which iterates every key.
+        if "usage" in item or "message" in item or "response" in item:
+            usage = _usage_in(item)
+            if usage is not None:
+                self.count(usage)
+
+    def heard(self, payload):
+        """An upstream's answer or stream event, before translation: what it reports is what client limits
+        count (usage.py), also when the client's stream carries no usage (a Chat client that
+        did not ask for it) or the client left before the translated stream reached it."""
+        if isinstance(payload, dict) and ("usage" in payload or "message" in payload or "response" in payload):
+            usage = _usage_in(payload)
+            if usage is not None:
+                self.count(usage, self.upstream_usage)
+
+    def answered(self, body):
+        """A JSON answer's usage, or the error type the client was told."""
+        if isinstance(body.get("usage"), dict):
+            self.count(body["usage"])
+        if isinstance(body.get("error"), dict):
+            self.error = body["error"].get("type")
+
+    def count(self, usage, into=None):
+        """Merge usage fields into self.usage (or `into`): later events refine earlier ones,
+        missing fields keep their value. OpenAI's cached input tokens (`prompt_tokens_details`,
+        `input_tokens_details`) are kept as `cached_tokens`.
+
+        Only sane counts: a metric cannot take 10**400, and an exception here, as the server
+        closes the response, is one it does not expect (gunicorn's count of open connections
+        went wrong with it).
+        """
+        into = self.usage if into is None else into
+        into.update((k, v) for k, v in usage.items() if is_count(v))
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        if isinstance(details, dict) and is_count(details.get("cached_tokens")):
+            into["cached_tokens"] = details["cached_tokens"]
+        server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
+        if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
+            into["web_search_requests"] = server_tools["web_search_requests"]
+
+    def upstream_failed(self, error):
+        self.upstream_status = error.upstream_status
+        if error.upstream_status is None and error.kind != "timeout":
+            self.upstream_error = "connection"
+        else:
+            self.upstream_error = error.kind
+
+    def failed_mid_stream(self, error, protocol):
+        self.error = error.body_for(protocol)["error"]["type"]
+        self.upstream_error = error.kind
+
+    def finish(self, ended=True, then=None):
+        """Write the access line and the metrics, then call `then` with the record (the app's
+        usage.Accounts.finished); `ended` is false when the client left early."""
+        if self.quiet:
+            return
+        if not ended and self.error is None:
+            self.error = "client_closed"
+        duration = time.monotonic() - self.start
+        first_byte = self.first_byte - self.start if self.first_byte is not None else None
+        tokens = _tokens(self.usage)
+        if access_log.isEnabledFor(logging.INFO):
+            # Logger.info() less its search for the caller's file and line, which an access line
+            # has no use for; with emit() below, most of what the line cost.
+            line = json_codec.dumps_text(self._line(duration, first_byte, tokens))
+            access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, line, None, None))
+        self._measure(duration, first_byte, tokens)
+        if then is not None:
+            then(self)
+
+    def _line(self, duration, first_byte, tokens):
+        return {
+            "time": _utc_time(self.time),
+            "request_id": self.request_id,
+            "method": self.method,
+            "route": self.route,
+            "direction": self.direction,
+            "client": self.client,
+            "model": _capped(self.model),
+            "upstream_model": _capped(self.upstream_model),
+            "deployment": self.deployment,
+            "status": self.status,
+            "upstream_status": self.upstream_status,
+            "duration_ms": round(duration * 1000),
+            "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
+            "input_tokens": tokens[0],
+            "output_tokens": tokens[1],
+            "stream": self.stream,
+            "error": self.error,
+        }
+
+    def _measure(self, duration, first_byte, tokens):
+        stream = "true" if self.stream else "false"
+        _series(REQUESTS, self.label, str(self.status)).inc()
+        _series(DURATION, self.label, stream).observe(duration)
+        if first_byte is not None:
+            _series(FIRST_BYTE, self.label, stream).observe(first_byte)
+        for kind, count in zip(("input", "output"), tokens, strict=True):
+            if count:
+                _series(TOKENS, self.label, kind).inc(count)
+        searches = (self.upstream_usage or self.usage).get("web_search_requests")
+        if searches:
+            _series(WEB_SEARCHES, self.label).inc(searches)
+        if self.upstream_error:
+            _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+
+def _usage_in(item):
+    """The usage an event or answer carries: top level (Anthropic message_delta, an OpenAI usage
+    chunk), or in the message or response it carries (message_start, a Responses event)."""
+    usage = item.get("usage")
+    if usage is None:
+        envelope = item.get("message") or item.get("response")
+        usage = envelope.get("usage") if isinstance(envelope, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+def _utc_time(timestamp):
+    """ISO 8601 in UTC to the millisecond: 2026-11-26T15:34:48.046Z."""
+    return f"{_utc_second(int(timestamp))}.{int(timestamp * 1000) % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=2)
+def _utc_second(whole):
+    """Formatting a time was the dearest of the access line's fields (through datetime); the
+    lines of one second share it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+
+
+# Control characters (C0, DEL, C1, the Unicode line and paragraph separators) and the backslash
+# that escapes them.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def escaped(text, limit=500):
+    """Text from outside the bridge (an upstream's message, a header value) fit for a log line:
+    control characters backslash-escaped, so a newline in it cannot forge a line of its own,
+    and cut at `limit` characters."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def _capped(name, limit=200):
+    """A model name as the client wrote it, cut short: any string is accepted there, and one
+    line of the log must not grow with it."""
+    return name[:limit] + "…" if name is not None and len(name) > limit else name
+
+
+@functools.lru_cache(maxsize=None)
+def _series(metric, *labels):
+    """The metric's child for these label values, kept: labels() locks and validates every call."""
+    return metric.labels(*labels)
+
+
+def _tokens(usage):
+    """(input, output) from either protocol's usage; input counts cached tokens too."""
+    if "prompt_tokens" in usage or "completion_tokens" in usage:
+        return usage.get("prompt_tokens"), usage.get("completion_tokens")
+    parts = [usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens") if k in usage]
+    return (sum(parts) if parts else None), usage.get("output_tokens")
+
+
+def attempted(deployment, outcome):
+    """One call to a deployment, and how it went (failover.py)."""
+    _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
+
+
+def current():
+    """The record of the request this thread is serving (a throwaway one outside requests)."""
+    return _current.get(None) or Record()
+
+
+def install(app, settings, finished=None):
+    """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
+    is called with each request's record once it is written.
+
+    Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
+    """
+    if not access_log.handlers:
+        access_log.addHandler(_StderrLines())
+        access_log.propagate = False
+    access_log.setLevel(settings.log_level)
+    app.after_request(_note_response)
+    app.add_url_rule("/metrics", "metrics", metrics)
+    app.wsgi_app = _Observed(app.wsgi_app, finished)
+
+
+class _SharedMetrics(multiprocess.MultiProcessCollector):
+    """The workers' metric files, less those still empty.
+
+    A worker creates its file empty and sizes it a moment later; prometheus_client
+    (up to 0.26 at least, client_python#1199) fails the whole scrape on a file read
+    in that moment, and for good on one left by a worker killed in it. Files only
+    grow, so one seen empty has nothing to count yet.
+    """
+
+    def collect(self):
+        files = [path for path in glob.glob(os.path.join(self._path, "*.db")) if _has_data(path)]
+        return self.merge(files, accumulate=True)
+
+
+def _has_data(path):
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # a dead worker's live gauge, removed by child_exit
+        return False
+
+
+def metrics():
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        _SharedMetrics(registry)
+    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _note_response(response):
+    record = current()
+    record.route = request.url_rule.rule if request.url_rule else None
+    if record.direction is None:
+        record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
+    record.status = response.status_code
+    record.stream = response.mimetype == "text/event-stream"
+    if not record.stream:
+        record.first_byte = time.monotonic()
+    return response
+
+
+class _Observed:
+    """WSGI middleware: start a Record per request; closing the response writes it."""
+
+    def __init__(self, wsgi_app, finished):
+        self.wsgi_app = wsgi_app
+        self.finished = finished
+
+    def __call__(self, environ, start_response):
+        record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
+        _current.set(record)
+        answer = self.wsgi_app(environ, start_response)
+        return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
+
+
+class _Body:
+    """The response body as the server iterates it; the record is written once, when the server
+    closes it, or with `write_at_end` when the body ends, whichever comes first.
+
+    PEP 3333 says the server always calls close, but werkzeug's server (the tests' and `flask
+    run`'s) skips it when the client hangs up while it drains the request socket after the
+    last chunk: a complete answer would go unlogged and uncounted. gunicorn (bridge/serve/worker.py)
+    always closes, and its stream loop closes an ended stream off the loop's thread, so the
+    record's work (and a usage count that may wait for Redis) stays there.
+    """
+
+    def __init__(self, iterable, record, finished, write_at_end=True):
+        self._iterable = iterable
+        self._finished = finished
+        self._chunks = iter(iterable)
+        self._record = record
+        self._write_at_end = write_at_end
+        self._ended = False  # the body was iterated to its end (or to an error), not cut short
+        self._written = False
+        if record.stream:
+            _series(OPEN_STREAMS, record.label).inc()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._ended = True
+            if self._write_at_end:
+                self._write()
+            raise
+        except Exception:
+            self._record.error = self._record.error or "internal_error"
+            self._ended = True
+            self._write()
+            raise
+
+    def close(self):
+        try:
+            if hasattr(self._iterable, "close"):
+                self._iterable.close()
+        finally:
+            self._write()
+
+    def _write(self):
+        if self._written:
+            return
+        self._written = True
+        if self._record.stream:
+            _series(OPEN_STREAMS, self._record.label).dec()
+        self._record.finish(ended=self._ended, then=self._finished)
+
+
+class _StderrLines(logging.Handler):
+    """Bare JSON lines on whatever sys.stderr is when a line is written (test runners swap it),
+    without a Formatter's pass over records that have nothing to add to their message."""
+
+    def emit(self, record):
+        try:
+            sys.stderr.write(record.getMessage() + "\n")
+        except Exception:
+            self.handleError(record)

@@ -1,0 +1,466 @@
+"""Anthropic Messages request -> Chat Completions request (pure functions).
+
+The body arrives validated (schemas/anthropic.py); what is left here is
+where the two protocols place things differently:
+
+- System text (top-level `system`, and `role:"system"` entries inside
+  `messages`) is hoisted into one leading system message, in order,
+  without Claude Code's `x-anthropic-billing-header` line.
+- A user turn's `tool_result` blocks become `role:"tool"` messages placed
+  first, right after the assistant message that called them; the rest of
+  the turn (and any image or PDF a tool returned, which a tool message
+  cannot carry) follows in one user message. Every tool_use must be answered
+  in the next user turn and every tool_result must answer one: OpenAI
+  rejects anything else, so the bridge says which block is wrong instead.
+- An assistant turn's text (also text after a tool_use) becomes `content`,
+  its tool_use blocks `tool_calls`; thinking is dropped, or sent as
+  `reasoning_content` for upstreams that need it back (DeepSeek), and
+  redacted thinking is always dropped.
+- Text-only content is flattened to one string (strict servers reject
+  arrays), text blocks joined by a blank line; empty text is dropped; an
+  `is_error` tool result is prefixed "Error: " since a tool message has no
+  error flag; `cache_control` and `citations` go nowhere.
+- PDFs travel as Chat `file` parts with a data URL. A `url` document is
+  refused (400): the upstream cannot fetch it, and answering without the
+  document would change the answer.
+- A tool schema without `properties` gets an empty one: OpenAI refuses
+  "object schema missing properties", Anthropic and MCP do not.
+- Tool names OpenAI would refuse (over 64 characters or outside
+  [a-zA-Z0-9_-]) are shortened deterministically (prefix + hash); the map
+  back travels in the context, so responses and streams restore them.
+- Tool search (Claude Code 2.1.332): every tool in `tools` goes upstream
+  inline, `defer_loading` or not, so a `tool_reference` block in a tool
+  result (the tool a ToolSearch call loaded) becomes text naming that tool,
+  which the upstream model can already call. Claude Code's
+  `DeferredToolPlaceholder` ("never call this tool") exists only to keep
+  Anthropic's server-side deferred loading on; it is not sent upstream,
+  where a model could only call it by mistake.
+- Every field the client sent that does not go upstream is named in
+  `x-bridge-dropped-params` (Context.dropped): top-level fields this module
+  does not read, `cache_control`, `thinking.display`, `tools.defer_loading`,
+  a message's `output_config` when nothing takes its effort. `safeguards`
+  (a safety check of tool use that only Anthropic's servers run) is also
+  logged at WARNING (Context.warnings). `thread` is refused with the details
+  on which Anthropic's SDKs resend the whole conversation without it;
+  `compaction` is refused, since no signed compaction block can come back.
+  The deprecated `output_format` is read as `output_config.format`.
+"""
+
+import dataclasses
+import hashlib
+import itertools
+import re
+
+from ...protocols import json_codec
+from ...protocols.errors import BridgeError, invalid
+from ...protocols.tool_names import safe_tool_name
+from ..model_map import map_model
+from .response import upstream_tool_id
+from .tokens import count_tokens
+
+MAX_STOP_SEQUENCES = 4
+# Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
+# to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
+_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+# Top-level fields this module translates; any other is reported as dropped.
+_READ = frozenset(
+    (
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "output_format",
+        "stream",
+    )
+)
+# Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
+_UNENFORCED = {
+    "safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
+    "on an OpenAI-compatible upstream; the request goes on without it"
+}
+_CACHE_CONTROL = itertools.repeat("cache_control")
+# Claude Code's stand-in tool that keeps Anthropic's deferred tool loading on; meaningless elsewhere.
+DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
+
+
+@dataclasses.dataclass
+class Context:
+    """What the response and stream translators need to know about the request."""
+
+    model: str  # the name the client asked for; responses carry it back
+    stream: bool
+    dropped: list  # request fields not forwarded, for x-bridge-dropped-params
+    tool_names: dict  # upstream tool name -> the client's name
+    stop_sequences: tuple
+    input_tokens: int  # estimate for a stream's message_start (0 when not streamed)
+    warnings: list = dataclasses.field(default_factory=list)  # for the operator's log, once per request
+
+
+def to_chat_request(body, settings):
+    """(Chat request body, Context) for a validated Messages request body."""
+    _refuse_stateful(body)
+    names = {}
+    dropped = [field for field in body if field not in _READ]
+    chat = {
+        "model": map_model(settings.model_map, body["model"]),
+        "messages": _messages(body, names, settings.openai_reasoning_history, dropped),
+    }
+    chat[settings.openai_max_tokens_param] = body["max_tokens"]  # a deployment's cap: caps.py
+    for field in ("temperature", "top_p"):
+        if field in body:
+            chat[field] = body[field]
+    stop = _stop_sequences(body.get("stop_sequences") or [])
+    if stop:
+        chat["stop"] = stop
+    user = (body.get("metadata") or {}).get("user_id")
+    if user:
+        chat["user"] = _user(user)
+    chat.update(_tools(body, names, dropped))
+    chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
+    output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
+    if output_format:
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "structured_output", "schema": output_format["schema"]},
+        }
+    stream = bool(body.get("stream"))
+    if stream:
+        chat["stream"] = True
+        if settings.openai_stream_usage:
+            chat["stream_options"] = {"include_usage": True}
+    context = Context(
+        model=body["model"],
+        stream=stream,
+        dropped=list(dict.fromkeys(dropped)),
+        tool_names={short: name for name, short in names.items()},
+        stop_sequences=tuple(stop),
+        input_tokens=count_tokens(body) if stream else 0,
+        warnings=[_UNENFORCED[field] for field in _UNENFORCED if field in body],
+    )
+    return chat, context
+
+
+def _refuse_stateful(body):
+    """Fields that ask the server to keep or rewrite the conversation: bridge stores nothing.
+
+    `thread` gets Anthropic's own refusal (error.details.error_code thread_unsupported_request),
+    on which both SDKs' tool runners stop threading and resend the whole conversation.
+    """
+    if "thread" in body:
+        raise BridgeError(
+            "invalid_request",
+            "thread: this endpoint does not store conversations; send the "
+            "full conversation in `messages` without `thread`",
+            param="thread",
+            details={"error_code": "thread_unsupported_request", "unsupported": []},
+        )
+    if body.get("compaction") is not None:
+        raise invalid(
+            "compaction: an OpenAI-compatible upstream cannot return a compaction block; "
+            "summarize the conversation with a normal request instead",
+            "compaction",
+        )
+
+
+# -- messages --------------------------------------------------------------------
+
+
+def _messages(body, names, reasoning_history, dropped):
+    system = _texts(body.get("system"), dropped)
+    out = []
+    unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
+    for i, message in enumerate(body["messages"]):
+        role, blocks = message["role"], _blocks(message["content"])
+        if role == "system":
+            system.extend(_texts(blocks, dropped))
+            continue
+        if _marks_cache(blocks):
+            dropped.append("cache_control")
+        if role == "assistant":
+            _require_answered(unanswered)
+            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
+            out.extend(_assistant_turn(blocks, names, reasoning_history))
+        else:
+            out.extend(_user_turn(i, blocks, unanswered, names))
+            _require_answered(unanswered)
+    _require_answered(unanswered)
+    if system:
+        out.insert(0, {"role": "system", "content": _join(system)})
+    return out
+
+
+def _blocks(content):
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _texts(content, dropped):
+    """The non-empty texts of a system string or list of text blocks, without a billing header line."""
+    if content is None:
+        return []
+    blocks = _blocks(content)
+    if _marks_cache(blocks):
+        dropped.append("cache_control")
+    texts = (_BILLING_HEADER.sub("", block["text"]) for block in blocks)
+    return [text for text in texts if text]
+
+
+def _marks_cache(blocks):
+    """Whether a block carries Anthropic's cache_control, which no Chat upstream takes. Looked
+    for in C (map over dict.__contains__): a generator's frames cost more than the lookups."""
+    return any(map(dict.__contains__, blocks, _CACHE_CONTROL))
+
+
+def _join(texts):
+    return "\n\n".join(texts)
+
+
+def _require_answered(unanswered):
+    if unanswered:
+        tool_id, path = next(iter(unanswered.items()))
+        raise invalid(
+            f"{path}: tool_use {tool_id!r} has no tool_result in the next user message; "
+            "every tool call must be answered before the conversation goes on",
+            path,
+        )
+
+
+def _assistant_turn(blocks, names, reasoning_history):
+    texts, calls, reasoning = [], [], []
+    for block in blocks:
+        if block["type"] == "text" and block["text"]:
+            texts.append(block["text"])
+        elif block["type"] == "tool_use":
+            calls.append(
+                {
+                    "id": upstream_tool_id(block["id"]),
+                    "type": "function",
+                    "function": {
+                        "name": _upstream_name(block["name"], names),
+                        "arguments": json_codec.dumps_text(block["input"]),
+                    },
+                }
+            )
+        elif block["type"] == "thinking" and block["thinking"]:
+            reasoning.append(block["thinking"])
+    if not texts and not calls:
+        return []  # thinking only: nothing a Chat assistant message can hold
+    message = {"role": "assistant", "content": _join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    if reasoning_history and reasoning:
+        message["reasoning_content"] = _join(reasoning)
+    return [message]
+
+
+def _user_turn(i, blocks, unanswered, names):
+    """Tool messages first (answering the previous assistant turn), then one user message."""
+    tool_messages, attachments, parts = [], [], []
+    for j, block in enumerate(blocks):
+        path = f"messages.{i}.content.{j}"
+        if block["type"] != "tool_result":
+            parts.extend(_user_parts(block, path))
+            continue
+        if unanswered.pop(block["tool_use_id"], None) is None:
+            raise invalid(
+                f"{path}.tool_use_id: {block['tool_use_id']!r} answers no tool_use of the previous assistant message",
+                f"{path}.tool_use_id",
+            )
+        text, media = _tool_result(block, path, names)
+        call_id = upstream_tool_id(block["tool_use_id"])
+        tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        if media:
+            attachments.append({"type": "text", "text": f"(attachments of tool result {call_id})"})
+            attachments.extend(media)
+    content = attachments + parts
+    if not content:
+        return tool_messages
+    return [*tool_messages, {"role": "user", "content": _flattened(content)}]
+
+
+def _tool_result(block, path, names):
+    """(text for the tool message, image/file parts it cannot carry)."""
+    content = block.get("content")
+    texts, media = [], []
+    if isinstance(content, str):
+        texts = [content] if content else []
+    for j, inner in enumerate(content if isinstance(content, list) else []):
+        if inner["type"] == "tool_reference":
+            texts.append(f"Tool loaded: {_upstream_name(inner['tool_name'], names)}")
+            continue
+        for part in _user_parts(inner, f"{path}.content.{j}"):
+            if part["type"] == "text":
+                texts.append(part["text"])
+            else:
+                media.append(part)
+    text = _join(texts)
+    if block.get("is_error"):
+        text = f"Error: {text}" if text else "Error"
+    return text, media
+
+
+def _user_parts(block, path):
+    """Chat content parts for a text, image or document block."""
+    kind = block["type"]
+    if kind == "text":
+        return [{"type": "text", "text": block["text"]}] if block["text"] else []
+    if kind == "image":
+        return [{"type": "image_url", "image_url": {"url": _url(block["source"])}}]
+    return _document_parts(block, path)
+
+
+def _url(source):
+    if source["type"] == "url":
+        return source["url"]
+    return f"data:{source['media_type']};base64,{source['data']}"
+
+
+def _document_parts(block, path):
+    source = block["source"]
+    heading = [text for text in (block.get("title"), block.get("context")) if text]
+    if source["type"] == "url":
+        raise invalid(
+            f"{path}.source.url: an OpenAI-compatible upstream cannot fetch documents by URL; "
+            "send the PDF as a base64 source",
+            f"{path}.source.url",
+        )
+    if source["type"] == "text":
+        texts = [*heading, source["data"]] if source["data"] else []
+        return [{"type": "text", "text": _join(texts)}] if texts else []
+    if source["type"] == "content":
+        inner = source["content"]
+        parts = [p for j, b in enumerate(_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
+        return ([{"type": "text", "text": _join(heading)}] if heading and parts else []) + parts
+    filename = re.sub(r"[^\w.\- ]", "_", block.get("title") or "") or "document.pdf"
+    return [{"type": "file", "file": {"filename": filename, "file_data": _url(source)}}]
+
+
+def _flattened(parts):
+    """A text-only list of parts as one string, for servers that only take strings."""
+    if all(part["type"] == "text" for part in parts):
+        return _join([part["text"] for part in parts])
+    return parts
+
+
+# -- tools -------------------------------------------------------------------------
+
+
+def _upstream_name(name, names):
+    """The name OpenAI will accept for a tool, remembered so responses can restore it."""
+    if name not in names:
+        names[name] = safe_tool_name(name)
+    return names[name]
+
+
+def _tools(body, names, dropped):
+    tools, declared = [], set()
+    for i, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") not in (None, "custom"):
+            raise invalid(
+                f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
+                "OpenAI-compatible upstream cannot run it",
+                f"tools.{i}.type",
+            )
+        if "defer_loading" in tool:
+            dropped.append("tools.defer_loading")  # every tool goes upstream inline
+        if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
+            dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
+            continue
+        declared.add(tool["name"])
+        function = {"name": _upstream_name(tool["name"], names), "parameters": _parameters(tool["input_schema"])}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        if tool.get("strict") is True:
+            function["strict"] = True
+        tools.append({"type": "function", "function": function})
+    choice = body.get("tool_choice")
+    if not tools:
+        if choice:
+            dropped.append("tool_choice")
+        return {}
+    out = {"tools": tools}
+    if choice:
+        out["tool_choice"] = _tool_choice(choice, names, declared)
+        if choice.get("disable_parallel_tool_use"):
+            out["parallel_tool_calls"] = False
+    return out
+
+
+def _parameters(schema):
+    """OpenAI refuses an object schema without `properties` (MCP's argument-less tools send one)."""
+    return schema if "properties" in schema else {**schema, "properties": {}}
+
+
+def _tool_choice(choice, names, declared):
+    kind = choice["type"]
+    if kind == "tool":
+        if choice["name"] not in declared:
+            raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
+        return {"type": "function", "function": {"name": names[choice["name"]]}}
+    return {"auto": "auto", "any": "required", "none": "none"}[kind]
+
+
+# -- sampling and the rest -------------------------------------------------------------
+
+
+def _stop_sequences(sequences):
+    if len(sequences) > MAX_STOP_SEQUENCES:
+        raise invalid(
+            f"stop_sequences: an OpenAI-compatible upstream accepts at most "
+            f"{MAX_STOP_SEQUENCES} stop sequences, got {len(sequences)}",
+            "stop_sequences",
+        )
+    return [s for s in sequences if s]
+
+
+def _user(user_id):
+    """metadata.user_id as `user`; OpenAI caps it at 64 characters, so longer ids go as a stable hash."""
+    if len(user_id) <= 64:
+        return user_id
+    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
+
+
+def _reasoning(body, enabled, dropped):
+    """thinking / output_config.effort as reasoning_effort, for upstreams configured to take it.
+
+    An explicit effort wins; else an enabled budget picks low/medium/high; a
+    disabled thinking asks for "low", the least every reasoning_effort server
+    accepts; adaptive thinking leaves the upstream's default.
+    """
+    thinking = body.get("thinking") or {}
+    effort = _effort(body)
+    if not enabled:
+        if thinking and thinking["type"] != "disabled":
+            dropped.append("thinking")
+        if effort:
+            dropped.append("output_config.effort")
+        return {}
+    if "display" in thinking:
+        dropped.append("thinking.display")  # whether thinking is shown: the upstream decides
+    if effort:
+        return {"reasoning_effort": _EFFORTS[effort]}
+    if thinking.get("type") == "enabled":
+        budget = thinking["budget_tokens"]
+        return {"reasoning_effort": "low" if budget < 4096 else "medium" if budget < 16384 else "high"}
+    if thinking.get("type") == "disabled":
+        return {"reasoning_effort": "low"}
+    return {}
+
+
+def _effort(body):
+    """Per-turn control (Claude Code 2.1.332): a `role:"system"` message's own output_config steers
+    the turns from there on, over the top-level one."""
+    effort = (body.get("output_config") or {}).get("effort")
+    for message in body["messages"]:
+        config = message.get("output_config") if message["role"] == "system" else None
+        if config and config.get("effort"):
+            effort = config["effort"]
+    return effort

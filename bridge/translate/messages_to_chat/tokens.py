@@ -1,0 +1,112 @@
+"""count_tokens for an upstream that has no counter of its own.
+
+An estimate, computed locally (no network, no tokenizer download), that errs
+high: counting late makes Claude Code compact too late and overflow the
+context window, counting a little early only wastes a little context.
+
+Method:
+- Text is ceil(characters / 3) tokens; outside ASCII it is UTF-8 bytes / 3,
+  so a CJK character counts about one token. Measured against the recorded
+  OpenAI usage of known prompts: 12,549 characters of digit-heavy catalogue
+  text were 4,020 tokens (3.1 characters a token; estimate 4,191, +4%);
+  openai-python's two-tool request was 149 tokens (estimate 294, about 2x:
+  OpenAI renders tool schemas more compactly than their JSON). English
+  prose runs near 4 characters a token (estimate ~+30%).
+- Everything the model sees counts: the system prompt (and role:"system"
+  messages), every text block, tool_use names and inputs (as JSON),
+  tool_result content, thinking text, each tool's name, description and
+  input_schema (as JSON), the output_config JSON schema.
+- Images count a fixed 1,600 tokens (Anthropic's size cap, ~1.15 MP; OpenAI
+  bills a 1024x1024 high-detail image 765). A PDF counts 2,000 tokens a page
+  (text plus a page image), pages found in the file; a text document counts
+  its text.
+- Framing: 4 tokens a message, 10 a tool, 3 for the reply's priming.
+"""
+
+import base64
+import binascii
+import re
+
+from ...protocols import json_codec
+
+CHARS_PER_TOKEN = 3
+IMAGE_TOKENS = 1600
+PDF_PAGE_TOKENS = 2000
+MESSAGE_TOKENS = 4
+TOOL_TOKENS = 10
+REPLY_TOKENS = 3
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def count_tokens(body):
+    """Estimated input tokens of a Messages request (the body of /v1/messages or count_tokens)."""
+    total = REPLY_TOKENS + content_tokens(body.get("system"))
+    for message in body["messages"]:
+        total += MESSAGE_TOKENS + content_tokens(message["content"])
+    for tool in body.get("tools") or []:
+        total += TOOL_TOKENS + text_tokens(tool.get("name", "")) + text_tokens(tool.get("description", ""))
+        total += json_tokens({k: v for k, v in tool.items() if k not in ("name", "description", "cache_control")})
+    output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
+    if output_format:
+        total += json_tokens(output_format)
+    return total
+
+
+def text_tokens(text):
+    if not text:
+        return 0
+    # surrogatepass: an upstream's lone surrogate (half an emoji) counts its 3 bytes, not a crash
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return -(-size // CHARS_PER_TOKEN)  # ceil, without a float
+
+
+def json_tokens(value):
+    return text_tokens(json_codec.dumps_text(value))
+
+
+def content_tokens(content):
+    """Tokens of a string or a list of content blocks."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return text_tokens(content)
+    return sum(_block_tokens(block) for block in content)
+
+
+def _block_tokens(block):
+    kind = block.get("type")
+    if kind == "text":
+        return text_tokens(block["text"])
+    if kind == "image":
+        return IMAGE_TOKENS
+    if kind == "document":
+        return _document_tokens(block)
+    if kind == "tool_use":
+        return text_tokens(block["name"]) + json_tokens(block["input"])
+    if kind == "tool_result":
+        return content_tokens(block.get("content"))
+    if kind == "thinking":
+        return text_tokens(block["thinking"])
+    if kind == "redacted_thinking":
+        return text_tokens(block["data"])
+    return json_tokens(block)
+
+
+def _document_tokens(block):
+    source = block["source"]
+    title = text_tokens(block.get("title") or "") + text_tokens(block.get("context") or "")
+    if source["type"] == "text":
+        return title + text_tokens(source["data"])
+    if source["type"] == "content":
+        return title + content_tokens(source["content"])
+    if source["type"] == "base64":
+        return title + PDF_PAGE_TOKENS * _pdf_pages(source["data"])
+    return title + PDF_PAGE_TOKENS
+
+
+def _pdf_pages(data):
+    try:
+        raw = base64.b64decode(data, validate=False)
+    except (binascii.Error, ValueError):
+        return 1
+    return max(1, len(_PDF_PAGE.findall(raw)))

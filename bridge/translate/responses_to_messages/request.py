@@ -1,0 +1,480 @@
+"""OpenAI Responses request -> Anthropic Messages request (pure functions).
+
+The body arrives validated by schemas/responses.py, so these functions only
+translate; what this front shares with the Chat front (text, images, PDFs,
+tool results, merging turns, the JSON-answer tool, thinking budgets, the
+hashed user id) is the Chat front's code, chat_to_messages/request.py.
+
+Stateless
+- Nothing is stored. `store` is accepted and ignored (the Response says
+  `store: false`); `previous_response_id`, `conversation`, stored `prompt`s,
+  `background` and `item_reference` items are a 400 that says to send the full
+  `input` (schema). Codex sends the whole history on every request anyway.
+
+System and turns
+- `instructions`, then the leading run of `system`/`developer` messages, are
+  the Anthropic `system`. A `system`/`developer` message later in the history
+  (Codex inserts one on resume) is user text where it stands: never dropped,
+  never moved.
+- `input` is a string (one user message) or a list of items; item `id`s and
+  `status`es are ignored. User parts: `input_text`; `input_image` (a data URL
+  as base64 with the type its bytes show, an http(s) URL as a URL source);
+  `input_file`, a PDF (`file_data` as base64, `file_url` as a URL document).
+  Assistant `output_text` and `refusal` parts are text.
+- `function_call` / `custom_tool_call` items are `tool_use` blocks whose id is
+  the `call_id` (cleaned to Anthropic's id characters as on the Chat front, the
+  same way for the call and its output); `arguments` is the parsed object, a
+  custom call's free text is `{"input": text}`. Their outputs (a string, or
+  input_text/input_image/input_file parts) are `tool_result` blocks.
+- Consecutive items merge into alternating turns, parallel calls (call, call,
+  output, output) into one assistant turn and one user turn. A user turn's tool
+  results come first (Anthropic's rule), ahead of a message that came between
+  a call and its output.
+- `reasoning` items: `encrypted_content` is the signed Anthropic thinking block
+  bridge served (reasoning.py), put back in the assistant turn it belongs to,
+  before that turn's tool_use. One that does not decode (another model's
+  reasoning, or none) is dropped and named (`input.N.encrypted_content`), and so
+  is one whose turn then says nothing (`input.N`): Anthropic refuses a turn of
+  thinking alone.
+- The first turn must be a user turn: a history that opens with the assistant
+  (a greeting) gets a one-line user turn (STARTED) in front. A final assistant
+  message is a prefill (no thinking, no trailing whitespace).
+
+Tools
+- `function` tools are Anthropic tools; `strict: true` is named as dropped
+  (Anthropic tools follow the schema, but do not promise to).
+- `custom` tools (Codex's `apply_patch`, a lark grammar) are tools taking one
+  string, `input`, whose description holds the grammar; a `custom_tool_call` in
+  the history is a tool_use with `{"input": text}`.
+- `namespace` tools are flattened to `<namespace>__<name>` (the namespace's
+  description leads each tool's own), and `function_call` items carrying
+  `namespace` are mapped the same way; a name outside Anthropic's
+  `[a-zA-Z0-9_-]{1,64}` is shortened with a hash (bridge/protocols/tool_names.py), one
+  that collides with another tool's gets the hashed form. `Context.tools` maps
+  every upstream name back to `{"kind", "name", "namespace"}`.
+- The tools of `additional_tools` items (where Codex's code mode declares its
+  tools when the model slug is one of OpenAI's) and of `tool_search_output`
+  items join `tools`; every tool goes upstream inline, so `tool_search`,
+  `defer_loading`, and `tool_search_call`/`tool_search_output` items are
+  dropped and named. Hosted tools (`file_search`, `mcp`...) and `web_search_call`
+  items are dropped and named, and so is `web_search` unless the operator turned
+  web search on (BRIDGE_WEB_SEARCH, a deployment's `web_search`): then the first
+  `web_search` tool is Anthropic's web search tool (web_search()).
+- `tool_choice`: `auto`, `none`, `required` (Anthropic `any`), a named
+  function or custom tool; `allowed_tools` sends only the tools it lists, with
+  its mode (`required` is `any`). `parallel_tool_calls: false` is
+  `disable_parallel_tool_use`.
+- `text.format` as the Chat front's `response_format`: `json_schema` is
+  Anthropic's output_config.format on a model that takes it (capabilities.py),
+  `strict` honoured; else a forced tool whose input is the answer
+  (Context.json_tool), and `text.format.strict` is named as dropped.
+
+Limits, reasoning, sampling
+- `max_output_tokens` is `max_tokens`; without it (Codex never sends it),
+  BRIDGE_RESPONSES_DEFAULT_MAX_TOKENS. Either bounds thinking and answer
+  together, as OpenAI counts reasoning in `max_output_tokens`.
+- `reasoning.effort` is adaptive thinking with output_config.effort, or a thinking
+  budget (THINKING_BUDGETS, at most half of `max_tokens`), as the model takes
+  (capabilities.py; `max` as `xhigh`); `none`, or no effort, leaves thinking off. Thinking is left off
+  and `reasoning.effort` named where Anthropic would refuse it (a forced tool, a
+  prefill, a last tool-use turn whose thinking the client did not echo).
+  `reasoning.summary` (or `generate_summary`) asks for the thinking as summary
+  text (Context.summary).
+- `temperature` (capped at 1) and `top_p` as on the Chat front; with thinking
+  on both go, named. `user` / `safety_identifier` reach Anthropic as
+  `metadata.user_id`, hashed.
+- Prompt caching (BRIDGE_PROMPT_CACHE, per deployment `prompt_cache`) marks
+  the stable prefix as the Chat front does (chat request.cache_breakpoints).
+  `prompt_cache_key` asks for what happens anyway (Anthropic's cache is keyed by
+  the prefix itself); it is named as dropped only when caching is off.
+- Named as dropped when they ask for something: `store: true`, `metadata`,
+  `client_metadata`, `service_tier`, `truncation: auto`, `text.verbosity`,
+  `max_tool_calls`, `stream_options.include_obfuscation`, `include` entries
+  other than `reasoning.encrypted_content`, `reasoning.context`,
+  `reasoning.mode`, and top-level fields this module does not know.
+
+`Context.echo` holds what an OpenAI Response repeats of its request, with
+OpenAI's defaults where the client sent nothing.
+"""
+
+import dataclasses
+import time
+import uuid
+
+from ...protocols.errors import invalid
+from ...protocols.schemas.responses import HOSTED_TOOLS, WEB_SEARCH_TOOLS, declared_tools, input_items
+from ...protocols.tool_names import safe_tool_name
+from ..capabilities import capabilities_of
+from ..chat_to_messages.request import (
+    TOOL_CHOICES,
+    add_web_search,
+    anthropic_tool,
+    anthropic_tool_id,
+    append_turn,
+    cache_breakpoints,
+    finish_prefill,
+    native_format,
+    opaque_user_id,
+    response_format_tool,
+    sampling,
+    system_value,
+    text_blocks,
+    thinking_and_max_tokens,
+    tool_request,
+    tool_result,
+    user_blocks,
+)
+from ..model_map import map_model
+from .reasoning import thinking_block
+
+# Top-level fields this module reads (or the schema refuses); any other is reported as dropped.
+KNOWN = {
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "stream_options",
+    "max_output_tokens",
+    "max_tool_calls",
+    "temperature",
+    "top_p",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "include",
+    "user",
+    "safety_identifier",
+    "metadata",
+    "client_metadata",
+    "prompt_cache_key",
+    "service_tier",
+    "truncation",
+    "store",
+    "background",
+    "previous_response_id",
+    "conversation",
+    "prompt",
+}
+# The user turn put before a history that opens with the assistant: Anthropic wants a user turn first.
+STARTED = "(The conversation starts here.)"
+# Responses efforts beyond Chat's: the largest Chat budget serves them.
+_EFFORTS = {"max": "xhigh"}
+
+
+@dataclasses.dataclass
+class Context:
+    """What the response and stream translators need to know about the request."""
+
+    model: str  # the name the client asked for; the response carries it back
+    stream: bool
+    response_id: str  # resp_<32 hex>, minted per request: nothing is stored
+    created_at: int  # unix seconds
+    echo: dict  # request parameters a Response object repeats (instructions, tools,
+    # tool_choice, parallel_tool_calls, temperature, top_p,
+    # max_output_tokens, reasoning, text, metadata, store, truncation, user)
+    tools: dict  # upstream (Anthropic) tool name -> {"kind": "function" | "custom",
+    # "name": the client's name, "namespace": str or None}
+    json_tool: str = None  # the forced tool whose input is the answer (text.format json_*)
+    summary: bool = False  # reasoning.summary asked for: thinking text shown as summary_text
+    dropped: list = dataclasses.field(default_factory=list)  # for x-bridge-dropped-params
+
+
+def to_messages_request(body, settings):
+    """Translate a validated Responses body; returns (Anthropic body, Context)."""
+    stream = bool(body.get("stream"))
+    reasoning = body.get("reasoning") or {}
+    context = Context(
+        model=body["model"],
+        stream=stream,
+        response_id=f"resp_{uuid.uuid4().hex}",
+        created_at=int(time.time()),
+        echo=echo(body),
+        tools={},
+        dropped=dropped_options(body),
+        summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
+    )
+    model = map_model(settings.model_map, body["model"])
+    caps = capabilities_of(model, settings.capabilities)
+    tools, names = declare_tools(body, context, caps, settings.web_search)
+    system, messages = conversation(body.get("instructions"), input_items(body), names, context)
+    out = {"model": model, "messages": messages}
+    if system:
+        out["system"] = system
+    choice, tools = tool_choice(body.get("tool_choice"), tools, context) if tools else (None, tools)
+    native = native_format(_response_format(body), caps)
+    out.update(
+        tool_request(
+            tools,
+            choice,
+            None if native else response_format_tool(_response_format(body)),
+            body.get("parallel_tool_calls"),
+            context,
+            "text.format",
+        )
+    )
+    if native:
+        out["output_config"] = {"format": native}
+    elif ((body.get("text") or {}).get("format") or {}).get("strict") is True:
+        context.dropped.append("text.format.strict")
+    if settings.web_search:
+        web_search(body, settings, out, context)
+    out.update(sampling({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, context))
+    user = body.get("safety_identifier") or body.get("user")
+    if user:
+        out["metadata"] = {"user_id": opaque_user_id(user)}
+    cap = body.get("max_output_tokens") or settings.responses_default_max_tokens
+    effort = reasoning.get("effort")
+    out.update(
+        thinking_and_max_tokens(
+            out,
+            context,
+            cap,
+            cap,
+            caps,
+            effort=_EFFORTS.get(effort, effort),
+            effort_param="reasoning.effort",
+        )
+    )
+    cache_breakpoints(out, settings.prompt_cache)
+    if body.get("prompt_cache_key") and settings.prompt_cache == "off":
+        context.dropped.append("prompt_cache_key")
+    if stream:
+        out["stream"] = True
+    context.dropped = list(dict.fromkeys(context.dropped))
+    return out, context
+
+
+def echo(body):
+    """The request parameters an OpenAI Response repeats, with OpenAI's defaults where the client sent none."""
+    reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
+    defaults = {
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "metadata": {},
+        "top_logprobs": 0,
+    }
+    shown = {
+        name: body.get(name)
+        for name in (
+            "instructions",
+            "max_output_tokens",
+            "max_tool_calls",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+        )
+    }
+    shown.update({name: default if body.get(name) is None else body[name] for name, default in defaults.items()})
+    shown.update(
+        reasoning={
+            "effort": reasoning.get("effort"),
+            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
+        },
+        text={"format": text.get("format") or {"type": "text"}, "verbosity": text.get("verbosity") or "medium"},
+        store=False,
+        background=False,
+        service_tier="default",
+        previous_response_id=None,
+    )
+    return shown
+
+
+def dropped_options(body):
+    """Request fields with no Anthropic equivalent, named when they ask for something."""
+    reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
+    asked = {
+        "store": body.get("store") is True,
+        "metadata": bool(body.get("metadata")),
+        "client_metadata": bool(body.get("client_metadata")),
+        "service_tier": body.get("service_tier") is not None,
+        "truncation": body.get("truncation") == "auto",
+        "max_tool_calls": body.get("max_tool_calls") is not None,
+        "stream_options.include_obfuscation": (body.get("stream_options") or {}).get("include_obfuscation") is True,
+        "include": any(entry != "reasoning.encrypted_content" for entry in body.get("include") or []),
+        "text.verbosity": text.get("verbosity") is not None,
+        "reasoning.context": reasoning.get("context") is not None,
+        "reasoning.mode": reasoning.get("mode") is not None,
+    }
+    return [name for name in body if name not in KNOWN] + [name for name, dropped in asked.items() if dropped]
+
+
+# -- conversation --------------------------------------------------------------------------
+
+
+def conversation(instructions, items, names, context):
+    """(system, messages): the leading system text hoisted, the items as alternating turns."""
+    system = text_blocks(instructions or "")
+    turns, thinking, leading = [], [], True  # thinking: (index, block) waiting for its turn's content
+    for index, item in enumerate(items):
+        kind = item["type"]
+        if leading and kind == "message" and item["role"] in ("system", "developer"):
+            system.extend(text_blocks(item["content"]))
+            continue
+        leading = leading and kind == "additional_tools"
+        if kind == "reasoning":
+            block = thinking_block(item.get("encrypted_content"))
+            if block is None:
+                context.dropped.append(f"input.{index}.encrypted_content")
+            elif turns and turns[-1]["role"] == "assistant":
+                append_turn(turns, "assistant", [block])
+            else:
+                thinking.append((index, block))
+            continue
+        side, blocks = _blocks(item, names)
+        if side == "assistant" and blocks:
+            append_turn(turns, "assistant", [block for _, block in thinking] + blocks)
+            thinking = []
+        elif side == "user" and blocks:
+            context.dropped.extend(f"input.{i}" for i, _ in thinking)  # a turn of thinking alone
+            thinking = []
+            append_turn(turns, "user", blocks)
+        elif side is None and kind != "additional_tools":
+            context.dropped.append(f"input.{index}")
+    context.dropped.extend(f"input.{i}" for i, _ in thinking)
+    finish_prefill(turns)
+    if not turns:
+        raise invalid("input: every message is empty; there is nothing to answer", "input")
+    if turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": STARTED}]})
+    return system_value(system), turns
+
+
+def _blocks(item, names):
+    """("user" | "assistant" | None, the item's Anthropic blocks); None: nothing goes upstream."""
+    kind = item["type"]
+    if kind == "message":
+        if item["role"] == "assistant":
+            content = item["content"]
+            parts = (
+                content
+                if isinstance(content, str)
+                else [{"text": part.get("text", part.get("refusal", ""))} for part in content]
+            )
+            return "assistant", text_blocks(parts)
+        return "user", user_blocks(item["content"])  # user, or system/developer past the leading run
+    if kind in ("function_call", "custom_tool_call"):
+        name = names.get((item.get("namespace"), item["name"])) or upstream_name(item.get("namespace"), item["name"])
+        arguments = item["arguments"] if kind == "function_call" else {"input": item["input"]}
+        return "assistant", [
+            {"type": "tool_use", "id": anthropic_tool_id(item["call_id"]), "name": name, "input": arguments}
+        ]
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item["output"]
+        return "user", [tool_result(item["call_id"], output if isinstance(output, str) else user_blocks(output))]
+    return None, []
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+def upstream_name(namespace, name):
+    """A namespaced tool's name flattened to one Anthropic accepts."""
+    return safe_tool_name(f"{namespace}__{name}" if namespace else name)
+
+
+def declare_tools(body, context, caps, web_search_on=False):
+    """(Anthropic tools, {(namespace, name): upstream name}) for the function and custom tools
+    the request declares; Context.tools gets the way back, Context.dropped the rest (a web_search
+    tool where web search is on is web_search's to translate)."""
+    tools, names = [], {}
+    for path, tool, namespace in declared_tools(body):
+        if tool["type"] in HOSTED_TOOLS:
+            if not (web_search_on and tool["type"] in WEB_SEARCH_TOOLS):
+                context.dropped.append(f"tools.{tool['type']}")
+            continue
+        key = (namespace and namespace["name"], tool["name"])
+        if key in names:
+            where = f" in namespace {key[0]!r}" if key[0] else ""
+            raise invalid(f"{path}.name: a tool named {tool['name']!r} is declared twice{where}", f"{path}.name")
+        name = upstream_name(*key)
+        if name in context.tools:  # another tool flattens to the same name
+            name = safe_tool_name(f"{key[0]}/{key[1]}")
+        names[key] = name
+        context.tools[name] = {"kind": tool["type"], "name": tool["name"], "namespace": key[0]}
+        if tool.get("strict") and not caps.structured_output:
+            context.dropped.append("tools.strict")
+        if tool.get("defer_loading"):
+            context.dropped.append("tools.defer_loading")  # every tool goes upstream inline
+        tools.append(_anthropic_tool(name, tool, namespace, caps))
+    return tools, names
+
+
+def _anthropic_tool(name, tool, namespace, caps):
+    descriptions = [(namespace or {}).get("description"), tool.get("description")]
+    spec = {
+        "name": name,
+        "description": "\n\n".join(text for text in descriptions if text),
+        "strict": tool.get("strict"),
+    }
+    if tool["type"] == "custom":
+        spec["parameters"] = custom_input_schema(tool.get("format"))
+    else:
+        spec["parameters"] = tool.get("parameters")
+    return anthropic_tool(spec, caps)
+
+
+def web_search(body, settings, out, context):
+    """The first web_search tool declared as Anthropic's web search tool: its allowed domains
+    and user location kept, search_context_size named as dropped (Anthropic has none). One that
+    asks for cached results only (external_web_access false) is dropped: Anthropic searches live."""
+    tool = next((tool for _, tool, _ in declared_tools(body) if tool["type"] in WEB_SEARCH_TOOLS), None)
+    if tool is None:
+        return
+    if tool.get("external_web_access") is False:
+        context.dropped.append(f"tools.{tool['type']}.external_web_access")
+        return
+    if tool.get("search_context_size"):
+        context.dropped.append(f"tools.{tool['type']}.search_context_size")
+    domains = (tool.get("filters") or {}).get("allowed_domains")
+    add_web_search(out, settings.web_search_max_uses, tool.get("user_location"), domains)
+
+
+def custom_input_schema(input_format):
+    """A custom tool takes free text; Anthropic tools take objects: one string, with the grammar
+    in its description so the model knows the format."""
+    about = "The tool's whole input: free-form text, not JSON."
+    if (input_format or {}).get("type") == "grammar":
+        about += f" It must match this {input_format['syntax']} grammar:\n{input_format['definition']}"
+    return {"type": "object", "properties": {"input": {"type": "string", "description": about}}, "required": ["input"]}
+
+
+def tool_choice(choice, tools, context):
+    """(Anthropic tool_choice or None, the tools to send): allowed_tools narrows the tools."""
+    if choice is None or isinstance(choice, str):
+        return (choice and {"type": TOOL_CHOICES[choice]}), tools
+    if choice["type"] == "allowed_tools":
+        kept = [tool for tool in tools if _allowed(context.tools[tool["name"]], choice["tools"])]
+        return {"type": TOOL_CHOICES[choice["mode"]]}, kept
+    matches = sorted(
+        (info["namespace"] is not None, name)
+        for name, info in context.tools.items()
+        if info["kind"] == choice["type"] and info["name"] == choice["name"]
+    )
+    return {"type": "tool", "name": matches[0][1]}, tools  # the top-level tool first, if any
+
+
+def _allowed(info, entries):
+    """Whether an allowed_tools entry ({"type": "function" | "custom", "name"}, or a namespace) lists the tool."""
+    return any(
+        entry.get("type") == info["kind"]
+        and entry.get("name") == info["name"]
+        and entry.get("namespace") in (None, info["namespace"])
+        or entry.get("type") == "namespace"
+        and entry.get("name") == info["namespace"]
+        for entry in entries
+    )
+
+
+def _response_format(body):
+    """text.format in the shape of Chat's response_format, which response_format_tool reads."""
+    spec = (body.get("text") or {}).get("format")
+    if spec and spec["type"] == "json_schema":
+        return {"type": "json_schema", "json_schema": spec}
+    return spec
