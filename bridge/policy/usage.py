@@ -36,7 +36,7 @@ from ..serve.observability import _series, _tokens
 from ..translate import model_map
 from .admission import refusal
 
-log = logging.getLogger("bridge.policy.usage")
+log = logging.getLogger("bridge.usage")
 
 KINDS = ("input", "output", "cache_read", "cache_write")
 _DAY_KEPT = 35 * 86400  # `bridge usage` reads today's counts; a month stays for whoever asks Redis
