@@ -2,7 +2,7 @@
 
 from flask import Blueprint
 
-from ..gateway.routes import OPENAI_CHAT
+from ..protocols import UPSTREAM_CHAT
 from ..protocols.errors import OPENAI
 from ..protocols.schemas import openai as schema
 from ..serve.streaming import CHAT_SSE
@@ -20,9 +20,9 @@ def create_chat_completion():
     with large_body_slot():
         body = read_json()
         route = route_for(OPENAI, body)
-        if route.protocol != OPENAI_CHAT:
+        if route.protocol != UPSTREAM_CHAT:
             body = schema.validate_chat(body)
-    if route.protocol == OPENAI_CHAT:
+    if route.protocol == UPSTREAM_CHAT:
         return pass_through(route, body, OPENAI)
     return forward(
         route,

@@ -5,7 +5,7 @@ import logging
 
 from flask import Blueprint
 
-from ..gateway import routes
+from ..protocols import UPSTREAM_MESSAGES
 from ..protocols.errors import ANTHROPIC
 from ..protocols.schemas import anthropic as schema
 from ..serve import observability
@@ -27,9 +27,9 @@ def create_message():
     with large_body_slot():
         body = read_json()
         route = route_for(ANTHROPIC, body)
-        if route.protocol != routes.ANTHROPIC:
+        if route.protocol != UPSTREAM_MESSAGES:
             body = schema.validate_messages(body)
-    if route.protocol == routes.ANTHROPIC:
+    if route.protocol == UPSTREAM_MESSAGES:
         return pass_through(route, body, ANTHROPIC)
 
     def prepare(deployment):
@@ -54,8 +54,8 @@ def count_message_tokens():
     with large_body_slot():
         body = read_json()
         route = route_for(ANTHROPIC, body)
-        if route.protocol != routes.ANTHROPIC:
+        if route.protocol != UPSTREAM_MESSAGES:
             tokens = count_tokens(schema.validate_count_tokens(body))
-    if route.protocol == routes.ANTHROPIC:
+    if route.protocol == UPSTREAM_MESSAGES:
         return pass_through(route, body, ANTHROPIC, COUNT_TOKENS)
     return json_response({"input_tokens": tokens})

@@ -14,10 +14,10 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from ..gateway import routes
 from ..gateway.routes import MODELS
 from ..gateway.upstream import read_json
 from ..policy import auth
+from ..protocols import UPSTREAM_MESSAGES
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from ..protocols.schemas.anthropic import validate_model_list_query
 from ..translate.chat_to_messages.response import to_openai_model, to_openai_model_list
@@ -61,7 +61,7 @@ def _upstream_list(protocol):
     if default is None:
         return {"data": []}
     deployment = default.deployments[0]
-    query = "limit=1000" if deployment.protocol == routes.ANTHROPIC else ""  # Anthropic pages, 20 by default
+    query = "limit=1000" if deployment.protocol == UPSTREAM_MESSAGES else ""  # Anthropic pages, 20 by default
     url = deployment.url(MODELS[deployment.protocol], query)
     listed = read_json(_get(url, deployment))
     if not isinstance(listed, dict) or not isinstance(listed.get("data", []), list):

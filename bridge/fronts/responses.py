@@ -14,7 +14,7 @@ retries a 503 at once only with it, else 30 times over 25 s), and a context over
 from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
-from ..gateway.routes import ANTHROPIC
+from ..protocols import UPSTREAM_MESSAGES
 from ..protocols.errors import OPENAI, BridgeError, invalid
 from ..protocols.schemas.responses import validate_responses
 from ..serve.streaming import RESPONSES_SSE
@@ -40,7 +40,7 @@ def create_response():
     with large_body_slot():
         body = read_json("input")
         route = route_for(OPENAI, body)
-        if route.protocol != ANTHROPIC:
+        if route.protocol != UPSTREAM_MESSAGES:
             raise invalid(
                 f"model {body['model']!r} is served by route {route.name!r}, whose upstream speaks "
                 f"{route.protocol}: bridge serves /v1/responses from Anthropic routes only; call this model "

@@ -5,8 +5,8 @@ and each refuses a larger request outright. A pure function of the upstream body
 serves every pair.
 """
 
+from ..protocols import UPSTREAM_CHAT
 from ..translate.chat_to_messages.request import MIN_THINKING_BUDGET
-from .routes import OPENAI_CHAT
 
 
 def cap_max_tokens(body, protocol, cap):
@@ -18,13 +18,13 @@ def cap_max_tokens(body, protocol, cap):
     """
     if not cap:
         return body
-    fields = ("max_completion_tokens", "max_tokens") if protocol == OPENAI_CHAT else ("max_tokens",)
+    fields = ("max_completion_tokens", "max_tokens") if protocol == UPSTREAM_CHAT else ("max_tokens",)
     capped = {field: cap for field in fields if _whole(body.get(field)) and body[field] > cap}
     if not capped:
         return body
     body = {**body, **capped}
     thinking = body.get("thinking")
-    if protocol != OPENAI_CHAT and isinstance(thinking, dict) and _whole(thinking.get("budget_tokens")):
+    if protocol != UPSTREAM_CHAT and isinstance(thinking, dict) and _whole(thinking.get("budget_tokens")):
         if thinking["budget_tokens"] >= cap:
             body["thinking"] = {**thinking, "budget_tokens": max(MIN_THINKING_BUDGET, cap // 2)}
     return body

@@ -26,20 +26,18 @@ import fnmatch
 from urllib.parse import quote
 
 from .. import settings as settings_module
-from ..protocols import errors
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, errors
 from ..protocols.errors import BridgeError
 from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting
 from ..translate.capabilities import check_fields
 
-OPENAI_CHAT = "openai-chat"
-ANTHROPIC = "anthropic"
 # Kept out until its upstream exists: the name is reserved, the error says so.
-_PLANNED = ("openai-responses",)
+_PLANNED = (UPSTREAM_RESPONSES,)
 # Each protocol's generation and model-list paths, after the base URL.
-GENERATE = {OPENAI_CHAT: "/chat/completions", ANTHROPIC: "/v1/messages"}
-MODELS = {OPENAI_CHAT: "/models", ANTHROPIC: "/v1/models"}
+GENERATE = {UPSTREAM_CHAT: "/chat/completions", UPSTREAM_MESSAGES: "/v1/messages"}
+MODELS = {UPSTREAM_CHAT: "/models", UPSTREAM_MESSAGES: "/v1/models"}
 _AUTH_STYLES = ("bearer", "api-key", "x-api-key", "none")
-_DEFAULT_AUTH = {OPENAI_CHAT: "bearer", ANTHROPIC: "x-api-key"}
+_DEFAULT_AUTH = {UPSTREAM_CHAT: "bearer", UPSTREAM_MESSAGES: "x-api-key"}
 _UNRESERVED = "-._~"  # characters a query value keeps unquoted
 # Where a credential goes: no extra header may carry one, since the file never holds keys.
 _CREDENTIAL_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization", "cookie"}
@@ -180,7 +178,7 @@ def _default_routes(settings):
     """Today's two upstreams as routes: each front's, for every name no route claims."""
     openai = Deployment(
         "openai",
-        OPENAI_CHAT,
+        UPSTREAM_CHAT,
         settings.openai_base_url,
         key=settings.openai_api_key,
         auth="bearer",
@@ -190,7 +188,7 @@ def _default_routes(settings):
     )
     anthropic = Deployment(
         "anthropic",
-        ANTHROPIC,
+        UPSTREAM_MESSAGES,
         settings.anthropic_base_url,
         key=settings.anthropic_api_key,
         auth="x-api-key",
@@ -198,8 +196,8 @@ def _default_routes(settings):
         settings=settings,
     )
     return {
-        errors.ANTHROPIC: Route("default (BRIDGE_OPENAI_*)", (), OPENAI_CHAT, (openai,)),
-        errors.OPENAI: Route("default (BRIDGE_ANTHROPIC_*)", (), ANTHROPIC, (anthropic,)),
+        errors.ANTHROPIC: Route("default (BRIDGE_OPENAI_*)", (), UPSTREAM_CHAT, (openai,)),
+        errors.OPENAI: Route("default (BRIDGE_ANTHROPIC_*)", (), UPSTREAM_MESSAGES, (anthropic,)),
     }
 
 
@@ -240,8 +238,8 @@ def _deployment(item, where, settings, environ):
     protocol = item.get("protocol")
     if protocol in _PLANNED:
         raise SettingsError(f"{where}: protocol {protocol} is not supported yet")
-    if protocol not in (OPENAI_CHAT, ANTHROPIC):
-        raise SettingsError(f"{where}: protocol must be {OPENAI_CHAT} or {ANTHROPIC}, got {protocol!r}")
+    if protocol not in (UPSTREAM_CHAT, UPSTREAM_MESSAGES):
+        raise SettingsError(f"{where}: protocol must be {UPSTREAM_CHAT} or {UPSTREAM_MESSAGES}, got {protocol!r}")
     base_url = _url(f"{where}: base_url", _text(item, "base_url", where, required=True))
     auth = item.get("auth", _DEFAULT_AUTH[protocol])
     if auth not in _AUTH_STYLES:
@@ -263,7 +261,7 @@ def _deployment(item, where, settings, environ):
     for field, setting in _OPENAI_SWITCHES.items():
         if field not in item:
             continue
-        if protocol != OPENAI_CHAT:
+        if protocol != UPSTREAM_CHAT:
             raise SettingsError(f"{where}: {field} applies to openai-chat deployments only")
         value = item[field]
         if field == "max_tokens_param":
@@ -273,13 +271,13 @@ def _deployment(item, where, settings, environ):
             raise SettingsError(f"{where}: {field} must be true or false")
         switches[setting] = value
     if "prompt_cache" in item:
-        if protocol != ANTHROPIC:
+        if protocol != UPSTREAM_MESSAGES:
             raise SettingsError(f"{where}: prompt_cache applies to anthropic deployments only")
         if item["prompt_cache"] not in PROMPT_CACHE_TTLS:
             raise SettingsError(f"{where}: prompt_cache must be one of {', '.join(PROMPT_CACHE_TTLS)}")
         switches["prompt_cache"] = item["prompt_cache"]
     if "capabilities" in item:
-        if protocol != ANTHROPIC:
+        if protocol != UPSTREAM_MESSAGES:
             raise SettingsError(f"{where}: capabilities applies to anthropic deployments only")
         if not isinstance(item["capabilities"], dict):
             raise SettingsError(f"{where}: capabilities must be an object")
@@ -289,7 +287,7 @@ def _deployment(item, where, settings, environ):
             raise SettingsError(str(exc)) from None
         switches["capabilities"] = (("*", fields), *settings.capabilities)
     if "web_search" in item:
-        if protocol != ANTHROPIC:
+        if protocol != UPSTREAM_MESSAGES:
             raise SettingsError(f"{where}: web_search applies to anthropic deployments only")
         if not isinstance(item["web_search"], bool):
             raise SettingsError(f"{where}: web_search must be true or false")

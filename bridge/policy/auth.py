@@ -10,7 +10,7 @@ deployment holds none and no client keys are set.
 import hashlib
 import hmac
 
-from ..gateway.routes import ANTHROPIC
+from ..protocols import UPSTREAM_MESSAGES
 from ..protocols.errors import BridgeError
 
 
@@ -70,7 +70,7 @@ def upstream_headers(settings, deployment, headers, passthrough=False):
     deployment's own headers come last but for the credential, which no header may carry.
     """
     out = {"content-type": "application/json", "accept-encoding": "identity"}
-    if deployment.protocol == ANTHROPIC:
+    if deployment.protocol == UPSTREAM_MESSAGES:
         out["anthropic-version"] = (passthrough and headers.get("anthropic-version")) or settings.anthropic_version
         beta = headers.get("anthropic-beta")
         if beta:

@@ -1,0 +1,10 @@
+"""The wire protocols, and what every front and upstream of one needs: schemas, errors, SSE.
+
+Two vocabularies, kept apart by name. A client's protocol decides the shape of its errors
+(errors.OPENAI for the Chat and Responses fronts, errors.ANTHROPIC for the Messages front). An
+upstream's protocol is a deployment's `protocol` in the routes file, one of the UPSTREAM_* below.
+"""
+
+UPSTREAM_CHAT = "openai-chat"
+UPSTREAM_MESSAGES = "anthropic"
+UPSTREAM_RESPONSES = "openai-responses"  # reserved in the routes file until its upstream exists
