@@ -15,8 +15,8 @@ from ..policy import admission, limits
 from ..protocols import json_codec, ratelimit
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from ..serve import observability
+from ..serve.environ import STREAM_LOOP
 from ..serve.streaming import ANTHROPIC_SSE, CHAT_SSE, relay
-from ..serve.worker import STREAM_LOOP
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -24,7 +24,7 @@ from requests.structures import CaseInsensitiveDict
 
 from ..protocols.errors import BridgeError
 from ..serve import observability
-from ..serve.worker import OVER_CAPACITY
+from ..serve.environ import OVER_CAPACITY
 
 # Seconds a refused client is asked to wait: a thread frees when some stream ends, which the
 # bridge cannot foresee; both SDKs retry twice by default, Claude Code ten times.

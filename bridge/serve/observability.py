@@ -40,7 +40,7 @@ from prometheus_client import (
 
 from ..protocols import json_codec
 from ..protocols.shapes import is_count
-from .worker import CLOSES_ANSWERS
+from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
 

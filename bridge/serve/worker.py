@@ -65,17 +65,10 @@ from gunicorn.workers import gthread
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from ..protocols.errors import BridgeError
+from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP
 from .stream_loop import Parking, StreamLoop
 
 GUNICORN_VERSION = "27.0.1"
-# The environ key of a request served beyond capacity (read by bridge/policy/admission.py): the
-# seconds it was let wait for a thread.
-OVER_CAPACITY = "bridge.over_capacity"
-# The environ key of the worker's stream loop, for the relay (bridge/fronts/http.py); absent: none.
-STREAM_LOOP = "bridge.serve.stream_loop"
-# The environ key that says this server always closes the app's answer (PEP 3333), so the
-# access record waits for the close (bridge/serve/observability.py); werkzeug's server does not.
-CLOSES_ANSWERS = "bridge.closes_answers"
 # Threads for what arrives while every request thread is busy: each answer takes a
 # millisecond, or at most the header deadline for a client that sends its head slowly.
 SPARE_THREADS = 4
