@@ -81,7 +81,7 @@ def _serve(upstream_url, target, direction, count, unit):
     """The child under valgrind: WARM_UP + `count` requests through one app, or (unit "events")
     WARM_UP short streams and then one stream of `count` events."""
     from . import profile
-    from .run import DIRECTIONS
+    from .directions import DIRECTIONS
 
     relay_app, bridge_app = profile.apps(upstream_url, log_level="INFO")
     d = DIRECTIONS[direction]

@@ -21,7 +21,7 @@ import sys
 import time
 
 from . import servers
-from .run import DIRECTIONS
+from .directions import DIRECTIONS
 
 OUT = servers.ROOT / "bench" / "out"
 

@@ -33,6 +33,7 @@ from importlib import metadata
 from loadtest import run as loadtest
 
 from . import client, corpus, instructions, procstat, report, servers, translate, wrk
+from .directions import DIRECTIONS
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
@@ -119,51 +120,6 @@ SMOKE = Plan(
     thousands_events=5,
     thousands_warm_up_events=2,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Direction:
-    name: str
-    title: str
-    client_path: str
-    upstream_path: str
-    client_body: object  # (model, stream) -> dict, in the client's protocol
-    upstream_body: object  # (model, stream) -> dict, in the upstream's protocol
-    client_headers: dict
-    upstream_headers: dict
-    client_end: bytes  # the last event of a complete stream, per protocol
-    upstream_end: bytes
-
-
-_ANTHROPIC_HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
-_OPENAI_HEADERS = {"authorization": "Bearer sk-bench"}
-
-DIRECTIONS = {
-    "messages_to_chat": Direction(
-        "messages_to_chat",
-        "messages → chat: Anthropic client, OpenAI-compatible upstream",
-        "/v1/messages",
-        "/v1/chat/completions",
-        corpus.anthropic_small,
-        corpus.openai_small,
-        _ANTHROPIC_HEADERS,
-        _OPENAI_HEADERS,
-        b"message_stop",
-        b"[DONE]",
-    ),
-    "chat_to_messages": Direction(
-        "chat_to_messages",
-        "chat → messages: OpenAI client, Anthropic upstream",
-        "/v1/chat/completions",
-        "/v1/messages",
-        corpus.openai_small,
-        corpus.anthropic_small,
-        _OPENAI_HEADERS,
-        _ANTHROPIC_HEADERS,
-        b"[DONE]",
-        b"message_stop",
-    ),
-}
 
 
 @dataclasses.dataclass
