@@ -17,9 +17,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.processes import GUNICORN_CONF, ROOT
+from bench.processes import BIN, GUNICORN_CONF, ROOT, free_port, wait_for
 from tests.fake_upstream import fixture
-from tests.helpers import TextStream, gunicorn, next_text, openai_client
+from tests.helpers import TextStream, bridge_env, gunicorn, next_text, openai_client
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
@@ -41,6 +41,37 @@ def start(tmp_path, fake, installed_bridge):
     yield start_gunicorn
     for server in started:
         server.stop()
+
+
+def test_gunicorn_wsgi_app_run_in_a_checkout_serves_the_installed_package(tmp_path, fake, installed_bridge):
+    """The operator's first try, `gunicorn wsgi:app` in the checkout, without the shipped config:
+    gunicorn puts the checkout first on sys.path, and its bridge/ must not shadow the install."""
+    config = tmp_path / "where.py"  # only says where the served app came from
+    config.write_text(
+        "def post_worker_init(worker):\n"
+        "    import bridge\n"
+        "    worker.log.info('Serving the app from %s', bridge.__path__[0])\n"
+    )
+    port = free_port()
+    env = {**os.environ, **bridge_env(fake), "PYTHONPATH": str(installed_bridge)}
+    with open(tmp_path / "gunicorn.log", "wb") as log:
+        process = subprocess.Popen(
+            [str(BIN / "gunicorn"), "--config", str(config), "--bind", f"127.0.0.1:{port}", "wsgi:app"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        fake.reply(fixture("anthropic/text.json"))
+        wait_for(lambda: "Serving the app from" in (tmp_path / "gunicorn.log").read_text(), "gunicorn wsgi:app")
+        assert openai_client(url).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        served = re.findall(r"Serving the app from (\S+)", (tmp_path / "gunicorn.log").read_text())
+        assert served == [str(installed_bridge / "bridge")]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def booted_workers(server):
