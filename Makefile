@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test test-fast lint install clients clean bench bench-profile
+.PHONY: run test test-fast lint install programs clients clean bench bench-profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +21,18 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/gunicorn --config deploy/gunicorn.conf.py --bind $(HOST):$(PORT)
 
-test: install clients lint
+test: install programs clients lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff's settings are in pyproject.toml; `ruff format .` and `ruff check --fix .` mend most findings.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The system programs the tests start (nginx, redis-server, ...), from Debian's packages where
+# this user may install them; else the tests that need one skip, naming it (fail under CI=true).
+programs:
+	@bash tests/install-programs.sh
 
 # The real clients some tests run (Claude Code, Codex), pinned in tests/clients/package.json and
 # installed with npm into .clients/. Without npm their tests skip (and fail under CI=true).

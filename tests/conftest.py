@@ -3,8 +3,6 @@
 What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers.py.
 """
 
-import shutil
-
 import anthropic
 import openai
 import pytest
@@ -17,7 +15,7 @@ from tests.fake_upstream import FakeUpstream
 # Checks shared through tests/helpers.py report their failing values as a test module's asserts do;
 # registered before the first import of it.
 pytest.register_assert_rewrite("tests.helpers")
-from tests.helpers import LiveBridge, bridge_env, install  # noqa: E402
+from tests.helpers import LiveBridge, bridge_env, install, program  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +42,7 @@ def installed_bridge(tmp_path_factory):
 @pytest.fixture
 def redis_server(tmp_path):
     """A redis-server of this test's own (Debian's package: .ci/run installs it)."""
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server is not installed: apt-get install redis-server (.ci/run does)")
+    program("redis-server")
     server = RedisServer(tmp_path / "redis")
     yield server
     server.stop()

@@ -930,11 +930,25 @@ def pinned_cli(name, executable, version, home):
                     f".clients/ holds {name} {shown.stdout.strip() or shown.stderr.strip()!r}, "
                     f"not the pinned {version}: `make clients` installs it"
                 )
-    if problem and os.environ.get("CI") == "true":
-        pytest.fail(problem)
     if problem:
-        pytest.skip(problem)
+        unavailable(problem)
     return executable
+
+
+def unavailable(problem):
+    """Skip a test for what this machine lacks, naming it; under CI=true fail instead, since
+    `make test` there installs everything (tests/install-programs.sh, make clients)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(problem)
+    pytest.skip(problem, allow_module_level=True)
+
+
+def program(name, package=None):
+    """The path of system program `name`, else unavailable(): Debian's `package` has it."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/sbin")
+    if not found:
+        unavailable(f"{name} is not installed: apt-get install {package or name} (make test does, as root)")
+    return found
 
 
 # -- the bridge in this process, under gunicorn, behind nginx ---------------------------------------
@@ -1206,8 +1220,7 @@ http {{
 
 
 def nginx_binary():
-    """nginx on PATH or in the sbin directories a non-login shell may lack."""
-    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin:/sbin")
+    return program("nginx", "nginx-light")
 
 
 def openai_client(url, cafile=None, api_key="sk-client"):

@@ -6,7 +6,6 @@ bench/RESULTS.md, never for a test.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -15,12 +14,11 @@ import pytest
 from bench import report, servers
 from bench import run as bench
 from bench.processes import ROOT
+from tests.helpers import program
 
 
-@pytest.mark.skipif(
-    shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk); the benchmark needs it"
-)
 def test_bench_runs_every_measurement_and_writes_results(tmp_path):
+    program("wrk")  # the benchmark's load generator
     out = tmp_path / "RESULTS.md"
     # One direction keeps it short; both share every piece of the bench but the request bodies.
     command = [

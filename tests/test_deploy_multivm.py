@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import signal
 import threading
 
@@ -23,12 +22,10 @@ import pytest
 
 from bench.processes import accepts, wait_for
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import Gate, Nginx, anthropic_client, gunicorn, nginx_binary, openai_client
+from tests.helpers import Gate, Nginx, anthropic_client, gunicorn, nginx_binary, openai_client, program
 
-if not nginx_binary():
-    pytest.skip("nginx is not installed (.ci/run installs it with apt-get when missing)", allow_module_level=True)
-if not shutil.which("openssl"):
-    pytest.skip("the openssl command is needed to make a test certificate", allow_module_level=True)
+nginx_binary()
+program("openssl")  # for a test certificate
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 

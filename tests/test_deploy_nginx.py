@@ -1,19 +1,16 @@
 """deploy/nginx/bridge.conf run for real in front of gunicorn: streams pass event by event over TLS."""
 
 import json
-import shutil
 
 import pytest
 import requests
 
 from bench.processes import free_port, wait_for
 from bridge import settings as settings_module
-from tests.helpers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client
+from tests.helpers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client, program
 
-if not nginx_binary():
-    pytest.skip("nginx is not installed (.ci/run installs it with apt-get when missing)", allow_module_level=True)
-if not shutil.which("openssl"):
-    pytest.skip("the openssl command is needed to make a test certificate", allow_module_level=True)
+nginx_binary()
+program("openssl")  # for a test certificate
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 

@@ -2,7 +2,6 @@
 example is valid."""
 
 import re
-import shutil
 import subprocess
 import sys
 
@@ -10,14 +9,16 @@ import pytest
 
 from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
-from tests.helpers import gunicorn, served_from
+from tests.helpers import gunicorn, program, served_from
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
 ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"
-ANALYZE = shutil.which("systemd-analyze")
-needs_analyze = pytest.mark.skipif(not ANALYZE, reason="systemd-analyze is not installed here")
+
+
+def analyze():
+    return program("systemd-analyze", "systemd")
 
 
 def unit_on_this_machine(tmp_path):
@@ -39,16 +40,14 @@ def directive(name):
     return re.search(rf"^{name}=(.*)$", UNIT.read_text(), re.MULTILINE).group(1)
 
 
-@needs_analyze
 def test_systemd_analyze_verify_passes_without_a_warning(tmp_path):
-    result = subprocess.run([ANALYZE, "verify", str(unit_on_this_machine(tmp_path))], capture_output=True, text=True)
+    result = subprocess.run([analyze(), "verify", str(unit_on_this_machine(tmp_path))], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout + result.stderr == ""
 
 
-@needs_analyze
 def test_the_sandbox_rates_ok_in_systemd_analyze_security(tmp_path):
     result = subprocess.run(
-        [ANALYZE, "security", "--offline=true", "--no-pager", str(unit_on_this_machine(tmp_path))],
+        [analyze(), "security", "--offline=true", "--no-pager", str(unit_on_this_machine(tmp_path))],
         capture_output=True,
         text=True,
     )

@@ -10,7 +10,7 @@ import requests
 from bench.processes import RedisServer
 from loadtest.limits import fresh_minute
 from tests.fake_upstream import json_reply, message
-from tests.helpers import bridge_env, gunicorn
+from tests.helpers import bridge_env, gunicorn, program
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
@@ -22,6 +22,7 @@ ANSWER = message("hi", {"input_tokens": 30, "output_tokens": 7})
 
 @pytest.fixture
 def guarded_redis(tmp_path):
+    program("redis-server")
     server = RedisServer(tmp_path / "redis", password=PASSWORD)
     yield server
     server.stop()
