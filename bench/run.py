@@ -99,7 +99,7 @@ QUICK = Plan(
     thousands=(Thousands(200, 2, reference=True),),
     thousands_events=100,
 )
-# Every tool started and every table filled, at toy scale (tests/test_bench_smoke.py).
+# Every tool started and every table filled, at toy scale (tests/deploy/test_bench_smoke.py).
 SMOKE = Plan(
     rounds=1,
     latency_requests=5,

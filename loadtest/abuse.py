@@ -1,7 +1,7 @@
 """Abuse: what one key holder, a careless client or a broken upstream can do to bridge, at scale.
 
     python -m loadtest.abuse                      # every case at full size, a few minutes
-    python -m loadtest.abuse --scale 0.1          # what tests/test_load.py runs
+    python -m loadtest.abuse --scale 0.1          # what tests/deploy/test_load.py runs
     python -m loadtest.abuse --case stalled_readers --case burst
 
 The bridge runs as deployed: gunicorn from deploy/gunicorn.conf.py with its defaults (the

@@ -1,7 +1,7 @@
 """Load: many concurrent paced streams and non-streamed requests through gunicorn on loopback.
 
     python -m loadtest.run                                  # the full run: 200 streams, 1,000 requests
-    python -m loadtest.run --streams 20 --requests 100       # what tests/test_load.py runs
+    python -m loadtest.run --streams 20 --requests 100       # what tests/deploy/test_load.py runs
     BRIDGE_WORKERS=4 BRIDGE_THREADS=64 python -m loadtest.run # gunicorn sized from the environment
     python -m loadtest.run --streams 2000 --requests 0 --events 1200 --rounds 1 --warm-up-events 20 --reference
                                                             # issue 19: 2,000 streams held for 60 s

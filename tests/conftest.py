@@ -80,10 +80,12 @@ def bridge(fake):
 
 
 @pytest.fixture
-def anthropic_client(bridge):
+def anthropic_sdk(bridge):
+    """The anthropic SDK on the shared bridge; tests/helpers.anthropic_client(url) for another."""
     return anthropic.Anthropic(base_url=bridge.url, api_key="sk-ant-client", max_retries=0)
 
 
 @pytest.fixture
-def openai_client(bridge):
+def openai_sdk(bridge):
+    """The openai SDK on the shared bridge; tests/helpers.openai_client(url) for another."""
     return openai.OpenAI(base_url=f"{bridge.url}/v1", api_key="sk-client", max_retries=0)

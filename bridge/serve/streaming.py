@@ -221,7 +221,7 @@ class _UpstreamBody:
 
     Written against urllib3 2 (setup.cfg pins it below 3): it uses its HTTPResponse's `_fp` and
     `_connection` and http.client's `fp`, `chunked`, `length`, `will_close` and `_close_conn`;
-    tests/test_streaming.py exercises each of them.
+    tests/serve/test_streaming.py exercises each of them.
     """
 
     def __init__(self, response):

@@ -44,7 +44,7 @@ initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf,
 finish_request reads it), and Response's start_response,
 send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
 the Response is the start_response an app gets: its __self__), and that handle_request lets
-a BaseException through after its `finally`. tests/test_worker.py fails on any other gunicorn version:
+a BaseException through after its `finally`. tests/serve/test_worker.py fails on any other gunicorn version:
 read the new gthread.py against this list before changing GUNICORN_VERSION.
 """
 

@@ -143,7 +143,7 @@ def load_fields(schema, value):
     costs more before its first field, and per declared field absent, than most blocks' fields
     together (bench/RESULTS.md has the figures). For a schema that unknown=EXCLUDE and declares
     no hooks, data_key, attribute or load_default, with fields that leave Field.deserialize and
-    _validate as they are and have no processors (tests/test_schemas.py keeps them so), loading
+    _validate as they are and have no processors (tests/protocols/test_schemas.py keeps them so), loading
     is deserialising each field present, and the errors are the same dict load raises.
     """
     if not isinstance(value, dict):

@@ -1,0 +1,184 @@
+"""The real Claude Code CLI through the bridge: what `claude -p` prints, and what reaches the
+OpenAI-compatible model server behind the bridge (the fake upstream).
+
+The CLI is the npm package pinned in tests/clients/package.json, which `make test` installs into
+.clients/ where npm exists. Without it these tests skip, except under CI=true, where a missing
+CLI is a failure. Each run is hermetic: a fresh HOME and config folder, a dummy key, the bridge
+on loopback as ANTHROPIC_BASE_URL, and the switches that keep Claude Code from calling anything
+else (telemetry, error reports, auto-update, non-essential traffic). Its debug log is kept, since
+Claude Code hides a refused request from the user: it retries, then works around it.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import uuid
+
+import pytest
+
+from tests.fake_upstream import chat_stream, fixture
+from tests.helpers import pinned_cli, run_cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = "@anthropic-ai/claude-code"
+VERSION = json.loads((ROOT / "tests" / "clients" / "package.json").read_text())["dependencies"][PACKAGE]
+CLAUDE = ROOT / ".clients" / "node_modules" / ".bin" / "claude"
+TIMEOUT = 60  # seconds for one `claude -p`; each takes one or two here
+QUIET = {  # documented switches: nothing leaves the machine but the calls to ANTHROPIC_BASE_URL
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def claude_cli(tmp_path_factory):
+    return pinned_cli("Claude Code", CLAUDE, VERSION, tmp_path_factory.mktemp("claude-version"))
+
+
+@dataclasses.dataclass
+class Run:
+    stdout: str
+    stderr: str
+    api_errors: list  # the debug log's "API error" lines: requests Claude Code was refused
+
+    @property
+    def transcript(self):  # for assertion messages
+        errors = "\n".join(self.api_errors) or "none"
+        return f"claude stdout:\n{self.stdout}\nclaude stderr:\n{self.stderr}\nAPI errors in its debug log:\n{errors}"
+
+
+class ClaudeCode:
+    """`claude -p` in a fresh HOME and project folder, talking to the bridge at `base_url`."""
+
+    def __init__(self, executable, base_url, root):
+        self.executable, self.base_url = executable, base_url
+        self.home, self.project = root / "home", root / "project"
+        (self.home / ".claude").mkdir(parents=True)
+        self.project.mkdir()
+
+    def run(self, prompt, *options):
+        debug = self.home / "debug.log"
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-key-for-tests",
+            **QUIET,
+        }
+        command = [str(self.executable), "-p", prompt, "--debug-file", str(debug), *options]
+        done = run_cli(command, self.project, env, TIMEOUT)
+        log = debug.read_text(errors="replace").splitlines() if debug.exists() else []
+        run = Run(done.stdout, done.stderr, [line for line in log if "API error" in line])
+        assert done.returncode == 0, f"claude -p exited with {done.returncode}\n{run.transcript}"
+        return run
+
+
+@pytest.fixture
+def claude(claude_cli, bridge, tmp_path):
+    return ClaudeCode(claude_cli, bridge.url, tmp_path)
+
+
+def model_server(*turns):
+    """The fake's answer to anything: the conversation's turn n (a request carrying tools and n tool
+    results) gets `turns[n]`, the last one after that; a side request without tools a short text,
+    and a non-streamed request (Claude Code's fallback after a failed stream) a recorded body."""
+
+    def answer(request):
+        body = request.body if isinstance(request.body, dict) else {}
+        if body.get("stream") is not True:
+            return fixture("openai/text.json")
+        if not body.get("tools"):
+            return chat_stream("ok")
+        results = sum(message.get("role") == "tool" for message in body["messages"])
+        return turns[min(results, len(turns) - 1)]
+
+    return answer
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def conversation(fake, prompt):
+    """The upstream requests of the main conversation: with tools, and the user's prompt."""
+    return [
+        r.body
+        for r in fake.requests
+        if r.path.endswith("/chat/completions")
+        and isinstance(r.body, dict)
+        and r.body.get("tools")
+        and any(m["role"] == "user" and prompt in text_of(m.get("content")) for m in r.body["messages"])
+    ]
+
+
+def tool_names(body):
+    return [tool["function"]["name"] for tool in body["tools"]]
+
+
+def answer_to(body, call_id):
+    """The tool message answering `call_id` in an upstream request, or None."""
+    return next((m for m in body["messages"] if m["role"] == "tool" and m.get("tool_call_id") == call_id), None)
+
+
+def test_a_prompt_prints_the_models_text(claude, fake):
+    """`claude -p` on a Chat upstream: the prompt arrives as a streamed Chat request, the text comes back."""
+    fake.default = model_server(chat_stream("Hi there, from the fake model."))
+    run = claude.run("say hi")
+    assert run.stdout.strip() == "Hi there, from the fake model.", run.transcript
+    assert run.api_errors == [], run.transcript
+    [sent] = conversation(fake, "say hi")
+    assert sent["stream"] is True and sent["model"].startswith("claude-"), sent["model"]
+    assert sent["messages"][0]["role"] == "system" and "Claude" in sent["messages"][0]["content"]
+    assert {"Bash", "Read", "ToolSearch"} <= set(tool_names(sent))
+    assert {tool["type"] for tool in sent["tools"]} == {"function"}
+
+
+def test_a_read_tool_call_runs_in_claude_code_and_its_result_goes_back_as_a_tool_message(claude, fake):
+    """The agent loop: the model's Chat tool call reaches Claude Code as a Read it runs, and the file's
+    content comes back upstream as the role:"tool" answer to that call."""
+    secret = uuid.uuid4().hex
+    notes = claude.project / "notes.txt"
+    notes.write_text(f"the secret word is {secret}\n")
+    prompt = "Read notes.txt and tell me the secret word"
+    fake.default = model_server(
+        chat_stream(tool_calls=[("call_read_1", "Read", {"file_path": str(notes)})]),
+        chat_stream("The file has a secret word in it."),
+    )
+    run = claude.run(prompt, "--allowedTools", "Read")
+    assert run.stdout.strip() == "The file has a secret word in it.", run.transcript
+    assert run.api_errors == [], run.transcript
+    first, second = conversation(fake, prompt)
+    assert answer_to(first, "call_read_1") is None
+    [call] = next(m for m in second["messages"] if m["role"] == "assistant" and m.get("tool_calls"))["tool_calls"]
+    assert (call["id"], call["function"]["name"]) == ("call_read_1", "Read")
+    assert json.loads(call["function"]["arguments"]) == {"file_path": str(notes)}
+    result = answer_to(second, "call_read_1")
+    assert result is not None and secret in text_of(result["content"]), second["messages"][-3:]
+
+
+def test_a_tool_search_result_reaches_the_model_on_the_first_try(claude, fake):
+    """ToolSearch loads a deferred tool with a tool_reference block. A refused request costs Claude Code
+    two silent retries, then it turns tool search off: the request must pass the first time, name the
+    loaded tool, and offer it."""
+    prompt = "Fetch https://example.com"
+    search = {"query": "select:WebFetch", "max_results": 1}
+    fake.default = model_server(
+        chat_stream(tool_calls=[("call_search_1", "ToolSearch", search)]), chat_stream("WebFetch is ready.")
+    )
+    run = claude.run(prompt)
+    assert run.api_errors == [], run.transcript
+    assert run.stdout.strip() == "WebFetch is ready.", run.transcript
+    turns = conversation(fake, prompt)
+    assert "ToolSearch" in tool_names(turns[0]) and "WebFetch" not in tool_names(turns[0])
+    answered = [body for body in turns if answer_to(body, "call_search_1")]
+    assert len(answered) == 1, f"the ToolSearch result reached the upstream {len(answered)} times"
+    [body] = answered
+    result = text_of(answer_to(body, "call_search_1")["content"])
+    assert "WebFetch" in result, result
+    assert {"WebFetch", "ToolSearch"} <= set(tool_names(body)), tool_names(body)
