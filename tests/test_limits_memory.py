@@ -1,11 +1,13 @@
 """The request limits under gunicorn as deployed: a 30 MB body of 830,000 tiny messages is
 refused in its client's protocol with the worker's memory in proportion to the body's size
-(it peaked at 766 MiB before the limits), and several at once are bounded by the large-body slots.
+(it peaked at 766 MiB before the limits), and several at once are bounded by the large-body slots;
+so is a body whose reasoning item decodes to millions of values (684 MiB, and answered, before).
 
 Memory is the worker's peak resident set (VmHWM in /proc/<pid>/status), which the kernel keeps:
 no sampling can miss a peak.
 """
 
+import base64
 import concurrent.futures
 import json
 
@@ -26,6 +28,15 @@ def tiny_messages(items="messages"):
     """The issue's body: 830,000 messages of two characters each, 29 MB of JSON."""
     body = {"model": "claude-sonnet-4-5", items: [{"role": "user", "content": "hi"}] * TINY_MESSAGES}
     return json.dumps(body if items == "input" else {**body, "max_tokens": 16}).encode()
+
+
+def reasoning_bomb(size):
+    """A Responses body of about `size` bytes, nearly all one reasoning item's encrypted_content in
+    bridge's own form (responses_to_messages/reasoning.py): base64 of millions of empty objects."""
+    objects = (size * 3 // 4) // 3
+    payload = base64.urlsafe_b64encode(b"[" + b"{}," * objects + b"{}]").decode().rstrip("=")
+    item = {"type": "reasoning", "summary": [], "encrypted_content": "bridge.v1." + payload}
+    return json.dumps({"model": "claude-sonnet-4-5", "input": [{"role": "user", "content": "hi"}, item]}).encode()
 
 
 def peak_mib(server):
@@ -91,3 +102,16 @@ def test_six_such_bodies_at_once_are_bounded_by_the_large_body_slots(one_worker,
     assert statuses == [413] * 6
     assert peak_mib(one_worker) - baseline < 3 * one  # two slots' worth, and a third for what they share unevenly
     assert answers_a_normal_request(one_worker, fake)
+
+
+def test_a_32_mb_encrypted_reasoning_bomb_is_refused_with_memory_in_proportion_to_its_size(one_worker, fake):
+    """8 million empty objects in base64: what is decoded from a request counts towards its JSON
+    values, before it is parsed. The same ceiling as for the tiny messages: four times the body."""
+    body = reasoning_bomb(32 * MIB - 1024)
+    baseline = peak_mib(one_worker)
+    refused = post(one_worker, "/v1/responses", body)
+    assert is_openai_error(refused, 413), refused.text[:300]
+    assert "encrypted_content" in refused.text and "BRIDGE_MAX_JSON_VALUES" in refused.text
+    assert peak_mib(one_worker) - baseline < 4 * len(body) / MIB
+    assert answers_a_normal_request(one_worker, fake)
+    assert len(fake.requests) == 2  # the warm-up and the one above
