@@ -7,7 +7,6 @@ Memory is the worker's peak resident set (VmHWM in /proc/<pid>/status), which th
 no sampling can miss a peak.
 """
 
-import base64
 import concurrent.futures
 import json
 
@@ -15,6 +14,7 @@ import pytest
 import requests
 
 from bench.procstat import tree
+from loadtest.abuse import reasoning_bomb
 from tests.fake_upstream import fixture
 from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error
 
@@ -28,15 +28,6 @@ def tiny_messages(items="messages"):
     """The issue's body: 830,000 messages of two characters each, 29 MB of JSON."""
     body = {"model": "claude-sonnet-4-5", items: [{"role": "user", "content": "hi"}] * TINY_MESSAGES}
     return json.dumps(body if items == "input" else {**body, "max_tokens": 16}).encode()
-
-
-def reasoning_bomb(size):
-    """A Responses body of about `size` bytes, nearly all one reasoning item's encrypted_content in
-    bridge's own form (responses_to_messages/reasoning.py): base64 of millions of empty objects."""
-    objects = (size * 3 // 4) // 3
-    payload = base64.urlsafe_b64encode(b"[" + b"{}," * objects + b"{}]").decode().rstrip("=")
-    item = {"type": "reasoning", "summary": [], "encrypted_content": "bridge.v1." + payload}
-    return json.dumps({"model": "claude-sonnet-4-5", "input": [{"role": "user", "content": "hi"}, item]}).encode()
 
 
 def peak_mib(server):
@@ -107,7 +98,7 @@ def test_six_such_bodies_at_once_are_bounded_by_the_large_body_slots(one_worker,
 def test_a_32_mb_encrypted_reasoning_bomb_is_refused_with_memory_in_proportion_to_its_size(one_worker, fake):
     """8 million empty objects in base64: what is decoded from a request counts towards its JSON
     values, before it is parsed. The same ceiling as for the tiny messages: four times the body."""
-    body = reasoning_bomb(32 * MIB - 1024)
+    body = reasoning_bomb(32 * MIB - 1024, "claude-sonnet-4-5")
     baseline = peak_mib(one_worker)
     refused = post(one_worker, "/v1/responses", body)
     assert is_openai_error(refused, 413), refused.text[:300]
