@@ -162,7 +162,7 @@ class CallOutput(Schema):
     output = string_or_parts(USER_PARTS, required=True)
 
 
-class ThinkingBlock(fields.String):
+class EncryptedReasoning(fields.String):
     """A reasoning item's `encrypted_content`, loaded as the Anthropic thinking block it carries,
     or None when it carries none of ours (another model's reasoning, which the translator names
     as dropped). Decoded once, here, within the request's limits (reasoning.thinking_block)."""
@@ -172,7 +172,7 @@ class ThinkingBlock(fields.String):
 
 
 class ReasoningItem(Schema):
-    encrypted_content = ThinkingBlock(allow_none=True)
+    encrypted_content = EncryptedReasoning(allow_none=True)
 
 
 class Item(Tagged):
