@@ -15,7 +15,9 @@ issue 15 found, each bounded in time:
 - burst: more streams at once than gunicorn has threads;
 - slow_headers: connections that send their request head a byte a second;
 - broken_answers: upstream answers that break mid-body, streamed and not;
-- huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers.
+- huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers;
+- reasoning_bombs: 32 MB Responses bodies whose one reasoning item decodes to 8 million empty
+  objects, eight at once.
 
 Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
 RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
@@ -26,6 +28,7 @@ worker's peak RSS stayed under --rss-limit MiB.
 
 import argparse
 import asyncio
+import base64
 import collections
 import concurrent.futures
 import gzip
@@ -381,8 +384,27 @@ def huge_answers(bridge, upstream, args):
     }
 
 
+def reasoning_bomb(size, model="plain"):
+    """A Responses body of about `size` bytes, nearly all one reasoning item's encrypted_content in
+    bridge's own form (responses_to_messages/reasoning.py): base64 of millions of empty objects."""
+    objects = (size * 3 // 4) // 3
+    payload = base64.urlsafe_b64encode(b"[" + b"{}," * objects + b"{}]").decode().rstrip("=")
+    item = {"type": "reasoning", "summary": [], "encrypted_content": "bridge.v1." + payload}
+    return json.dumps({"model": model, "input": [{"role": "user", "content": "hi"}, item]}).encode()
+
+
+def reasoning_bombs(bridge, upstream, args):
+    """32 MB encrypted-reasoning bombs, eight at once, twice."""
+    at_once = max(1, round(8 * args.scale))
+    body = reasoning_bomb(32 * 1024**2 - 1024)
+    path, headers = FRONTS["responses"]
+    results = client.run(bridge.url, path, body, headers, total=2 * at_once, concurrency=at_once, timeout=300)
+    return {"body_mb": round(len(body) / 1e6), "at_once": at_once, "answers": statuses(results)}
+
+
 CASES = {
-    case.__name__: case for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers)
+    case.__name__: case
+    for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, reasoning_bombs)
 }
 
 

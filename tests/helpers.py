@@ -653,6 +653,19 @@ def assert_valid_chat_request(chat):
     assert not waiting
 
 
+def foreign_reasoning_session(turns):
+    """The `input` of a Codex session begun on an OpenAI model: per turn, reasoning that OpenAI
+    encrypted (which bridge drops and names, `input.N.encrypted_content`), a tool call and its output."""
+    items = [{"role": "user", "content": "fix the build"}]
+    for number in range(turns):
+        items += [
+            {"type": "reasoning", "summary": [], "encrypted_content": f"gAAAAABo{number:04d}" + "Q" * 200},
+            {"type": "function_call", "call_id": f"call_{number}", "name": "shell", "arguments": '{"cmd": "ls"}'},
+            {"type": "function_call_output", "call_id": f"call_{number}", "output": "ok"},
+        ]
+    return items
+
+
 # -- Chat requests the bridge refuses: validate_chat's cases, also sent over HTTP ---------------------------
 
 USER = {"role": "user", "content": "hi"}

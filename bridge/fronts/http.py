@@ -250,10 +250,41 @@ def answer(response, context, stream_translator, translate_body, framing):
     return json_response(translate_body(body, context), headers=headers)
 
 
+# Most bytes of x-bridge-dropped-params, and of one name in it (README: Deploy, nginx's header buffer).
+DROPPED_HEADER_BYTES = 1024
+DROPPED_NAME_BYTES = 100
+
+
 def dropped_header(names):
     """Report parameters dropped for lack of an equivalent upstream.
 
     A name may be any JSON key the client sent: percent-encoded, it cannot break the header
-    (a newline, a character outside Latin-1) nor be read as two names (a comma).
+    (a newline, a character outside Latin-1) nor be read as two names (a comma). A long one is
+    cut to DROPPED_NAME_BYTES, ending in `...`; and the names that do not fit in
+    DROPPED_HEADER_BYTES are counted at the end (`...and 140 more`): a Codex session begun on
+    another model drops every reasoning item, and a header too large for a proxy's buffer
+    would lose the whole answer after the upstream ran.
     """
-    return {"x-bridge-dropped-params": ", ".join(quote(name, safe="") for name in names)} if names else {}
+    room = DROPPED_HEADER_BYTES - len(f", ...and {len(names)} more")
+    shown, size = [], -2
+    for name in names:
+        entry = _header_name(name)
+        size += 2 + len(entry)
+        if size > room:
+            break
+        shown.append(entry)
+    if len(shown) < len(names):
+        shown.append(f"...and {len(names) - len(shown)} more")
+    return {"x-bridge-dropped-params": ", ".join(shown)} if names else {}
+
+
+def _header_name(name):
+    """`name` percent-encoded, cut to DROPPED_NAME_BYTES ending in `...` when it is longer."""
+    quoted = quote(name[:DROPPED_NAME_BYTES], safe="")
+    if len(name) <= DROPPED_NAME_BYTES and len(quoted) <= DROPPED_NAME_BYTES:
+        return quoted
+    return _ESCAPE_CUT.sub("", quoted[: DROPPED_NAME_BYTES - 3]) + "..."
+
+
+# A percent-escape cut short at the end of a shortened name.
+_ESCAPE_CUT = re.compile(r"%[0-9A-F]?$")

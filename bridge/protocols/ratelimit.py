@@ -15,7 +15,9 @@ An Anthropic reset is the RFC 3339 time the bucket refills, an OpenAI reset the 
 until then (`1s`, `6m0s`, `20ms`). Anthropic's `tokens` headers are the most restrictive of
 its input and output limits, so they are OpenAI's `tokens`; the `input-tokens` and
 `output-tokens` ones have no OpenAI name and are left out, as is any header of the other
-protocol. A reset that cannot be read is left out rather than guessed.
+protocol. A reset that cannot be read is left out rather than guessed, and so is a header longer
+than any real one (HEADER_CHARS, name and value), past the first MOST_HEADERS: what an
+upstream sends cannot make an answer's headers larger than a proxy's buffer (deploy/nginx).
 
 They go on every answer, successful or not: a client paces itself from `remaining` on the
 answers that succeed. That is one pass over the upstream's headers per request: measured
@@ -37,6 +39,8 @@ _OPENAI_PREFIX = "x-ratelimit-"
 _WANTED = (*_RETRY, _ANTHROPIC_PREFIX, _OPENAI_PREFIX)  # one startswith() per header rules out the rest
 _RESOURCES = ("requests", "tokens")
 _FIELDS = ("limit", "remaining", "reset")
+HEADER_CHARS = 100  # anthropic-ratelimit-priority-output-tokens-remaining and its value: 70
+MOST_HEADERS = 24  # Anthropic sends 19 at most, OpenAI 6
 _LONGEST = 366 * 86400  # no rate-limit window is longer than a year; past that a number is nonsense
 # Go's time.Duration text, which OpenAI sends: "1h2m3.5s", "6m0s", "20ms".
 _DURATION = re.compile(
@@ -50,12 +54,15 @@ def client_headers(protocol, upstream_headers, now):
     CaseInsensitiveDict; None when no answer came)."""
     if not upstream_headers:
         return {}
-    wanted = [(name, value) for name, value in upstream_headers.lower_items() if name.startswith(_WANTED)]
+    wanted = [
+        (name, value)
+        for name, value in upstream_headers.lower_items()
+        if name.startswith(_WANTED) and len(name) + len(value) <= HEADER_CHARS
+    ]
     if not wanted:
         return {}
-    if protocol == ANTHROPIC:
-        return _to_anthropic(wanted, now)
-    return _to_openai(wanted, now)
+    headers = _to_anthropic(wanted, now) if protocol == ANTHROPIC else _to_openai(wanted, now)
+    return headers if len(headers) <= MOST_HEADERS else dict(list(headers.items())[:MOST_HEADERS])
 
 
 def _to_anthropic(headers, now):

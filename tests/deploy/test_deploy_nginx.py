@@ -7,7 +7,17 @@ import requests
 
 from bench.processes import free_port, wait_for
 from bridge import settings as settings_module
-from tests.helpers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client, program
+from tests.fake_upstream import fixture
+from tests.helpers import (
+    Nginx,
+    TextStream,
+    foreign_reasoning_session,
+    gunicorn,
+    next_text,
+    nginx_binary,
+    openai_client,
+    program,
+)
 
 nginx_binary()
 program("openssl")  # for a test certificate
@@ -108,3 +118,16 @@ def test_nginx_takes_bodies_up_to_the_bridges_limit_and_refuses_larger_ones_as_j
     over = post(limit + 1)
     assert over.status_code == 413 and over.json()["error"]["type"] == "request_too_large"
     assert "nginx" in over.json()["error"]["message"]
+
+
+def test_a_codex_session_begun_on_another_model_is_answered_through_nginx(stack, fake):
+    """150 reasoning items bridge cannot send on, each named in x-bridge-dropped-params: a header
+    larger than nginx's buffer for the answer's head is a 502 after the upstream call ran."""
+    _, proxy = stack
+    fake.reply(fixture("anthropic/text.json"))
+    raw = openai_client(proxy.url, proxy.cert).responses.with_raw_response.create(
+        model="claude-sonnet-4-5", input=foreign_reasoning_session(150)
+    )
+    assert raw.status_code == 200 and raw.parse().status == "completed"
+    assert raw.headers["x-bridge-dropped-params"].startswith("input.1.encrypted_content, input.4.encrypted_content")
+    assert len(fake.requests) == 1

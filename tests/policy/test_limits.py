@@ -1,7 +1,10 @@
-"""Request limits (bridge/policy/limits.py): JSON values counted before parsing, messages, content blocks,
-tools and tool-call arguments counted before validation, and the large-body slots; each refusal
-a 413 (or 503) in the client's own protocol, with the service healthy afterwards."""
+"""Request limits (bridge/policy/limits.py): JSON values counted before parsing, in the body and in what is
+decoded from inside it (tool-call arguments, reasoning items), messages, content blocks and tools
+counted before validation, and the large-body slots; each refusal a 413 (or 503) in the client's
+own protocol, with the service healthy afterwards."""
 
+import base64
+import contextvars
 import json
 import socket
 
@@ -65,10 +68,6 @@ LOW = Settings(max_messages=4, max_content_blocks=6, max_tools=2, max_json_value
 TEXT = {"type": "text", "text": "a"}
 
 
-def chat_call(arguments):
-    return {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": arguments}}]}
-
-
 # (the front's list of messages, a body holding n of what a limit counts, the limit, its setting)
 COUNTED = [
     ("messages", lambda n: {"messages": [{"role": "user", "content": "hi"}] * n}, 4, "BRIDGE_MAX_MESSAGES"),
@@ -83,9 +82,6 @@ COUNTED = [
     ),
     ("input", lambda n: {"input": [{"type": "function_call_output", "output": [TEXT] * n}]}, 6, "CONTENT_BLOCKS"),
     ("messages", lambda n: {"messages": [], "tools": [{"name": "t"}] * n}, 2, "BRIDGE_MAX_TOOLS"),
-    # arguments holding n values: an array and its n - 1 elements
-    ("messages", lambda n: {"messages": [chat_call(json.dumps([1] * (n - 1)))]}, 1000, "BRIDGE_MAX_JSON_VALUES"),
-    ("input", lambda n: {"input": [{"type": "function_call", "arguments": json.dumps([1] * (n - 1))}]}, 1000, "VALUES"),
 ]
 
 
@@ -206,3 +202,110 @@ def test_a_large_body_that_finds_no_slot_free_is_a_503_with_retry_after_in_each_
     assert requests.post(
         f"{bridge.url}/v1/chat/completions", data=large, headers={"content-type": "application/json"}
     ).ok
+
+
+# -- what is decoded from inside a request --------------------------------------------------------
+
+
+def padded(values):
+    """A body holding `values` JSON values, its count exact: too many commas for a cheaper bound."""
+    return json.dumps({"pad": [1] * (values - 2)}).encode()
+
+
+def test_decoded_documents_share_the_limit_with_the_body_they_came_in():
+    def run():
+        limits.check_values(padded(700), 1000)
+        assert limits.loads_decoded(json.dumps([1] * 299), "one") == [1] * 299  # 300 values: 1,000 in all
+        with pytest.raises(limits.BridgeError) as refused:
+            limits.loads_decoded("1", "a tool call's arguments")
+        return refused.value
+
+    refused = contextvars.copy_context().run(run)
+    assert refused.status == 413 and refused.kind == "request_too_large"
+    assert "decoded from a tool call's arguments" in refused.message and "BRIDGE_MAX_JSON_VALUES" in refused.message
+
+
+@pytest.mark.parametrize("size", [10, 999, 1500, 1999, 2400])
+def test_a_body_counted_by_a_bound_leaves_its_documents_half_the_limit_at_least(size):
+    """A body's count may be a bound above it (its length: two bytes a value), but never one that
+    leaves what is decoded from it less than half of the limit."""
+
+    def run():
+        limits.check_values(json.dumps({"text": "x" * size}).encode(), 1000)
+        limits.loads_decoded(json.dumps([1] * 499), "half")
+
+    contextvars.copy_context().run(run)
+
+
+def test_a_decoded_document_nested_deeper_than_the_parser_goes_is_not_json():
+    with pytest.raises(ValueError, match="nested too deeply"):
+        limits.loads_decoded("[" * 100_000 + "]" * 100_000, "deep", json.loads)
+
+
+M = "claude-sonnet-4-5"
+HI = {"role": "user", "content": "hi"}
+# A front's body whose one tool call has `arguments` (JSON text), answered.
+WITH_ARGUMENTS = {
+    "/v1/chat/completions": lambda arguments: {
+        "model": M,
+        "max_tokens": 16,
+        "messages": [
+            HI,
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+        ],
+    },
+    "/v1/responses": lambda arguments: {
+        "model": M,
+        "input": [
+            HI,
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": arguments},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"},
+        ],
+    },
+}
+
+
+def arguments_body(path, total):
+    """A body whose own values and its arguments' (an object holding an array) are `total` together."""
+    own = values_in(WITH_ARGUMENTS[path]("{}"))
+    return WITH_ARGUMENTS[path](json.dumps({"a": [1] * (total - own - 2)}))
+
+
+@pytest.mark.parametrize("path", list(WITH_ARGUMENTS))
+def test_over_http_tool_call_arguments_count_towards_the_bodys_json_values(start_bridge, fake, path):
+    bridge = start_bridge(BRIDGE_MAX_JSON_VALUES=1000)
+    fake.reply(fixture("anthropic/text.json"))
+    assert requests.post(f"{bridge.url}{path}", json=arguments_body(path, 1000)).ok
+    over = requests.post(f"{bridge.url}{path}", json=arguments_body(path, 1001))
+    assert is_openai_error(over, 413), over.text
+    assert "arguments" in over.json()["error"]["message"] and "BRIDGE_MAX_JSON_VALUES" in over.text
+    assert len(fake.requests) == 1  # nothing went upstream for the refused one
+    fake.reply(fixture("anthropic/text.json"))
+    assert requests.post(f"{bridge.url}{path}", json=arguments_body(path, 100)).ok
+
+
+@pytest.mark.parametrize("path", list(WITH_ARGUMENTS))
+def test_over_http_arguments_nested_deeper_than_the_parser_goes_are_a_400_naming_them(bridge, fake, path):
+    deep = requests.post(f"{bridge.url}{path}", json=WITH_ARGUMENTS[path]("[" * 50_000 + "]" * 50_000))
+    assert is_openai_error(deep, 400), deep.text
+    assert "arguments" in deep.json()["error"]["param"] and "nested too deeply" in deep.text
+    fake.reply(fixture("anthropic/text.json"))
+    assert requests.post(f"{bridge.url}{path}", json=arguments_body(path, 100)).ok
+
+
+def reasoning_payload(value):
+    """An encrypted_content in bridge's own form carrying the JSON `value`, as a bomb would."""
+    return "bridge.v1." + base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def test_over_http_a_reasoning_item_decoding_to_too_many_values_is_a_413(start_bridge, fake):
+    bridge = start_bridge(BRIDGE_MAX_JSON_VALUES=1000)
+    body = {"model": M, "input": [HI, {"type": "reasoning", "encrypted_content": reasoning_payload([{}] * 1000)}]}
+    refused = requests.post(f"{bridge.url}/v1/responses", json=body)
+    assert is_openai_error(refused, 413), refused.text
+    assert "encrypted_content" in refused.text and "BRIDGE_MAX_JSON_VALUES" in refused.text
+    assert not fake.requests

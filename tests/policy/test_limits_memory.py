@@ -1,6 +1,7 @@
 """The request limits under gunicorn as deployed: a 30 MB body of 830,000 tiny messages is
 refused in its client's protocol with the worker's memory in proportion to the body's size
-(it peaked at 766 MiB before the limits), and several at once are bounded by the large-body slots.
+(it peaked at 766 MiB before the limits), and several at once are bounded by the large-body slots;
+so is a body whose reasoning item decodes to millions of values (684 MiB, and answered, before).
 
 Memory is the worker's peak resident set (VmHWM in /proc/<pid>/status), which the kernel keeps:
 no sampling can miss a peak.
@@ -13,6 +14,7 @@ import pytest
 import requests
 
 from bench.procstat import tree
+from loadtest.abuse import reasoning_bomb
 from tests.fake_upstream import fixture
 from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error
 
@@ -91,3 +93,16 @@ def test_six_such_bodies_at_once_are_bounded_by_the_large_body_slots(one_worker,
     assert statuses == [413] * 6
     assert peak_mib(one_worker) - baseline < 3 * one  # two slots' worth, and a third for what they share unevenly
     assert answers_a_normal_request(one_worker, fake)
+
+
+def test_a_32_mb_encrypted_reasoning_bomb_is_refused_with_memory_in_proportion_to_its_size(one_worker, fake):
+    """8 million empty objects in base64: what is decoded from a request counts towards its JSON
+    values, before it is parsed. The same ceiling as for the tiny messages: four times the body."""
+    body = reasoning_bomb(32 * MIB - 1024, "claude-sonnet-4-5")
+    baseline = peak_mib(one_worker)
+    refused = post(one_worker, "/v1/responses", body)
+    assert is_openai_error(refused, 413), refused.text[:300]
+    assert "encrypted_content" in refused.text and "BRIDGE_MAX_JSON_VALUES" in refused.text
+    assert peak_mib(one_worker) - baseline < 4 * len(body) / MIB
+    assert answers_a_normal_request(one_worker, fake)
+    assert len(fake.requests) == 2  # the warm-up and the one above

@@ -4,7 +4,15 @@ import pytest
 from requests.structures import CaseInsensitiveDict
 
 from bridge.protocols.errors import ANTHROPIC, OPENAI
-from bridge.protocols.ratelimit import client_headers, duration, duration_seconds, rfc3339, rfc3339_seconds
+from bridge.protocols.ratelimit import (
+    HEADER_CHARS,
+    MOST_HEADERS,
+    client_headers,
+    duration,
+    duration_seconds,
+    rfc3339,
+    rfc3339_seconds,
+)
 
 NOW = rfc3339_seconds("2030-01-01T00:00:00Z")
 OPENAI_ANSWER = CaseInsensitiveDict(
@@ -130,3 +138,15 @@ def test_rfc3339_round_trips_and_rounds_up():
     assert rfc3339(NOW + 0.2) == "2030-01-01T00:00:01Z"
     assert rfc3339_seconds(rfc3339(NOW)) == NOW
     assert rfc3339_seconds("2030-01-01T00:00:00") is None, "a time without a zone is no instant"
+
+
+@pytest.mark.parametrize("protocol", [OPENAI, ANTHROPIC])
+def test_an_upstream_cannot_make_the_answers_headers_large(protocol):
+    """A header longer than any real one is left out, and no more than MOST_HEADERS pass: the
+    client's answer fits a proxy's header buffer (deploy/nginx) whatever the upstream sends."""
+    answer = CaseInsensitiveDict({"retry-after": "1", "x-ratelimit-limit-requests": "9" * 60_000})
+    answer.update({f"anthropic-ratelimit-x{number}": "1" for number in range(99)})
+    answer.update({f"x-ratelimit-x{number}": "1" for number in range(99)})
+    headers = client_headers(protocol, answer, NOW)
+    assert headers["retry-after"] == "1" and len(headers) == MOST_HEADERS
+    assert all(len(name) + len(value) <= HEADER_CHARS for name, value in headers.items())

@@ -2,6 +2,7 @@
 
 import json
 import re
+import tracemalloc
 
 import pytest
 
@@ -258,6 +259,22 @@ def test_tool_ids_satisfy_anthropic_and_round_trip_to_the_upstream(upstream_id):
     client_id = client_tool_id(upstream_id)
     assert all(c.isalnum() or c in "_-" for c in client_id)
     assert upstream_tool_id(client_id) == upstream_id
+
+
+def test_a_client_id_too_long_to_be_an_upstreams_is_hashed_not_decoded():
+    """Decoded, a 40 MB id in the encoded form cost three copies of itself and went upstream whole;
+    hashed, it costs the one copy hashing takes."""
+    huge = client_tool_id("functions.x:" * 2_500_000)
+    tracemalloc.start()
+    try:
+        sent = upstream_tool_id(huge)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sent.startswith("call_") and len(sent) <= 40 and sent == upstream_tool_id(huge)
+    assert peak < 1.5 * len(huge)
+    long = "functions." + "a" * 500 + ":0"
+    assert upstream_tool_id(client_tool_id(long)) == long  # an upstream's long id still round-trips
 
 
 def test_a_missing_tool_id_gets_a_fresh_valid_one():

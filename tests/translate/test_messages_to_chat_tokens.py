@@ -7,6 +7,7 @@ at or above them, but not wildly so.
 
 import base64
 import json
+import tracemalloc
 from typing import Literal
 
 import openai
@@ -169,3 +170,18 @@ def test_a_structured_output_schema_counts_whichever_field_carries_it():
     plain = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
     with_config = count_tokens({**plain, "output_config": {"format": schema}})
     assert count_tokens({**plain, "output_format": schema}) == with_config > count_tokens(plain)
+
+
+def test_a_pdf_claiming_many_pages_costs_its_decoded_bytes_alone():
+    """Counted over its bytes, not listed: a PDF of 300,000 page markers peaked at four times its
+    base64 text when the markers were listed, and the text was copied before it was decoded."""
+    pdf = base64.b64encode(b"/Type /Page\n" * 300_000).decode()
+    document = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": pdf}}
+    tracemalloc.start()
+    try:
+        tokens = count_tokens(body(user([document])))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tokens >= 300_000 * PDF_PAGE_TOKENS
+    assert peak < len(pdf)  # the decoded bytes are three quarters of the text

@@ -19,6 +19,7 @@ import re
 
 from marshmallow import ValidationError, fields, validate
 
+from ...policy.limits import loads_decoded
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_request
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
@@ -160,14 +161,14 @@ class UserMessage(Schema):
 class ObjectText(fields.String):
     """A JSON object encoded as a string (a tool call's `arguments`), loaded as that object.
 
-    Read once, here, for the translator too; with the json module, so a model's integers
-    stay exact however long.
+    Read once, here, for the translator too, within the request's limits (limits.loads_decoded);
+    with the json module, so a model's integers stay exact however long.
     """
 
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
         try:
-            parsed = json.loads(text)
+            parsed = loads_decoded(text, "a tool call's arguments", json.loads)
         except ValueError as exc:
             raise ValidationError(f"must be a JSON object encoded as a string; it is not valid JSON ({exc})") from None
         if not isinstance(parsed, dict):

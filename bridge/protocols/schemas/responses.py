@@ -27,6 +27,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 
 from marshmallow import ValidationError, fields, validate
 
+from ...translate.responses_to_messages.reasoning import thinking_block
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
 from .openai import (
     NAME,
@@ -161,8 +162,17 @@ class CallOutput(Schema):
     output = string_or_parts(USER_PARTS, required=True)
 
 
+class EncryptedReasoning(fields.String):
+    """A reasoning item's `encrypted_content`, loaded as the Anthropic thinking block it carries,
+    or None when it carries none of ours (another model's reasoning, which the translator names
+    as dropped). Decoded once, here, within the request's limits (reasoning.thinking_block)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        return thinking_block(super()._deserialize(value, attr, data, **kwargs))
+
+
 class ReasoningItem(Schema):
-    encrypted_content = fields.String(allow_none=True)  # decoded (or found foreign) by the translator
+    encrypted_content = EncryptedReasoning(allow_none=True)
 
 
 class Item(Tagged):

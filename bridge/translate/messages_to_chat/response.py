@@ -38,6 +38,7 @@ from ...protocols.errors import BridgeError, invalid, kind_for_type, relayed_mes
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ENCODED_ID = "toolu_b64_"
+_ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
 _OPENAI_ID_MAX = 40
 
 
@@ -279,9 +280,11 @@ def upstream_tool_id(client_id):
     """The tool-call id to send upstream for a tool_use id of the conversation.
 
     Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
-    stable hash, the same for the assistant's call and its tool message.
+    stable hash, the same for the assistant's call and its tool message. An
+    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
+    no copies of itself, however long.
     """
-    if client_id.startswith(_ENCODED_ID):
+    if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
         encoded = client_id[len(_ENCODED_ID) :]
         try:
             return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()

@@ -23,7 +23,6 @@ Method:
 - Framing: 4 tokens a message, 10 a tool, 3 for the reply's priming.
 """
 
-import base64
 import binascii
 import re
 
@@ -105,8 +104,10 @@ def _document_tokens(block):
 
 
 def _pdf_pages(data):
+    """Pages found in a client's base64 PDF. It costs the decoded bytes alone (binascii reads the
+    text in place, and the pages are counted, not listed), however many pages a file claims."""
     try:
-        raw = base64.b64decode(data, validate=False)
+        raw = binascii.a2b_base64(data)
     except (binascii.Error, ValueError):
         return 1
-    return max(1, len(_PDF_PAGE.findall(raw)))
+    return max(1, sum(1 for _ in _PDF_PAGE.finditer(raw)))

@@ -14,7 +14,11 @@ import base64
 import binascii
 import json
 
+from ...policy.limits import loads_decoded
+
 _PREFIX = "bridge.v1."
+# Characters of base64 decoded at a time (a multiple of 4).
+_SLICE = 1 << 20
 
 
 def encrypted_content(block):
@@ -28,12 +32,15 @@ def encrypted_content(block):
 
 
 def thinking_block(value):
-    """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours."""
+    """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours.
+
+    What it decodes to counts towards the request's limits (limits.loads_decoded): a 413 when
+    it holds more JSON values than the request has left.
+    """
     if not isinstance(value, str) or not value.startswith(_PREFIX):
         return None
-    encoded = value[len(_PREFIX) :]
     try:
-        block = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+        block = loads_decoded(_decoded(value, len(_PREFIX)), "a reasoning item's encrypted_content")
     except (binascii.Error, ValueError):
         return None
     if not isinstance(block, dict):
@@ -48,3 +55,10 @@ def thinking_block(value):
     if block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
         return {"type": "redacted_thinking", "data": block["data"]}
     return None
+
+
+def _decoded(text, start):
+    """The bytes of the unpadded base64url in `text` from `start` on, decoded a slice at a time:
+    a client's encrypted_content, however large, costs its bytes, not copies of its text too."""
+    pieces = (text[at : at + _SLICE] for at in range(start, len(text), _SLICE))
+    return b"".join(base64.urlsafe_b64decode(piece + "=" * (-len(piece) % 4)) for piece in pieces)

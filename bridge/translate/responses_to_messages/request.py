@@ -31,7 +31,8 @@ System and turns
   results come first (Anthropic's rule), ahead of a message that came between
   a call and its output.
 - `reasoning` items: `encrypted_content` is the signed Anthropic thinking block
-  bridge served (reasoning.py), put back in the assistant turn it belongs to,
+  bridge served (reasoning.py, decoded by the schema within the request's
+  limits), put back in the assistant turn it belongs to,
   before that turn's tool_use. One that does not decode (another model's
   reasoning, or none) is dropped and named (`input.N.encrypted_content`), and so
   is one whose turn then says nothing (`input.N`): Anthropic refuses a turn of
@@ -125,7 +126,6 @@ from ..chat_to_messages.request import (
     user_blocks,
 )
 from ..model_map import map_model
-from .reasoning import thinking_block
 
 # Top-level fields this module reads (or the schema refuses); any other is reported as dropped.
 KNOWN = {
@@ -319,7 +319,7 @@ def conversation(instructions, items, names, context):
             continue
         leading = leading and kind == "additional_tools"
         if kind == "reasoning":
-            block = thinking_block(item.get("encrypted_content"))
+            block = item.get("encrypted_content")  # the thinking block it carries (schema), or None
             if block is None:
                 context.dropped.append(f"input.{index}.encrypted_content")
             elif turns and turns[-1]["role"] == "assistant":
