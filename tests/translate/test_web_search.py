@@ -122,7 +122,7 @@ def test_searches_count_in_the_metrics_also_when_a_chat_stream_carries_no_usage(
 
 
 def test_chat_names_what_anthropic_cannot_honour_and_a_bridge_without_web_search_drops_it(
-    searching, openai_client, fake
+    searching, openai_sdk, fake
 ):
     fake.reply(fixture("anthropic/web_search.json"), fixture("anthropic/text.json"))
     options = {"search_context_size": "high"}
@@ -131,7 +131,7 @@ def test_chat_names_what_anthropic_cannot_honour_and_a_bridge_without_web_search
     )
     assert raw.headers["x-bridge-dropped-params"] == "web_search_options.search_context_size"
     assert upstream_tools(fake.last) == [SEARCH], "no location given, none sent"
-    raw = openai_client.chat.completions.with_raw_response.create(
+    raw = openai_sdk.chat.completions.with_raw_response.create(
         model="gpt-4o", messages=[USER], web_search_options=options
     )
     assert raw.headers["x-bridge-dropped-params"] == "web_search_options"
