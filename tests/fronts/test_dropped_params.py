@@ -58,9 +58,7 @@ def test_a_60000_character_unknown_chat_field_is_named_in_a_bounded_header(opena
 
 def test_150_reasoning_items_from_another_model_are_each_named_or_counted(openai_sdk, fake):
     fake.reply(fixture("anthropic/text.json"))
-    raw = openai_sdk.responses.with_raw_response.create(
-        model="claude-sonnet-4-5", input=foreign_reasoning_session(150)
-    )
+    raw = openai_sdk.responses.with_raw_response.create(model="claude-sonnet-4-5", input=foreign_reasoning_session(150))
     assert raw.parse().status == "completed"
     header = raw.headers[HEADER]
     assert len(header) <= DROPPED_HEADER_BYTES

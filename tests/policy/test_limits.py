@@ -14,6 +14,8 @@ from hypothesis import given, settings, strategies
 
 from bench.processes import wait_for
 from bridge.policy import limits
+from bridge.protocols import json_values
+from bridge.protocols.errors import BridgeError
 from bridge.settings import Settings
 from tests.fake_upstream import FIXTURES, fixture
 from tests.helpers import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
@@ -44,7 +46,7 @@ def test_too_many_values_is_exact_at_every_limit(value, indent, ascii_only):
     raw = json.dumps(value, indent=indent, ensure_ascii=ascii_only).encode()
     count = values_in(value)
     for limit in {0, count // 3, count - 1, count, count + 1}:
-        assert limits.too_many_values(raw, limit) == (count > limit), (raw, count, limit)
+        assert json_values.too_many_values(raw, limit) == (count > limit), (raw, count, limit)
 
 
 def test_code_full_of_brackets_and_commas_in_strings_is_not_mistaken_for_values():
@@ -53,13 +55,13 @@ def test_code_full_of_brackets_and_commas_in_strings_is_not_mistaken_for_values(
     raw = json.dumps({"messages": [{"role": "user", "content": code}] * 5}).encode()
     limit = values_in(json.loads(raw))
     assert raw.count(b",") + raw.count(b"{") + raw.count(b"[") > 10 * limit
-    assert not limits.too_many_values(raw, limit)
-    assert limits.too_many_values(raw, limit - 1)
+    assert not json_values.too_many_values(raw, limit)
+    assert json_values.too_many_values(raw, limit - 1)
 
 
 def test_more_strings_than_twice_the_limit_is_over_it():
     raw = json.dumps([":", "[", "{"] * 1000).encode()
-    assert limits.too_many_values(raw, 1000) and not limits.too_many_values(raw, 3001)
+    assert json_values.too_many_values(raw, 1000) and not json_values.too_many_values(raw, 3001)
 
 
 # -- counts of the parsed request, per front ------------------------------------------------------
@@ -88,7 +90,7 @@ COUNTED = [
 @pytest.mark.parametrize("items, holding, limit, setting", COUNTED)
 def test_a_request_at_a_limit_passes_and_one_over_is_refused_naming_the_setting(items, holding, limit, setting):
     limits.check_parsed(holding(limit), items, LOW)
-    with pytest.raises(limits.BridgeError) as refused:
+    with pytest.raises(BridgeError) as refused:
         limits.check_parsed(holding(limit + 1), items, LOW)
     assert refused.value.status == 413 and refused.value.kind == "request_too_large"
     assert setting in refused.value.message
@@ -110,7 +112,7 @@ def test_every_real_client_request_is_within_a_hundredth_of_the_default_limits(b
         max_content_blocks=Settings.max_content_blocks // 100,
         max_tools=Settings.max_tools // 100,
     )
-    assert not limits.too_many_values(json.dumps(body).encode(), hundredth.max_json_values)
+    assert not json_values.too_many_values(json.dumps(body).encode(), hundredth.max_json_values)
     assert values_in(body) <= hundredth.max_json_values
     limits.check_parsed(body, "input" if "input" in body else "messages", hundredth)
 
@@ -215,9 +217,9 @@ def padded(values):
 def test_decoded_documents_share_the_limit_with_the_body_they_came_in():
     def run():
         limits.check_values(padded(700), 1000)
-        assert limits.loads_decoded(json.dumps([1] * 299), "one") == [1] * 299  # 300 values: 1,000 in all
-        with pytest.raises(limits.BridgeError) as refused:
-            limits.loads_decoded("1", "a tool call's arguments")
+        assert json_values.loads_decoded(json.dumps([1] * 299), "one") == [1] * 299  # 300 values: 1,000 in all
+        with pytest.raises(BridgeError) as refused:
+            json_values.loads_decoded("1", "a tool call's arguments")
         return refused.value
 
     refused = contextvars.copy_context().run(run)
@@ -232,14 +234,14 @@ def test_a_body_counted_by_a_bound_leaves_its_documents_half_the_limit_at_least(
 
     def run():
         limits.check_values(json.dumps({"text": "x" * size}).encode(), 1000)
-        limits.loads_decoded(json.dumps([1] * 499), "half")
+        json_values.loads_decoded(json.dumps([1] * 499), "half")
 
     contextvars.copy_context().run(run)
 
 
 def test_a_decoded_document_nested_deeper_than_the_parser_goes_is_not_json():
     with pytest.raises(ValueError, match="nested too deeply"):
-        limits.loads_decoded("[" * 100_000 + "]" * 100_000, "deep", json.loads)
+        json_values.loads_decoded("[" * 100_000 + "]" * 100_000, "deep", json.loads)
 
 
 M = "claude-sonnet-4-5"

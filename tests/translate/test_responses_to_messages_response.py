@@ -11,7 +11,7 @@ import json
 import pytest
 from openai.types.responses import Response
 
-from bridge.translate.responses_to_messages.reasoning import thinking_block
+from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
 from tests.helpers import ANTHROPIC_BODIES, RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
 

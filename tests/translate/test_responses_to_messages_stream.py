@@ -20,7 +20,7 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from bridge.protocols.errors import BridgeError
-from bridge.translate.responses_to_messages.reasoning import thinking_block
+from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
 from bridge.translate.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES

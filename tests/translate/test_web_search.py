@@ -121,9 +121,7 @@ def test_searches_count_in_the_metrics_also_when_a_chat_stream_carries_no_usage(
     counts_searches(search_bridge, "chat_to_messages", searches, before)
 
 
-def test_chat_names_what_anthropic_cannot_honour_and_a_bridge_without_web_search_drops_it(
-    searching, openai_sdk, fake
-):
+def test_chat_names_what_anthropic_cannot_honour_and_a_bridge_without_web_search_drops_it(searching, openai_sdk, fake):
     fake.reply(fixture("anthropic/web_search.json"), fixture("anthropic/text.json"))
     options = {"search_context_size": "high"}
     raw = searching.chat.completions.with_raw_response.create(

@@ -19,7 +19,7 @@ import re
 
 from marshmallow import ValidationError, fields, validate
 
-from ...policy.limits import loads_decoded
+from ..json_values import loads_decoded
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_request
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
@@ -161,7 +161,7 @@ class UserMessage(Schema):
 class ObjectText(fields.String):
     """A JSON object encoded as a string (a tool call's `arguments`), loaded as that object.
 
-    Read once, here, for the translator too, within the request's limits (limits.loads_decoded);
+    Read once, here, for the translator too, within the request's limits (json_values.loads_decoded);
     with the json module, so a model's integers stay exact however long.
     """
 

@@ -27,7 +27,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 
 from marshmallow import ValidationError, fields, validate
 
-from ...translate.responses_to_messages.reasoning import thinking_block
+from ..reasoning import thinking_block
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
 from .openai import (
     NAME,

@@ -31,7 +31,7 @@ System and turns
   results come first (Anthropic's rule), ahead of a message that came between
   a call and its output.
 - `reasoning` items: `encrypted_content` is the signed Anthropic thinking block
-  bridge served (reasoning.py, decoded by the schema within the request's
+  bridge served (protocols/reasoning.py, decoded by the schema within the request's
   limits), put back in the assistant turn it belongs to,
   before that turn's tool_use. One that does not decode (another model's
   reasoning, or none) is dropped and named (`input.N.encrypted_content`), and so

@@ -5,7 +5,7 @@ The response names the model the client asked for, carries `Context.response_id`
 holds one item per thing the client can act on, in the order of Anthropic's blocks:
 
 - `thinking` / `redacted_thinking` -> a `reasoning` item. `encrypted_content` always
-  carries the block itself (signature included, see reasoning.py) for the client to
+  carries the block itself (signature included, see protocols/reasoning.py) for the client to
   echo; the thinking text is shown as a `summary_text` only when the request asked
   for a reasoning summary (`Context.summary`), and never for redacted thinking.
 - `text` -> an `output_text` part of a `message` item. Text blocks that no other item
@@ -39,9 +39,9 @@ the final response from these same helpers.
 import json
 
 from ...protocols import overflow, shapes
+from ...protocols.reasoning import encrypted_content
 from ..chat_to_messages.request import WEB_SEARCH_TOOL
 from ..chat_to_messages.response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
-from .reasoning import encrypted_content
 
 ID_PREFIXES = {
     "message": "msg",

@@ -14,7 +14,7 @@ import base64
 import binascii
 import json
 
-from ...policy.limits import loads_decoded
+from .json_values import loads_decoded
 
 _PREFIX = "bridge.v1."
 # Characters of base64 decoded at a time (a multiple of 4).
@@ -34,7 +34,7 @@ def encrypted_content(block):
 def thinking_block(value):
     """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours.
 
-    What it decodes to counts towards the request's limits (limits.loads_decoded): a 413 when
+    What it decodes to counts towards the request's limits (json_values.loads_decoded): a 413 when
     it holds more JSON values than the request has left.
     """
     if not isinstance(value, str) or not value.startswith(_PREFIX):
