@@ -278,7 +278,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def handle(self, conn):
         self.serving.conn = conn
         try:
-            if conn.waited and _peer_closed(conn.sock):  # its client left while it waited
+            if conn.waited and peer_closed(conn.sock):  # its client left while it waited
                 return False
             return super().handle(conn)
         finally:
@@ -490,8 +490,10 @@ def _closing_if_cut(conn, start_response):
     return start
 
 
-def _peer_closed(sock):
-    """Whether the client has closed its side (nginx never half-closes a request it still wants)."""
+def peer_closed(sock):
+    """Whether the client has closed its side (nginx never half-closes a request it still wants).
+    Only a closed side counts, never bytes to read: a kept-alive connection may hold the client's
+    next request already. Also what a call waiting for its upstream watches (bridge/upstream.py)."""
     poll = select.poll()
     poll.register(sock, select.POLLRDHUP)
     return bool(poll.poll(0))
