@@ -73,6 +73,9 @@ GUNICORN_VERSION = "27.0.1"
 OVER_CAPACITY = "bridge.over_capacity"
 # The environ key of the worker's stream loop, for the relay (bridge/http.py); absent: none.
 STREAM_LOOP = "bridge.stream_loop"
+# The environ key of the worker's request threads (BRIDGE_THREADS), from which bridge/admission.py
+# derives its default cap per client key; absent: a server with no fixed number (werkzeug's).
+THREADS = "bridge.threads"
 # The environ key that says this server always closes the app's answer (PEP 3333), so the
 # access record waits for the close (bridge/observability.py); werkzeug's server does not.
 CLOSES_ANSWERS = "bridge.closes_answers"
@@ -353,6 +356,7 @@ class ThreadWorker(gthread.ThreadWorker):
         else:
             conn.deadline = None
         environ[CLOSES_ANSWERS] = True
+        environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
         conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
