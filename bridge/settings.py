@@ -75,7 +75,9 @@ class Settings:
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
     queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (bridge/serve/worker.py)
-    max_requests_per_client: int = 0
+    max_requests_per_client: int | None = (
+        None  # None: half of BRIDGE_THREADS with several client keys (policy/admission.py)
+    )
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
     redis_url: str = ""
     redis_timeout: float = 0.25

@@ -18,12 +18,13 @@ issue 15 found, each bounded in time:
 - huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers;
 - reasoning_bombs: 32 MB Responses bodies whose one reasoning item decodes to 8 million empty
   objects, eight at once.
+- departed_clients: one key's slow non-streamed calls whose clients all leave, and other keys' calls.
 
 Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
 RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
 the attacking clients got, and the upstream calls per client call. The exit status is 0 only
-when every health check was answered, no worker died, no upstream call was repeated, and every
-worker's peak RSS stayed under --rss-limit MiB.
+when every health check was answered, no worker died, no upstream call was repeated or left
+open for a client that had left, and every worker's peak RSS stayed under --rss-limit MiB.
 """
 
 import argparse
@@ -49,6 +50,9 @@ FRONTS = {
     "messages": ("/v1/messages", {"anthropic-version": "2023-06-01", "x-api-key": "sk-abuse"}),
     "responses": ("/v1/responses", {"authorization": "Bearer sk-abuse"}),
 }
+# The bridge's client keys: the abusing one every case uses, and another team's.
+CLIENT_KEYS = "abuser:sk-abuse,other:sk-other"
+OTHER_KEY = {"authorization": "Bearer sk-other"}
 USER = [{"role": "user", "content": "hi"}]
 ENDLESS_LIMIT = 2 * 1024**3  # an endless stream still ends here, whatever the bridge does
 PROBE_EVERY = 0.1
@@ -63,12 +67,14 @@ class Upstream:
     `endless` streams text events as fast as the bridge takes them; `paced` streams one every
     second for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
     `error` a 500 with a 20 MB message; `headers` 5,000 header lines; `break` a 200 whose body
-    breaks after its first event.
+    breaks after its first event; `slow` answers a non-streamed call after --hold seconds, or
+    never when the bridge closes it first, as an upstream generating.
     """
 
     def __init__(self, hold):
         self.hold = hold
         self.calls = collections.Counter()
+        self.working = 0  # `slow` calls the upstream is working on now
         self.sent = collections.Counter()  # body bytes written, per model
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -102,6 +108,8 @@ class Upstream:
                 protocol = "openai" if "/chat/completions" in lines[0] else "anthropic"
                 model = str(request.get("model", ""))
                 self.calls[model] += 1
+                if model == "slow" and await self._closed_while_working(reader):
+                    break
                 if not await self._answer(writer, protocol, model, bool(request.get("stream"))):
                     break
                 await writer.drain()
@@ -109,6 +117,16 @@ class Upstream:
             pass
         finally:
             writer.close()
+
+    async def _closed_while_working(self, reader):
+        """Work on a call for --hold seconds; True when the bridge closes the connection first."""
+        self.working += 1
+        try:
+            return await asyncio.wait_for(reader.read(1), self.hold) == b""
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.working -= 1
 
     async def _answer(self, writer, protocol, model, stream):
         """Write one answer; False when the connection must close after it."""
@@ -249,13 +267,14 @@ def request_body(front, model, stream, **extra):
     return json.dumps({"model": model, "max_tokens": 64, "messages": USER, "stream": stream, **extra}).encode()
 
 
-def send(bridge, front, model, stream, *, total, concurrency, timeout=120):
+def send(bridge, front, model, stream, *, total, concurrency, timeout=120, key=None):
+    """`total` calls of one front over `concurrency` connections, with the abusing key or `key`'s header."""
     path, headers = FRONTS[front]
     return client.run(
         bridge.url,
         path,
         request_body(front, model, stream),
-        headers,
+        key or headers,
         total=total,
         concurrency=concurrency,
         timeout=timeout,
@@ -279,17 +298,17 @@ def huge_bodies(bridge, upstream, args):
     return {"bodies_mb": round(len(tiny) / 1e6), "at_once": at_once, "answers": report}
 
 
-def stalled_readers(bridge, upstream, args):
-    """Streams whose clients never read, held --hold seconds, against an upstream as fast as it may be."""
-    count = max(1, round(40 * args.scale))
+def sent_calls(bridge, model, stream, count, receive_buffer=None):
+    """`count` sockets that have each sent a call, the fronts in turn, and read nothing yet."""
     sockets = []
     for number in range(count):
         front = list(FRONTS)[number % len(FRONTS)]
         path, headers = FRONTS[front]
         sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        if receive_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.connect(("127.0.0.1", bridge.port))
-        body = request_body(front, "endless", True)
+        body = request_body(front, model, stream)
         head = [
             f"POST {path} HTTP/1.1",
             "host: bridge",
@@ -298,6 +317,13 @@ def stalled_readers(bridge, upstream, args):
         ]
         sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
         sockets.append(sock)
+    return sockets
+
+
+def stalled_readers(bridge, upstream, args):
+    """Streams whose clients never read, held --hold seconds, against an upstream as fast as it may be."""
+    count = max(1, round(40 * args.scale))
+    sockets = sent_calls(bridge, "endless", True, count, receive_buffer=4096)
     time.sleep(args.hold)
     sent = upstream.sent["endless"]
     for sock in sockets:
@@ -402,9 +428,46 @@ def reasoning_bombs(bridge, upstream, args):
     return {"body_mb": round(len(body) / 1e6), "at_once": at_once, "answers": statuses(results)}
 
 
+def departed_clients(bridge, upstream, args):
+    """One key's slow non-streamed calls, whose clients all leave while the upstream works on
+    them: the upstream calls still open a second later, and other keys' calls meanwhile and after."""
+    count = max(1, round(140 * args.scale))
+    sockets = sent_calls(bridge, "slow", False, count)
+    deadline = time.monotonic() + 10
+    while upstream.working + len(answered(sockets)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    working, refused = upstream.working, answered(sockets)
+    others = {"while_held": statuses(send(bridge, "chat", "plain", False, total=10, concurrency=10, key=OTHER_KEY))}
+    for sock in sockets:
+        sock.close()
+    time.sleep(1)
+    left_open = upstream.working
+    others["after_they_left"] = statuses(send(bridge, "chat", "plain", False, total=10, concurrency=10, key=OTHER_KEY))
+    return {
+        "calls": count,
+        "upstream_working_on": working,
+        "answered_before_leaving": dict(collections.Counter(refused)),
+        "upstream_calls_open_1s_after_leaving": left_open,
+        "other_clients": others,
+    }
+
+
+def answered(sockets):
+    """The status of each call answered so far (the others' sockets have nothing to read)."""
+    statuses = []
+    for sock in sockets:
+        try:
+            head = sock.recv(12, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            continue
+        statuses.append(head[9:12].decode() or "closed")
+    return statuses
+
+
 CASES = {
     case.__name__: case
     for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, reasoning_bombs)
+    for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, departed_clients)
 }
 
 
@@ -420,7 +483,7 @@ def main(argv=None):
 
     upstream = Upstream(args.hold)
     workdir = tempfile.TemporaryDirectory(prefix="bridge-abuse-")
-    bridge = Gunicorn(workdir.name, upstream.url, BRIDGE_LOG_LEVEL="WARNING", BRIDGE_CLIENT_KEYS="sk-abuse")
+    bridge = Gunicorn(workdir.name, upstream.url, BRIDGE_LOG_LEVEL="WARNING", BRIDGE_CLIENT_KEYS=CLIENT_KEYS)
     try:
         report = measure(bridge, upstream, args)
     finally:
@@ -451,7 +514,14 @@ def measure(bridge, upstream, args):
                 "upstream_calls": calls,
             }
             repeated = "client_calls" in outcome and calls != outcome["client_calls"]
-            ok = ok and not health["failed"] and max(peaks.values(), default=0) <= args.rss_limit and not repeated
+            left_open = outcome.get("upstream_calls_open_1s_after_leaving", 0)
+            ok = (
+                ok
+                and not health["failed"]
+                and max(peaks.values(), default=0) <= args.rss_limit
+                and not repeated
+                and not left_open
+            )
     finally:
         prober.stop()
     replaced = workers.replaced()

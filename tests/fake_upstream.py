@@ -31,7 +31,7 @@ class Reply:
     events: list = None  # SSE events (bytes) written one by one, for streams
     pace: float = 0.0  # seconds to wait before each event
     drop_after: int = None  # close the connection after this many events
-    delay_headers: float = 0.0  # seconds to wait before sending the status line
+    delay_headers: float = 0.0  # seconds to wait before sending the status line, or until the bridge closes
     stall_after: int = None  # go silent after this many events, holding the connection open
     stall_for: float = 30.0  # ... for this long at most, or until the bridge closes it
     cut_after: int = None  # send `body` as one chunk that promises all of it, close after this many
@@ -229,6 +229,7 @@ class FakeUpstream:
         self._replies = []
         self.default = None  # a Reply, or a function of the Recorded request returning one
         self.closed_streams = []  # (path, events written) of streams the client closed early
+        self.closed_unanswered = []  # (path, time.monotonic()) of calls closed during delay_headers
         self._lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), _handler(self), bind_and_activate=False)
         self.server.server_bind()
@@ -258,6 +259,7 @@ class FakeUpstream:
             self.requests.clear()
             self._replies.clear()
             self.closed_streams.clear()
+            self.closed_unanswered.clear()
             self.default = None
 
     @property
@@ -300,8 +302,10 @@ def _handler(fake):
             )
             fake.requests.append(recorded)
             reply = fake._next(recorded)
-            if reply.delay_headers:
-                time.sleep(reply.delay_headers)
+            if reply.delay_headers and self._closed_within(reply.delay_headers):
+                fake.closed_unanswered.append((self.path, time.monotonic()))
+                self.close_connection = True
+                return
             self.send_response(reply.status)
             for key, value in reply.headers.items():
                 self.send_header(key, value)

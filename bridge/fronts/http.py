@@ -184,6 +184,8 @@ def forward(route, prepare, stream_translator, translate_body, framing, reword, 
     try:
         _, response, context = failover.send(bridge(), route, prepared, passthrough, path)
         return answer(response, context, stream_translator, translate_body, framing)
+    except upstream.ClientLeft:
+        return Response(status=499)  # for the access line (nginx's status for it): nobody reads it
     except BridgeError as error:
         raise reword(error) from None
 

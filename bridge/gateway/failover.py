@@ -13,7 +13,9 @@ timeout, a reset right after the send) and an upstream's 429 or 5xx status line,
 is an answer of its own and not a generation. A read timeout is not: on a non-streamed
 call the status line comes after the whole generation, so a timeout may follow one the
 upstream ran and billed; it goes to the client as a 504. Nothing is sent twice once a
-2xx status line came: the answer has started, and the client gets whatever follows.
+2xx status line came: the answer has started, and the client gets whatever follows. Nor
+when the client left while a deployment was working on it (upstream.ClientLeft): that call
+is closed, and nobody is left to answer.
 
 The retry budget is BRIDGE_RETRIES: a call tries at most 1 + BRIDGE_RETRIES deployments,
 each once, at once. A route of one deployment keeps upstream.py's own retries of it.
@@ -30,9 +32,13 @@ from ..protocols.errors import BridgeError
 from ..serve import observability
 from .caps import cap_max_tokens
 from .routes import GENERATE
-from .upstream import Unanswered
+from .upstream import ClientLeft, Unanswered
 
 log = logging.getLogger(__name__)
+
+# Where gunicorn and werkzeug's server hand the app its client's connection: watched while a
+# deployment works on the call (upstream.py).
+_CLIENT_SOCKETS = ("gunicorn.socket", "werkzeug.socket")
 
 
 class Balancer:
@@ -88,6 +94,7 @@ def send(state, route, prepare, passthrough=False, path=None):
     the protocol's generation endpoint unless given.
     """
     record = observability.current()
+    client = next((request.environ[key] for key in _CLIENT_SOCKETS if key in request.environ), None)
     order = state.balancer.order(route)
     several = len(order) > 1
     attempts = order[: 1 + state.settings.retries] if several else order
@@ -105,6 +112,7 @@ def send(state, route, prepare, passthrough=False, path=None):
                 stream=context.stream,
                 retries=0 if several else None,
                 held=auth.held_credential(state.settings, deployment),
+                client=client,
             )
         except BridgeError as error:
             observability.attempted(deployment.name, _outcome(error))
@@ -127,6 +135,8 @@ def send(state, route, prepare, passthrough=False, path=None):
 
 
 def _outcome(error):
+    if isinstance(error, ClientLeft):
+        return "client_closed"
     if error.upstream_status is not None:
         return str(error.upstream_status)
     return "timeout" if error.kind == "timeout" else "connection"

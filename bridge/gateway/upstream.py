@@ -34,12 +34,24 @@ message relayed cut, errors.relayed_message), and its connection closed
 rather than pooled half-read. An upstream 401/403 for a credential the bridge
 sent on its own account (a deployment's key: auth.held_credential) is the
 operator's problem, never the client's 401.
+
+A generation call watches its client while it waits for the upstream's answer to begin: for a
+non-streamed answer that is the whole generation, minutes of a thread. The request thread waits
+in poll() on the upstream socket and on the client's (its end of the connection closed: nginx
+closing it when its own client left, an SDK giving up), instead of in a blocking read of the
+upstream, and a client that leaves closes the upstream call at once (ClientLeft): the upstream
+stops generating, and the thread is free. A call whose client has already left is not sent.
+Once the answer's head came, a stream's relay notices a departed client itself (streaming.py),
+and a non-streamed body is read whole as it comes.
 """
 
+import contextlib
 import functools
 import http.client
 import json
 import logging
+import select
+import threading
 import time
 
 import requests
@@ -51,6 +63,7 @@ from ..protocols import json_codec
 from ..protocols.errors import BridgeError, kind_for_status, relayed_message, status_for_upstream
 from ..serve import observability
 from ..serve.observability import escaped
+from ..serve.worker import peer_closed
 
 log = logging.getLogger(__name__)
 
@@ -64,36 +77,45 @@ class Upstream:
         self.settings = settings
         self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
 
-    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None):
+    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None, client=None):
         """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both.
 
         `retries` (BRIDGE_RETRIES by default) bounds the retries of this URL; a caller with
         another deployment to try instead passes 0 and moves on when Unanswered is raised.
         `held` names the credential in `headers` when it is the bridge's own, not the client's
-        (auth.held_credential): a 401/403 for it is the operator's to fix.
+        (auth.held_credential): a 401/403 for it is the operator's to fix. `client` is the
+        client's socket, watched until the answer begins (ClientLeft).
         """
         record = observability.current()
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             record.upstream_model = body["model"]
         try:
             retries = self.settings.retries if retries is None else retries
-            response = self._send(method, url, headers, body, stream, retries, held)
+            response = self._send(method, url, headers, body, stream, retries, held, client)
+        except ClientLeft:
+            record.error = "client_closed"  # the access line's outcome, as for a stream the client left
+            raise
         except BridgeError as error:
             record.upstream_failed(error)
             raise
         record.upstream_status = response.status_code
         return response
 
-    def _send(self, method, url, headers, body, stream, retries, held):
+    def _send(self, method, url, headers, body, stream, retries, held, client):
         prepared = _prepare(method, url, headers, json_codec.dumps(body) if body is not None else None)
         timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
         while True:
+            if client is not None and peer_closed(client):  # while it waited for a slot, Redis, a retry
+                raise ClientLeft()
             sent = time.monotonic()
             try:
-                response = self.adapter.send(prepared, stream=stream, timeout=timeout)
+                with _watching(client):
+                    response = self.adapter.send(prepared, stream=stream, timeout=timeout)
                 break
             except requests.RequestException as exc:
+                if _left_meanwhile(exc):
+                    raise ClientLeft() from None
                 error = transport_error(exc)
                 if not _before_any_answer(exc, time.monotonic() - sent, self.settings):
                     raise error from None
@@ -168,6 +190,55 @@ class Unanswered(BridgeError):
     _before_any_answer): the same request may go to another deployment."""
 
 
+class ClientLeft(BridgeError):
+    """The client closed its connection before the upstream's answer began: the upstream call
+    was closed (or never sent), and goes neither to another deployment nor to the same again."""
+
+    def __init__(self):
+        super().__init__("api_error", "the client closed its connection before the upstream answered", status=499)
+
+
+class _Departed(OSError):
+    """Raised inside urllib3 when the client leaves during the wait: urllib3 closes the
+    upstream connection, as for any failed read, and reports it wrapped (_left_meanwhile)."""
+
+
+# The client socket the calling thread's upstream call watches (_watching), for its connection.
+_watched = threading.local()
+
+
+@contextlib.contextmanager
+def _watching(client):
+    _watched.client = client
+    try:
+        yield
+    finally:
+        _watched.client = None
+
+
+def _wait_for_answer(upstream, client, timeout):
+    """Wait until the upstream socket is readable (the answer's head, or its end), as a blocking
+    read of it would: in poll(), with the client's socket, raising _Departed if the client leaves
+    first and socket.timeout (urllib3's read timeout) after `timeout` seconds of neither."""
+    if getattr(upstream, "pending", None) is not None and upstream.pending():  # TLS bytes decrypted already
+        return
+    poller = select.poll()
+    poller.register(upstream, select.POLLIN)
+    poller.register(client, select.POLLRDHUP)  # as worker.peer_closed; hang-ups and errors always count
+    ready = poller.poll(timeout * 1000 if isinstance(timeout, (int, float)) else None)
+    if not ready:
+        raise TimeoutError("timed out")
+    if all(fd != upstream.fileno() for fd, _ in ready):
+        raise _Departed()
+
+
+def _left_meanwhile(exc):
+    """Whether requests' exception is the client leaving during the wait: urllib3 reports the
+    _Departed it met in a read as a ProtocolError, which requests wraps in a ConnectionError."""
+    cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
+    return isinstance(cause, urllib3.exceptions.ProtocolError) and isinstance(cause.args[-1], _Departed)
+
+
 def _before_any_answer(exc, waited, settings):
     """Whether a failed send left the upstream no chance to begin an answer: worth one more try.
 
@@ -195,7 +266,12 @@ def _before_any_answer(exc, waited, settings):
 
 
 class _Adapter(HTTPAdapter):
-    """HTTPAdapter less what a client without proxies or cookies does on every call."""
+    """HTTPAdapter less what a client without proxies or cookies does on every call, and with
+    connections that watch the calling thread's client (_Watching)."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
     def request_url(self, request, proxies):
         """The path, as HTTPAdapter gives it for a request that goes through no proxy, without
@@ -214,6 +290,34 @@ class _Adapter(HTTPAdapter):
         response.request = req
         response.connection = self
         return response
+
+
+class _Watching:
+    """urllib3's connection, whose wait for the answer's head watches the calling thread's client
+    (_watching) when it has one. Written against urllib3 2: its pool's ConnectionCls, and its
+    connection's getresponse(), which reads the status line from `sock` with `timeout`."""
+
+    def getresponse(self):
+        client = getattr(_watched, "client", None)
+        if client is not None:
+            _wait_for_answer(self.sock, client, self.timeout)
+        return super().getresponse()
+
+
+class _HTTPConnection(_Watching, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watching, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
 
 
 # User-Agent, Accept, Accept-Encoding, Connection: what a Session would add.

@@ -8,11 +8,14 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
   is full), let the request wait BRIDGE_QUEUE_TIMEOUT for one in vain, and served it on a
   spare thread, marking its environ. Anything but the exempt paths (/healthz, /readyz,
   /metrics, which the worker never makes wait) is a 503 of the `overloaded` kind (see `refusal`).
-- Per client: with BRIDGE_MAX_REQUESTS_PER_CLIENT, a client key with that many requests in
-  flight (streamed or not: each counts until its answer ends) gets a 429 for the next
-  one, before anything goes upstream. The count is per worker process: gunicorn's workers
-  share nothing, and an in-flight count is left there (a Redis count would need a release
-  that survives a killed worker).
+- Per client: a client key with BRIDGE_MAX_REQUESTS_PER_CLIENT requests holding a request
+  thread (a non-streamed one until its answer ends, a stream until the worker's stream loop
+  takes it over) gets a 429 for the next one, before anything goes upstream, so that one key
+  cannot hold every thread. By default the cap is half of the worker's BRIDGE_THREADS when
+  BRIDGE_CLIENT_KEYS names several keys (with one, a cap would only idle threads its only
+  client could use). The count is per worker process: gunicorn's workers share nothing, and
+  an in-flight count is left there (a Redis count would need a release that survives a
+  killed worker).
 - Client limits (usage.py): requests and tokens per minute and per day, shared by every
   worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
 """
@@ -24,7 +27,8 @@ from requests.structures import CaseInsensitiveDict
 
 from ..protocols.errors import BridgeError
 from ..serve import observability
-from ..serve.environ import OVER_CAPACITY
+from ..serve.environ import OVER_CAPACITY, THREADS
+from ..serve.stream_loop import Parking
 
 # Seconds a refused client is asked to wait: a thread frees when some stream ends, which the
 # bridge cannot foresee; both SDKs retry twice by default, Claude Code ten times.
@@ -36,7 +40,7 @@ def install(app, settings, exempt, accounts):
     """Refuse requests beyond capacity, beyond a client's limits (usage.Accounts, shared through
     Redis) and beyond the per-client cap; `exempt` paths are always answered. Register after
     the hook that authenticates: the cap and the limits count by its client."""
-    in_flight = _InFlight(settings.max_requests_per_client)
+    in_flight = _InFlight()
 
     @app.before_request
     def admit():
@@ -53,14 +57,16 @@ def install(app, settings, exempt, accounts):
             )
         client = observability.current().client
         accounts.admit(client)
-        if in_flight.limit and client is not None:
-            request.environ[_HELD] = in_flight.take(client)
+        limit = _cap(settings, request.environ)
+        if limit and client is not None:
+            request.environ[_HELD] = in_flight.take(client, limit, settings.max_requests_per_client is None)
 
     @app.after_request
     def release_when_answered(response):
-        """The client's count drops when the server has taken the answer's last byte (for a
-        stream, at its end), before it tells the client the answer is over: the client's next
-        request must find it dropped. Or when the server closes the answer early."""
+        """The client's count drops when the server has taken the answer's last byte, before it
+        tells the client the answer is over: the client's next request must find it dropped.
+        Or when a stream's relay hands it to the worker's stream loop, or when the server closes
+        the answer early."""
         held = request.environ.pop(_HELD, None)
         if held is not None:
             response.response = _released_at_end(response.response, held)
@@ -68,22 +74,33 @@ def install(app, settings, exempt, accounts):
         return response
 
 
-class _InFlight:
-    """Requests in flight per client key, in this process."""
+def _cap(settings, environ):
+    """BRIDGE_MAX_REQUESTS_PER_CLIENT, or by default half of the worker's request threads when
+    several client keys share them; 0: no cap (nor by default under a server with no fixed
+    number of threads)."""
+    if settings.max_requests_per_client is not None:
+        return settings.max_requests_per_client
+    threads = environ.get(THREADS)
+    return max(1, threads // 2) if threads and len(settings.client_keys) > 1 else 0
 
-    def __init__(self, limit):
-        self.limit = limit
+
+class _InFlight:
+    """Requests holding a request thread per client key, in this process."""
+
+    def __init__(self):
         self._counts = {}
         self._lock = threading.Lock()
 
-    def take(self, client):
+    def take(self, client, limit, by_default):
         with self._lock:
             count = self._counts.get(client, 0)
-            if count >= self.limit:
+            if count >= limit:
                 raise refusal(
                     "rate_limit",
-                    f"this client key already has {self.limit} requests in flight on this bridge worker "
-                    "(BRIDGE_MAX_REQUESTS_PER_CLIENT); retry when one has ended",
+                    f"this client key already has {limit} requests in flight on this bridge worker, the most "
+                    "one key may have (BRIDGE_MAX_REQUESTS_PER_CLIENT"
+                    + (", by default half of BRIDGE_THREADS" if by_default else "")
+                    + "); retry when one has ended",
                 )
             self._counts[client] = count + 1
         return _Held(self, client)
@@ -111,9 +128,14 @@ class _Held:
 
 def _released_at_end(body, held):
     try:
-        yield from body
+        for chunk in body:
+            if chunk.__class__ is Parking:  # the worker's stream loop takes the stream over: its thread is free
+                held.release()
+            yield chunk
     finally:
         held.release()
+        if hasattr(body, "close"):  # as `yield from` would: the relay closes its upstream
+            body.close()
 
 
 def refusal(kind, message, retry_after=RETRY_AFTER):

@@ -65,7 +65,7 @@ from gunicorn.workers import gthread
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from ..protocols.errors import BridgeError
-from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP
+from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
 from .stream_loop import Parking, StreamLoop
 
 GUNICORN_VERSION = "27.0.1"
@@ -273,7 +273,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def handle(self, conn):
         self.serving.conn = conn
         try:
-            if conn.waited and _peer_closed(conn.sock):  # its client left while it waited
+            if conn.waited and peer_closed(conn.sock):  # its client left while it waited
                 return False
             return super().handle(conn)
         finally:
@@ -348,6 +348,7 @@ class ThreadWorker(gthread.ThreadWorker):
         else:
             conn.deadline = None
         environ[CLOSES_ANSWERS] = True
+        environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
         conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
@@ -485,8 +486,10 @@ def _closing_if_cut(conn, start_response):
     return start
 
 
-def _peer_closed(sock):
-    """Whether the client has closed its side (nginx never half-closes a request it still wants)."""
+def peer_closed(sock):
+    """Whether the client has closed its side (nginx never half-closes a request it still wants).
+    Only a closed side counts, never bytes to read: a kept-alive connection may hold the client's
+    next request already. Also what a call waiting for its upstream watches (bridge/gateway/upstream.py)."""
     poll = select.poll()
     poll.register(sock, select.POLLRDHUP)
     return bool(poll.poll(0))

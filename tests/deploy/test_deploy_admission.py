@@ -20,6 +20,7 @@ import requests
 from tests.fake_upstream import Reply, fixture
 from tests.helpers import (
     ANTHROPIC_HEADERS,
+    Gate,
     accepts,
     anthropic_client,
     gunicorn,
@@ -61,6 +62,27 @@ def streams_under_way(server, fake, count, api_key="sk-client"):
     finally:
         for upstream, _ in opened:
             upstream.release_rest()
+
+
+@contextlib.contextmanager
+def calls_holding_threads(server, fake, count, api_key):
+    """`count` non-streamed Chat calls from `api_key`, each holding a request thread: their
+    answers' heads have come, their bodies wait for the end of the block, then arrive whole."""
+    body = fixture("anthropic/text.json").body
+    gates = [Gate([body[:1], body[1:]]) for _ in range(count)]
+    for gate in gates:
+        gate.release()
+        fake.reply(Reply(headers={"content-type": "application/json"}, events=gate, length=len(body)))
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        client = sdk_client(server.url, api_key=api_key)
+        calls = [pool.submit(client.chat.completions.create, **CHAT) for _ in range(count)]
+        try:
+            server.wait_for(lambda: all(gate.sent for gate in gates), f"{count} calls holding threads")
+            yield
+        finally:
+            for gate in gates:
+                gate.release()
+        assert all(call.result().choices[0].message.content for call in calls)
 
 
 def finish(opened):
@@ -423,21 +445,47 @@ def test_a_client_that_stops_reading_its_answer_delays_no_one_on_the_last_thread
 
 
 def test_one_client_key_at_its_cap_gets_429_while_another_is_served(start, fake):
+    """The cap counts a key's requests that hold a request thread: a non-streamed call until its
+    answer ends, a stream only until the worker's stream loop takes it over."""
     server = start(BRIDGE_CLIENT_KEYS="team-a:sk-a,team-b:sk-b", BRIDGE_MAX_REQUESTS_PER_CLIENT="1")
-    with streams_under_way(server, fake, 1, api_key="sk-a") as opened:
-        chat = post(server, "/v1/chat/completions", CHAT, authorization="Bearer sk-a")
-        assert is_openai_error(chat, 429), chat.text
-        messages = post(server, "/v1/messages", MESSAGES, **ANTHROPIC_HEADERS, **{"x-api-key": "sk-a"})
-        assert is_anthropic_error(messages, 429, "rate_limit_error"), messages.text
-        for answer in (chat, messages):
-            assert answer.headers["retry-after"] == "5" and "BRIDGE_MAX_REQUESTS_PER_CLIENT" in answer.text
-        fake.reply(fixture("anthropic/text.json"))
-        assert sdk_client(server.url, api_key="sk-b").chat.completions.create(**CHAT).choices[0].message.content
-        assert len(fake.requests) == 2  # team-a's stream and team-b's request, no refused one
+    with streams_under_way(server, fake, 2, api_key="sk-a") as opened:  # parked: holding no thread
+        with calls_holding_threads(server, fake, 1, api_key="sk-a"):
+            chat = post(server, "/v1/chat/completions", CHAT, authorization="Bearer sk-a")
+            assert is_openai_error(chat, 429), chat.text
+            messages = post(server, "/v1/messages", MESSAGES, **ANTHROPIC_HEADERS, **{"x-api-key": "sk-a"})
+            assert is_anthropic_error(messages, 429, "rate_limit_error"), messages.text
+            for answer in (chat, messages):
+                assert answer.headers["retry-after"] == "5" and "(BRIDGE_MAX_REQUESTS_PER_CLIENT)" in answer.text
+            fake.reply(fixture("anthropic/text.json"))
+            assert sdk_client(server.url, api_key="sk-b").chat.completions.create(**CHAT).choices[0].message.content
+            assert len(fake.requests) == 4  # team-a's streams and call, team-b's request: no refused one
         finish(opened)
 
-    fake.reply(fixture("anthropic/text.json"))  # the stream's end gave team-a its slot back
+    fake.reply(fixture("anthropic/text.json"))  # the call's end gave team-a its place back
     assert sdk_client(server.url, api_key="sk-a").chat.completions.create(**CHAT).choices[0].message.content
+
+
+def test_by_default_one_client_key_of_several_may_hold_half_the_threads(start, fake):
+    """No BRIDGE_MAX_REQUESTS_PER_CLIENT, two client keys: a key holding 2 of a worker's 4
+    threads is refused a third call, in its protocol, while the other key is served."""
+    server = start(BRIDGE_THREADS="4", BRIDGE_CLIENT_KEYS="team-a:sk-a,team-b:sk-b")
+    with calls_holding_threads(server, fake, 2, api_key="sk-a"):
+        refused = post(server, "/v1/chat/completions", CHAT, authorization="Bearer sk-a")
+        assert is_openai_error(refused, 429), refused.text
+        assert refused.headers["retry-after"] == "5" and "by default half of BRIDGE_THREADS" in refused.text
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url, api_key="sk-b").chat.completions.create(**CHAT).choices[0].message.content
+        assert len(fake.requests) == 3
+    fake.reply(fixture("anthropic/text.json"))
+    assert sdk_client(server.url, api_key="sk-a").chat.completions.create(**CHAT).choices[0].message.content
+
+
+def test_by_default_a_single_client_key_may_hold_every_thread(start, fake):
+    """With one client key a cap would only leave threads idle that nobody else may use."""
+    server = start(BRIDGE_THREADS="4", BRIDGE_CLIENT_KEYS="team-a:sk-a")
+    with calls_holding_threads(server, fake, 3, api_key="sk-a"):
+        fake.reply(fixture("anthropic/text.json"))
+        assert sdk_client(server.url, api_key="sk-a").chat.completions.create(**CHAT).choices[0].message.content
 
 
 def test_sigterm_refuses_new_connections_at_once_while_an_open_stream_finishes(start, fake):
