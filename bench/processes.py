@@ -1,8 +1,8 @@
 """Processes under test, started and waited for: gunicorn as deployed, a free port, a poll.
 
-One home for what the bench, the load test (loadtest/run.py) and the deploy tests all need.
+One home for what the bench, the load test (bench/load.py) and the deploy tests all need.
 It lives with the tools, not in tests/: the tools are run on their own (`make bench`,
-`python -m loadtest.run`), and tests depend on the tools they test, never the other way
+`python -m bench.load`), and tests depend on the tools they test, never the other way
 round. What only tests need (the fake upstream, nginx, gated streams) stays in tests/helpers.py.
 """
 

@@ -20,7 +20,8 @@ import time
 
 from bench import client
 from bench.processes import Gunicorn, RedisServer
-from loadtest.run import start_upstream
+
+from .load import start_upstream
 
 BODY = json.dumps(
     {"model": "bench-n1", "messages": [{"role": "user", "content": "Tell me about Galaxy Day."}]}

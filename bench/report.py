@@ -252,7 +252,7 @@ def _cells(quantiles, *keys):
 
 
 def _held(streams):
-    """The streams of a loadtest report that were served to their end: neither refused nor failed."""
+    """The streams of a bench.load report that were served to their end: neither refused nor failed."""
     return streams["count"] - streams["refused"] - streams["failed"]
 
 
@@ -261,7 +261,7 @@ def _start(row):
 
 
 def thousands_table(rows):
-    """One row per loadtest.run, the reference's beside the run it came with."""
+    """One row per bench.load, the reference's beside the run it came with."""
     lines = [
         "| streams, start | held / refused / failed | first byte p50 / p99 (ms) | event delay p50 / p99 / max (ms) "
         "| /healthz p99 / max (ms) | RSS peak (MiB) | bridge CPU per paced event, µs (cores busy) "
@@ -316,7 +316,7 @@ def thousands_targets(row, result):
 
 
 def log_table(log):
-    """loadtest.run's summary of gunicorn's and the bridge's own log lines (numbers as #)."""
+    """bench.load's summary of gunicorn's and the bridge's own log lines (numbers as #)."""
     if not log:
         return "none: gunicorn and the bridge logged nothing but their access lines"
     lines = ["| log line (numbers as #) | times |", "|---|---:|"]
@@ -336,7 +336,7 @@ def thousands_section(thousands, env, plan):
     out = [
         "## Thousands of streams (issue 19)",
         "",
-        f"`python -m loadtest.run` (loadtest/run.py), called by the bench after the measurements above: "
+        f"`python -m bench.load` (bench/load.py), called by the bench after the measurements above: "
         f"paced streams of {plan.thousands_events} events {plan.thousands_pace_ms} ms apart, half through "
         "each direction, no other requests, one warm-up round at full size first, then one measured round. "
         f"The bridge runs with the default configuration ({g['workers']} workers × {g['threads']} threads) and is "
@@ -345,7 +345,7 @@ def thousands_section(thousands, env, plan):
         "their contention; see bench/README.md.",
         "",
     ]
-    out += [f"- `python -m loadtest.run {' '.join(argv)}`" for _, argv, _ in rows]
+    out += [f"- `python -m bench.load {' '.join(argv)}`" for _, argv, _ in rows]
     out += ["", thousands_table(rows), ""]
     problems = [(row, p) for row, result in measured for p in result["streams"]["problems"]]
     out += [f"- {row.streams:,} streams: a stream failed: `{p[:300]}`" for row, p in problems]

@@ -12,7 +12,7 @@ Two workers sharing that core made each round a draw: wrk's keep-alive
 connections land on one worker or are split between both, and split rounds
 served 15-25% fewer requests, for relay and bridge alike. Streams held at
 once and memory are measured with the default config. Issue 19's
-thousands of streams come last (loadtest.run), unpinned, the default config
+thousands of streams come last (bench.load), unpinned, the default config
 on all the cores beside its load client and fake upstream.
 """
 
@@ -30,9 +30,7 @@ import time
 import traceback
 from importlib import metadata
 
-from loadtest import run as loadtest
-
-from . import client, corpus, instructions, procstat, report, servers, translate, wrk
+from . import client, corpus, instructions, load, procstat, report, servers, translate, wrk
 from .directions import DIRECTIONS
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
@@ -41,7 +39,7 @@ QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
 
 @dataclasses.dataclass(frozen=True)
 class Thousands:
-    """One loadtest.run of issue 19's thousands of streams (bench/README.md)."""
+    """One bench.load of issue 19's thousands of streams (bench/README.md)."""
 
     streams: int
     ramp: int  # seconds over which they start; 0: all at once
@@ -316,7 +314,7 @@ def long_stream(target, plan):
 
 
 def thousands(plan, log):
-    """Issue 19's rows, loadtest.run in this process: the cores they ran on, and per row
+    """Issue 19's rows, bench.load in this process: the cores they ran on, and per row
     (row, its argv, its report or why it failed).
 
     Run last, with every other server stopped, and unpinned: the bridge as deployed, on all the
@@ -326,9 +324,9 @@ def thousands(plan, log):
     rows = []
     for row in plan.thousands:
         argv = row.argv(plan)
-        log(f"thousands of streams: python -m loadtest.run {' '.join(argv)}")
+        log(f"thousands of streams: python -m bench.load {' '.join(argv)}")
         try:
-            result = loadtest.run(loadtest.parse(argv))
+            result = load.run(load.parse(argv))
         except Exception as exc:  # one row's failure is a finding, not the end of the run
             result = f"{type(exc).__name__}: {exc}".strip()
             log(f"  failed: {result}")

@@ -22,7 +22,7 @@ LAYERS = [
     ("translate", ["bridge/translate/"]),  # the pure translator pairs
     ("protocols", ["bridge/protocols/"]),  # what each wire protocol is
 ]
-BENCHMARKS = ("bench/", "loadtest/")
+BENCHMARKS = ("bench/",)
 
 
 def layer_of(path):

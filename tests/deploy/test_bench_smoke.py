@@ -67,10 +67,10 @@ def _numbers(cells):
 
 
 def _assert_thousands_section(text):
-    """Issue 19's section, from the smoke run's own loadtest.run: every cell measured."""
+    """Issue 19's section, from the smoke run's own bench.load: every cell measured."""
     section = text.split("## Thousands of streams (issue 19)", 1)[1]
     lines = section.splitlines()
-    (command,) = [line for line in lines if line.startswith("- `python -m loadtest.run ")]
+    (command,) = [line for line in lines if line.startswith("- `python -m bench.load ")]
     streams = int(command.split("--streams ")[1].split()[0])
     (row,) = [line.split("|")[1:-1] for line in lines if line.startswith(f"| {streams}, at once |")]
     (reference,) = [line.split("|")[1:-1] for line in lines if "straight to the fake upstream (reference)" in line]

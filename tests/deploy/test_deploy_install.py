@@ -1,4 +1,4 @@
-"""`pip install /opt/bridge` installs the service and nothing else: not bench, loadtest or tests."""
+"""`pip install /opt/bridge` installs the service and nothing else: not bench or tests."""
 
 from bench.processes import ROOT
 

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import requests
 
+from bench.limits import fresh_minute
 from bench.processes import RedisServer
-from loadtest.limits import fresh_minute
 from tests.fake_upstream import json_reply, message
 from tests.helpers import bridge_env, gunicorn, program
 

@@ -1,7 +1,7 @@
-"""Load and abuse, at small scale: loadtest/ through gunicorn, and what load found.
+"""Load and abuse, at small scale: bench.load and bench.abuse through gunicorn, and what load found.
 
-The full runs are `python -m loadtest.run` (200 concurrent paced streams, 1,000 requests),
-`python -m loadtest.abuse` (issue 15's attacks) and `python -m loadtest.limits` (client
+The full runs are `python -m bench.load` (200 concurrent paced streams, 1,000 requests),
+`python -m bench.abuse` (issue 15's attacks) and `python -m bench.limits` (client
 limits); their numbers are in the README under "Capacity and sizing", "Reliability" and
 "Usage and limits per client". Here the same scripts run at a fraction of that, and
 the load run's own checks are shown to catch a stream that lost or reordered an event.
@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 
+from bench.load import DIRECTIONS
 from bench.processes import ROOT
 from bridge import settings as settings_module
 from bridge.gateway.upstream import Upstream
@@ -18,7 +19,6 @@ from bridge.protocols import sse
 from bridge.protocols.errors import ANTHROPIC
 from bridge.serve.streaming import ANTHROPIC_SSE, relay
 from bridge.translate import translator
-from loadtest.run import DIRECTIONS
 from tests.fake_upstream import fixture
 from tests.helpers import bridge_env, decoded, recorded_events
 
@@ -29,7 +29,7 @@ def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
         [
             sys.executable,
             "-m",
-            "loadtest.run",
+            "bench.load",
             "--streams",
             "20",
             "--requests",
@@ -54,10 +54,10 @@ def test_twenty_streams_and_a_hundred_requests_through_gunicorn():
 
 
 def test_the_abuse_run_at_a_small_scale_holds():
-    """loadtest/abuse.py at a twentieth of its size: every health check answered, no worker
+    """bench/abuse.py at a twentieth of its size: every health check answered, no worker
     lost, every worker's peak RSS under the run's limit, one upstream call per client call."""
     run = subprocess.run(
-        [sys.executable, "-m", "loadtest.abuse", "--scale", "0.05", "--hold", "3"],
+        [sys.executable, "-m", "bench.abuse", "--scale", "0.05", "--hold", "3"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -72,10 +72,10 @@ def test_the_abuse_run_at_a_small_scale_holds():
 
 
 def test_sixteen_clients_against_a_limit_get_exactly_the_limit_admitted():
-    """loadtest/limits.py, smaller: one client key's rpm admits exactly its limit across
+    """bench/limits.py, smaller: one client key's rpm admits exactly its limit across
     gunicorn's workers (one Lua script in Redis), tpm within one call per client over."""
     run = subprocess.run(
-        [sys.executable, "-m", "loadtest.limits", "--clients", "16", "--limit", "40", "--calls", "120"],
+        [sys.executable, "-m", "bench.limits", "--clients", "16", "--limit", "40", "--calls", "120"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -13,8 +13,8 @@ import json
 import pytest
 import requests
 
+from bench.abuse import reasoning_bomb
 from bench.procstat import tree
-from loadtest.abuse import reasoning_bomb
 from tests.fake_upstream import fixture
 from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 import requests
 
+from bench.limits import fresh_minute
 from bench.processes import wait_for
 from bridge import settings as settings_module
-from loadtest.limits import fresh_minute
 from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers import ANTHROPIC_HEADERS, TextStream, is_anthropic_error, is_openai_error, metric, next_text
 from tests.helpers import openai_client as sdk_client

@@ -1,9 +1,9 @@
 """Load: many concurrent paced streams and non-streamed requests through gunicorn on loopback.
 
-    python -m loadtest.run                                  # the full run: 200 streams, 1,000 requests
-    python -m loadtest.run --streams 20 --requests 100       # what tests/deploy/test_load.py runs
-    BRIDGE_WORKERS=4 BRIDGE_THREADS=64 python -m loadtest.run # gunicorn sized from the environment
-    python -m loadtest.run --streams 2000 --requests 0 --events 1200 --rounds 1 --warm-up-events 20 --reference
+    python -m bench.load                                  # the full run: 200 streams, 1,000 requests
+    python -m bench.load --streams 20 --requests 100       # what tests/deploy/test_load.py runs
+    BRIDGE_WORKERS=4 BRIDGE_THREADS=64 python -m bench.load # gunicorn sized from the environment
+    python -m bench.load --streams 2000 --requests 0 --events 1200 --rounds 1 --warm-up-events 20 --reference
                                                             # issue 19: 2,000 streams held for 60 s
 
 The bridge runs as an operator runs it, gunicorn from deploy/gunicorn.conf.py, in front of the
@@ -323,7 +323,7 @@ def start_upstream():
 
 def parse(argv=None):
     """The run's arguments, bounded; a caller's argv (bench/run.py) is checked as the command line's."""
-    parser = argparse.ArgumentParser(prog="python -m loadtest.run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=200, help="concurrent paced streams per round")
     parser.add_argument("--requests", type=int, default=1000, help="non-streamed requests per round")
     parser.add_argument("--concurrency", type=int, default=32, help="non-streamed requests at once")

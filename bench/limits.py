@@ -1,7 +1,7 @@
 """Client limits under load: 16 concurrent clients of one client key against its limits.
 
-    python -m loadtest.limits                       # rpm=200 and tpm=10,600, 16 clients, 600 calls each
-    python -m loadtest.limits --clients 32 --limit 500
+    python -m bench.limits                       # rpm=200 and tpm=10,600, 16 clients, 600 calls each
+    python -m bench.limits --clients 32 --limit 500
 
 The bridge runs as deployed (gunicorn from deploy/gunicorn.conf.py, its workers as the config
 sizes them) with its own redis-server on loopback, in front of the benchmark's fake upstream,
@@ -27,7 +27,8 @@ import time
 
 from bench import client
 from bench.processes import Gunicorn, RedisServer
-from loadtest.run import start_upstream
+
+from .load import start_upstream
 
 TOKENS_PER_CALL = 16 + 90  # bench/upstream.py's Anthropic answer
 BODY = json.dumps(

@@ -1,11 +1,11 @@
 """Abuse: what one key holder, a careless client or a broken upstream can do to bridge, at scale.
 
-    python -m loadtest.abuse                      # every case at full size, a few minutes
-    python -m loadtest.abuse --scale 0.1          # what tests/deploy/test_load.py runs
-    python -m loadtest.abuse --case stalled_readers --case burst
+    python -m bench.abuse                      # every case at full size, a few minutes
+    python -m bench.abuse --scale 0.1          # what tests/deploy/test_load.py runs
+    python -m bench.abuse --case stalled_readers --case burst
 
 The bridge runs as deployed: gunicorn from deploy/gunicorn.conf.py with its defaults (the
-environment may size it, as for loadtest.run), in front of a misbehaving upstream that this
+environment may size it, as for bench.load), in front of a misbehaving upstream that this
 process serves on loopback, where the model name picks the misbehaviour. The cases are the ones
 issue 15 found, each bounded in time:
 
@@ -466,8 +466,16 @@ def answered(sockets):
 
 CASES = {
     case.__name__: case
-    for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, reasoning_bombs)
-    for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, departed_clients)
+    for case in (
+        huge_bodies,
+        stalled_readers,
+        burst,
+        slow_headers,
+        broken_answers,
+        huge_answers,
+        reasoning_bombs,
+        departed_clients,
+    )
 }
 
 
