@@ -18,8 +18,9 @@ import collections
 
 from ..protocols import overflow
 
-# Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
-# that paused) has no Chat meaning beyond "the turn ended here": stop.
+# Anthropic stop_reason -> OpenAI's finish_reason (Chat's; the Responses front reads length and
+# content_filter from it). pause_turn (a server-tool loop that paused) has no OpenAI meaning
+# beyond "the turn ended here": stop.
 FINISH_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
