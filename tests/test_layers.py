@@ -123,6 +123,26 @@ def test_the_service_imports_nothing_of_the_benchmarks():
     assert wrong == []
 
 
+def pair_of(path):
+    """The translator pair, bridge/translate/<client>_to_<upstream>/, that a file is in, or None."""
+    parts = path.split("/")
+    return parts[2] if parts[:2] == ["bridge", "translate"] and len(parts) > 3 else None
+
+
+def test_no_translator_pair_imports_another_pair():
+    """A pair imports its own modules and the shared ones of translate/ and protocols/, and
+    translate/'s shared modules import no pair: what two pairs share is a shared module."""
+    edges = graph("bridge/translate")
+    assert {"chat_to_messages", "messages_to_chat", "responses_to_messages"} <= {pair_of(path) for path in edges}
+    crossing = [
+        f"{path} imports {target}"
+        for path, targets in edges.items()
+        for target in targets
+        if pair_of(target) not in (None, pair_of(path))
+    ]
+    assert crossing == []
+
+
 def test_the_layer_test_sees_a_climbing_import(tmp_path):
     """The checks above read real imports: a gateway module importing a front is seen."""
     assert "bridge/fronts/http.py" in imports("bridge/fronts/chat.py")
@@ -137,6 +157,8 @@ TRANSLATORS = [
 ] + [
     "bridge.translate.messages_to_chat.tokens",
     "bridge.translate.translator",
+    "bridge.translate.anthropic_request",
+    "bridge.translate.anthropic_response",
     "bridge.translate.anthropic_stream",
     "bridge.gateway.passthrough",
     "bridge.gateway.caps",

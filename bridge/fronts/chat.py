@@ -6,8 +6,9 @@ from ..protocols import UPSTREAM_CHAT
 from ..protocols.errors import OPENAI
 from ..protocols.schemas import openai as schema
 from ..serve.streaming import CHAT_SSE
+from ..translate.anthropic_response import openai_overflow
 from ..translate.chat_to_messages.request import to_messages_request
-from ..translate.chat_to_messages.response import openai_overflow, to_chat_completion
+from ..translate.chat_to_messages.response import to_chat_completion
 from ..translate.chat_to_messages.stream import StreamTranslator
 from .http import forward, large_body_slot, pass_through, read_json, route_for
 

@@ -18,7 +18,7 @@ from ..protocols import UPSTREAM_MESSAGES
 from ..protocols.errors import OPENAI, BridgeError, invalid
 from ..protocols.schemas.responses import validate_responses
 from ..serve.streaming import RESPONSES_SSE
-from ..translate.chat_to_messages.response import openai_overflow
+from ..translate.anthropic_response import openai_overflow
 from ..translate.responses_to_messages.request import to_messages_request
 from ..translate.responses_to_messages.response import to_response
 from ..translate.responses_to_messages.stream import StreamTranslator

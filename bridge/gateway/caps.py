@@ -6,7 +6,7 @@ serves every pair.
 """
 
 from ..protocols import UPSTREAM_CHAT
-from ..translate.chat_to_messages.request import MIN_THINKING_BUDGET
+from ..translate.anthropic_request import MIN_THINKING_BUDGET
 
 
 def cap_max_tokens(body, protocol, cap):

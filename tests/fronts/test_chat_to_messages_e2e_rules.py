@@ -11,7 +11,7 @@ import re
 import openai
 import pytest
 
-from bridge.translate.chat_to_messages.request import opaque_user_id
+from bridge.translate.anthropic_request import opaque_user_id
 from tests.fake_upstream import fixture
 
 PNG = "data:image/png;base64,iVBORw0KGgo="

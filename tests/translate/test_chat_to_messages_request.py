@@ -10,13 +10,13 @@ import pytest
 from bridge.protocols.errors import BridgeError
 from bridge.protocols.schemas.openai import validate_chat
 from bridge.settings import Settings
-from bridge.translate.chat_to_messages.request import (
+from bridge.translate.anthropic_request import (
     JSON_OBJECT_TOOL,
     MIN_THINKING_BUDGET,
     THINKING_BUDGETS,
     anthropic_tool_id,
-    to_messages_request,
 )
+from bridge.translate.chat_to_messages.request import to_messages_request
 
 # Caching off and forced-tool JSON answers: the rules as they were (test_prompt_cache.py,
 # test_structured_output.py and the capability tests below cover the rest).

@@ -8,12 +8,8 @@ import json
 import pytest
 
 from bridge.protocols.errors import OPENAI, BridgeError
-from bridge.translate.chat_to_messages.response import (
-    STANDARD_REFUSAL,
-    openai_overflow,
-    to_chat_completion,
-    to_openai_model_list,
-)
+from bridge.translate.anthropic_response import STANDARD_REFUSAL, openai_overflow
+from bridge.translate.chat_to_messages.response import to_chat_completion, to_openai_model_list
 from tests.helpers import ANTHROPIC_BODIES, OVERFLOWS, recorded
 from tests.helpers import chat_to_messages_context as context
 

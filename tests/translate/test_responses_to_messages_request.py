@@ -19,7 +19,7 @@ from bridge.protocols.errors import BridgeError
 from bridge.protocols.reasoning import encrypted_content
 from bridge.protocols.schemas.responses import validate_responses
 from bridge.settings import Settings
-from bridge.translate.chat_to_messages.request import JSON_OBJECT_TOOL, MIN_THINKING_BUDGET, THINKING_BUDGETS
+from bridge.translate.anthropic_request import JSON_OBJECT_TOOL, MIN_THINKING_BUDGET, THINKING_BUDGETS
 from bridge.translate.responses_to_messages.request import STARTED, to_messages_request
 from tests.fake_upstream import FIXTURES
 

@@ -1,36 +1,21 @@
 """Anthropic Messages response -> Chat Completions response (pure functions).
 
 The stream translator (stream.py) builds its chunks from the same helpers,
-so a streamed answer accumulates to exactly what the non-streamed one is.
+so a streamed answer accumulates to exactly what the non-streamed one is;
+what the Responses front reads the same way (finish reasons, refusal text,
+usage, citations, context overflow) is anthropic_response.py.
 
 Web search runs upstream (Anthropic's server tool): its blocks are never tool calls.
 A text block's web page citations are `url_citation` annotations spanning that
 text in `message.annotations`, and the search count is
-`usage.server_tool_use.web_search_requests`.
-
-A context overflow (`prompt is too long: ...`, `input length and `max_tokens`
-exceed context limit: ...`) is a 400 with `code: "context_length_exceeded"`
-and `param: "messages"`, what LangChain, the OpenAI Agents SDK and others
-look for to trim the conversation; the message stays Anthropic's.
+`usage.server_tool_use.web_search_requests`. A context overflow is a 400 with
+`code: "context_length_exceeded"` and `param: "messages"`.
 """
 
-import collections
 import datetime
 
-from ...protocols import json_codec, overflow, shapes
-
-# Anthropic stop_reason -> Chat finish_reason. pause_turn (a server-tool loop
-# that paused) has no Chat meaning beyond "the turn ended here": stop.
-FINISH_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-}
-STANDARD_REFUSAL = "The model declined to answer this request."
+from ...protocols import json_codec, shapes
+from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
 
 
 def to_chat_completion(message, context):
@@ -79,14 +64,6 @@ def to_chat_completion(message, context):
     }
 
 
-def openai_overflow(error, param="messages"):
-    """An Anthropic context overflow with OpenAI's code for it; any other error as it came.
-    `param` names the field that holds the conversation in the client's request."""
-    if error.kind != "invalid_request" or overflow.find(error.upstream_detail) is None:
-        return error
-    return error.replaced(status=400, code="context_length_exceeded", param=param)
-
-
 def completion_id(message_id):
     return f"chatcmpl-{message_id or 'bridge'}"
 
@@ -115,39 +92,12 @@ def finish_reason(stop_reason, made_tool_calls):
     return FINISH_REASONS.get(stop_reason, "stop")
 
 
-def url_citations(citations):
-    """(url, title) of each web page a text block cites, once each: Anthropic's web search
-    citations (`web_search_result_location`); citations of the client's own documents have no URL."""
-    found = {}
-    for citation in citations if isinstance(citations, list) else ():
-        if isinstance(citation, dict) and citation.get("type") == "web_search_result_location":
-            url, title = citation.get("url"), citation.get("title")
-            if isinstance(url, str):
-                found.setdefault((url, title if isinstance(title, str) else ""), None)
-    return list(found)
-
-
 def chat_annotations(citations, start, end):
     """Chat's url_citation annotations for a text block at [start, end) of the message content."""
     return [
         {"type": "url_citation", "url_citation": {"url": url, "title": title, "start_index": start, "end_index": end}}
         for url, title in url_citations(citations)
     ]
-
-
-def search_usage(usage):
-    """Anthropic's count of web searches (each billed), which no OpenAI usage field holds: kept
-    under Anthropic's own name, `server_tool_use.web_search_requests`, when there were any."""
-    server_tools = usage.get("server_tool_use")
-    searches = server_tools.get("web_search_requests") if isinstance(server_tools, dict) else None
-    if type(searches) is not int or searches <= 0:
-        return {}
-    return {"server_tool_use": {"web_search_requests": searches}}
-
-
-def refusal_text(stop_details):
-    explanation = (stop_details or {}).get("explanation")
-    return explanation if isinstance(explanation, str) and explanation else STANDARD_REFUSAL
 
 
 def chat_usage(usage):
@@ -163,32 +113,6 @@ def chat_usage(usage):
         out["completion_tokens_details"] = {"reasoning_tokens": counts.thinking}
     out.update(search_usage(usage))
     return out
-
-
-TokenCounts = collections.namedtuple("TokenCounts", "input cache_read cache_write output thinking")
-
-
-def token_counts(usage):
-    """Anthropic usage as OpenAI counts it: input tokens include cache reads and writes.
-
-    Anthropic's input_tokens exclude cached tokens; every OpenAI API counts them in.
-    With server-side compaction the top-level counts are only the last
-    iteration's; `iterations` holds every billed one, so those are summed.
-    `thinking` is None when Anthropic does not say.
-    """
-
-    def total(name):
-        parts = usage.get("iterations") if isinstance(usage.get("iterations"), list) else [usage]
-        return sum(part.get(name) or 0 for part in parts if isinstance(part, dict))
-
-    cache_read, cache_write = total("cache_read_input_tokens"), total("cache_creation_input_tokens")
-    return TokenCounts(
-        input=total("input_tokens") + cache_read + cache_write,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        output=total("output_tokens"),
-        thinking=(usage.get("output_tokens_details") or {}).get("thinking_tokens"),
-    )
 
 
 def to_openai_model(anthropic_model):

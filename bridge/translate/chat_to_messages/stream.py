@@ -21,6 +21,7 @@ a made-up stop; an overflow reported mid-stream carries OpenAI's
 import dataclasses
 
 from ...protocols.errors import OPENAI
+from ..anthropic_response import openai_overflow, refusal_text
 from ..anthropic_stream import Block, MessagesStream
 from .response import (
     arguments,
@@ -28,8 +29,6 @@ from .response import (
     chat_usage,
     completion_id,
     finish_reason,
-    openai_overflow,
-    refusal_text,
     thinking_entry,
     tool_call,
 )

@@ -105,8 +105,7 @@ import uuid
 from ...protocols.errors import invalid
 from ...protocols.schemas.responses import HOSTED_TOOLS, WEB_SEARCH_TOOLS, declared_tools, input_items
 from ...protocols.tool_names import safe_tool_name
-from ..capabilities import capabilities_of
-from ..chat_to_messages.request import (
+from ..anthropic_request import (
     TOOL_CHOICES,
     add_web_search,
     anthropic_tool,
@@ -125,6 +124,7 @@ from ..chat_to_messages.request import (
     tool_result,
     user_blocks,
 )
+from ..capabilities import capabilities_of
 from ..model_map import map_model
 
 # Top-level fields this module reads (or the schema refuses); any other is reported as dropped.

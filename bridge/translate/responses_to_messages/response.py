@@ -40,8 +40,8 @@ import json
 
 from ...protocols import overflow, shapes
 from ...protocols.reasoning import encrypted_content
-from ..chat_to_messages.request import WEB_SEARCH_TOOL
-from ..chat_to_messages.response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
+from ..anthropic_request import WEB_SEARCH_TOOL
+from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
 
 ID_PREFIXES = {
     "message": "msg",

@@ -37,8 +37,8 @@ import re
 
 from ...protocols import json_codec
 from ...protocols.errors import OPENAI
+from ..anthropic_response import refusal_text
 from ..anthropic_stream import Block, MessagesStream, broken_stream
-from ..chat_to_messages.response import refusal_text
 from .response import (
     arguments,
     call_item,
