@@ -3,7 +3,7 @@
 The body arrives validated by schemas/responses.py, so these functions only
 translate; what this front shares with the Chat front (text, images, PDFs,
 tool results, merging turns, the JSON-answer tool, thinking budgets, the
-hashed user id) is the Chat front's code, chat_to_messages/request.py.
+hashed user id) is anthropic_request.py, which both fronts use.
 
 Stateless
 - Nothing is stored. `store` is accepted and ignored (the Response says
@@ -85,7 +85,7 @@ Limits, reasoning, sampling
   on both go, named. `user` / `safety_identifier` reach Anthropic as
   `metadata.user_id`, hashed.
 - Prompt caching (BRIDGE_PROMPT_CACHE, per deployment `prompt_cache`) marks
-  the stable prefix as the Chat front does (chat request.cache_breakpoints).
+  the stable prefix as the Chat front does (anthropic_request.cache_breakpoints).
   `prompt_cache_key` asks for what happens anyway (Anthropic's cache is keyed by
   the prefix itself); it is named as dropped only when caching is off.
 - Named as dropped when they ask for something: `store: true`, `metadata`,
