@@ -7,7 +7,7 @@
 The bridge runs as deployed: gunicorn from deploy/gunicorn.conf.py with its defaults (the
 environment may size it, as for bench.load), in front of a misbehaving upstream that this
 process serves on loopback, where the model name picks the misbehaviour. The cases are the ones
-issue 15 found, each bounded in time:
+earlier abuse rounds found, each bounded in time:
 
 - huge_bodies: 30 MB request bodies of tiny messages, several at once, on every front;
 - stalled_readers: streaming clients that never read, against an upstream that streams as fast

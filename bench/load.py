@@ -4,7 +4,7 @@
     python -m bench.load --streams 20 --requests 100       # what tests/deploy/test_load.py runs
     BRIDGE_WORKERS=4 BRIDGE_THREADS=64 python -m bench.load # gunicorn sized from the environment
     python -m bench.load --streams 2000 --requests 0 --events 1200 --rounds 1 --warm-up-events 20 --reference
-                                                            # issue 19: 2,000 streams held for 60 s
+                                                            # 2,000 streams held for 60 s
 
 The bridge runs as an operator runs it, gunicorn from deploy/gunicorn.conf.py, in front of the
 benchmark's fast fake upstream (bench/upstream.py, its own process). Half the streams and

@@ -295,7 +295,7 @@ def thousands_table(rows):
 
 
 def thousands_targets(row, result):
-    """Issue 19's targets, for the run that has the reference (2,000 streams over 10 s)."""
+    """The thousands-of-streams targets, for the run that has the reference (2,000 streams over 10 s)."""
     s, reference = result["streams"], result["reference_straight_to_upstream"]
     checks = ["| target | measured | goal | met |", "|---|---|---|---|"]
 
@@ -329,12 +329,12 @@ def log_table(log):
 
 def thousands_section(thousands, env, plan):
     if thousands is None:
-        return ["## Thousands of streams (issue 19)", "", "Not run (`--no-thousands`).", ""]
+        return ["## Thousands of streams", "", "Not run (`--no-thousands`).", ""]
     rows, cores = thousands["rows"], thousands["cores"]
     measured = [(row, result) for row, _, result in rows if not isinstance(result, str)]
     g = env["gunicorn"]
     out = [
-        "## Thousands of streams (issue 19)",
+        "## Thousands of streams",
         "",
         f"`python -m bench.load` (bench/load.py), called by the bench after the measurements above: "
         f"paced streams of {plan.thousands_events} events {plan.thousands_pace_ms} ms apart, half through "
@@ -351,7 +351,7 @@ def thousands_section(thousands, env, plan):
     out += [f"- {row.streams:,} streams: a stream failed: `{p[:300]}`" for row, p in problems]
     target = next(((row, r) for row, r in measured if "reference_straight_to_upstream" in r), None)
     if target:
-        out += [f"### Targets (issue 19), {_start(target[0])}", "", thousands_targets(*target), ""]
+        out += [f"### Targets, {_start(target[0])}", "", thousands_targets(*target), ""]
     if measured:
         row, result = max(measured, key=lambda item: item[0].streams)
         out += [
@@ -426,7 +426,7 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         checks = targets_table(summary, data, translations.get(name), counted.get(name), plan)
         out += [
             "",
-            "### Targets (issue 6)",
+            "### Targets",
             "",
             checks,
             "",

@@ -11,7 +11,7 @@ metrics run it with one worker, the config's own rule (a process per core).
 Two workers sharing that core made each round a draw: wrk's keep-alive
 connections land on one worker or are split between both, and split rounds
 served 15-25% fewer requests, for relay and bridge alike. Streams held at
-once and memory are measured with the default config. Issue 19's
+once and memory are measured with the default config. The thousands-of-streams
 thousands of streams come last (bench.load), unpinned, the default config
 on all the cores beside its load client and fake upstream.
 """
@@ -39,7 +39,7 @@ QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
 
 @dataclasses.dataclass(frozen=True)
 class Thousands:
-    """One bench.load of issue 19's thousands of streams (bench/README.md)."""
+    """One bench.load of the thousands of streams (bench/README.md)."""
 
     streams: int
     ramp: int  # seconds over which they start; 0: all at once
@@ -314,7 +314,7 @@ def long_stream(target, plan):
 
 
 def thousands(plan, log):
-    """Issue 19's rows, bench.load in this process: the cores they ran on, and per row
+    """The thousands-of-streams rows, bench.load in this process: the cores they ran on, and per row
     (row, its argv, its report or why it failed).
 
     Run last, with every other server stopped, and unpinned: the bridge as deployed, on all the
@@ -410,7 +410,7 @@ def main(argv=None):
     parser.add_argument(
         "--no-thousands",
         action="store_true",
-        help="skip issue 19's thousands of streams (about 7 minutes of the full run)",
+        help="skip the thousands of streams (about 7 minutes of the full run)",
     )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -340,6 +340,9 @@ _READ_ELSEWHERE = {
     "BRIDGE_KEEPALIVE",
 }
 
+# Every BRIDGE_* variable the service reads (docs/operator.md and docs/deploy.md document each once).
+VARIABLES = frozenset(_PARSERS) | _READ_ELSEWHERE
+
 
 def variables(environ=None):
     """The variables the service sees: BRIDGE_SETTINGS_FILE's lines, the environment over them.

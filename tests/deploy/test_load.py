@@ -1,7 +1,7 @@
 """Load and abuse, at small scale: bench.load and bench.abuse through gunicorn, and what load found.
 
 The full runs are `python -m bench.load` (200 concurrent paced streams, 1,000 requests),
-`python -m bench.abuse` (issue 15's attacks) and `python -m bench.limits` (client
+`python -m bench.abuse` (the abuse cases) and `python -m bench.limits` (client
 limits); their numbers are in the README under "Capacity and sizing", "Reliability" and
 "Usage and limits per client". Here the same scripts run at a fraction of that, and
 the load run's own checks are shown to catch a stream that lost or reordered an event.
