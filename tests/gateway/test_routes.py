@@ -263,17 +263,28 @@ def test_when_every_deployment_cools_down_the_one_back_soonest_comes_first():
     assert [d.name for d in balancer.order(route)] == ["b", "a"]
 
 
-def test_the_readmes_routes_example_loads_as_documented(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index('```json\n{\n  "cooldown_seconds"') + len("```json\n")
-    example = readme[start : readme.index("```", start)]
+def documented_routes(path, tmp_path):
+    """The routes file example in a doc, loaded with the keys it names."""
+    text = (ROOT / path).read_text()
+    start = text.index('```json\n{\n  "cooldown_seconds"') + len("```json\n")
     key = tmp_path / "azure-west.key"
     key.write_text("k")
-    document = json.loads(example.replace("/etc/bridge/azure-west.key", str(key)))
-    loaded = table(document, {"ANTHROPIC_KEY": "a", "AZURE_EAST_KEY": "e"})
+    document = json.loads(text[start : text.index("```", start)].replace("/etc/bridge/azure-west.key", str(key)))
+    return table(document, {"ANTHROPIC_KEY": "a", "AZURE_EAST_KEY": "e"})
+
+
+def test_the_operator_guides_routes_example_loads_as_documented(tmp_path):
+    loaded = documented_routes("docs/operator.md", tmp_path)
     assert loaded.route_for(ANTHROPIC, "claude-haiku-5-5").deployments[0].name == "vllm"
     assert loaded.route_for(OPENAI, "claude-opus-5-5").deployments[0].name == "anthropic"
     assert [d.name for d in loaded.route_for(OPENAI, "gpt-4.1").deployments] == ["azure-east", "azure-west"]
+
+
+def test_the_readmes_routes_example_loads_as_documented(tmp_path):
+    loaded = documented_routes("README.md", tmp_path)
+    assert loaded.route_for(OPENAI, "claude-opus-5-5").deployments[0].name == "anthropic"
+    assert [d.name for d in loaded.route_for(OPENAI, "gpt-4.1-mini").deployments] == ["azure-east", "azure-west"]
+    assert loaded.route_for(ANTHROPIC, "qwen3-32b").deployments[0].name == "vllm"
 
 
 def test_a_key_variable_may_be_a_line_of_the_settings_file(tmp_path, monkeypatch):
