@@ -3,7 +3,7 @@
 One home for what the bench, the load test (bench/load.py) and the deploy tests all need.
 It lives with the tools, not in tests/: the tools are run on their own (`make bench`,
 `python -m bench.load`), and tests depend on the tools they test, never the other way
-round. What only tests need (the fake upstream, nginx, gated streams) stays in tests/helpers.py.
+round. What only tests need (the fake upstream, nginx, gated streams) stays in tests/helpers/.
 """
 
 import json

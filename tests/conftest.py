@@ -1,6 +1,6 @@
 """Shared test fixtures: a fake upstream and the bridge served over real HTTP on loopback.
 
-What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers.py.
+What test modules import (LiveBridge, bridge_env, ...) is in tests/helpers/.
 """
 
 import anthropic
@@ -12,10 +12,11 @@ from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FakeUpstream
 
-# Checks shared through tests/helpers.py report their failing values as a test module's asserts do;
+# Checks shared through tests/helpers/ report their failing values as a test module's asserts do;
 # registered before the first import of it.
 pytest.register_assert_rewrite("tests.helpers")
-from tests.helpers import LiveBridge, bridge_env, install, program  # noqa: E402
+from tests.helpers.programs import program  # noqa: E402
+from tests.helpers.servers import LiveBridge, bridge_env, install  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from tests.fake_upstream import chat_stream, fixture
-from tests.helpers import pinned_cli, run_cli
+from tests.helpers.clis import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "@anthropic-ai/claude-code"

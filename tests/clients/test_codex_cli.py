@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from tests.fake_upstream import messages_stream
-from tests.helpers import pinned_cli, run_cli
+from tests.helpers.clis import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "@openai/codex"

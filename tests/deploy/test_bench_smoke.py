@@ -14,7 +14,7 @@ import pytest
 from bench import report, servers
 from bench import run as bench
 from bench.processes import ROOT
-from tests.helpers import program
+from tests.helpers.programs import program
 
 
 def test_bench_runs_every_measurement_and_writes_results(tmp_path):

@@ -17,19 +17,11 @@ import openai
 import pytest
 import requests
 
+from bench.processes import accepts
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import (
-    ANTHROPIC_HEADERS,
-    Gate,
-    accepts,
-    anthropic_client,
-    gunicorn,
-    is_anthropic_error,
-    is_openai_error,
-    metric,
-    open_text_streams,
-)
-from tests.helpers import openai_client as sdk_client
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.servers import Gate, anthropic_client, gunicorn, metric, open_text_streams
+from tests.helpers.servers import openai_client as sdk_client
 
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 MESSAGES = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}

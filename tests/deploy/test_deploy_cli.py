@@ -8,7 +8,7 @@ import pytest
 
 from bench.processes import free_port
 from tests.fake_upstream import json_reply
-from tests.helpers import bridge_env
+from tests.helpers.servers import bridge_env
 
 UPSTREAM_KEY = "sk-upstream-key-never-printed"
 CLIENT_KEY = "sk-client-key-never-printed"

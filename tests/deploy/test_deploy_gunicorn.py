@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.processes import BIN, GUNICORN_CONF, ROOT, free_port, wait_for
 from tests.fake_upstream import fixture
-from tests.helpers import TextStream, bridge_env, gunicorn, next_text, openai_client
+from tests.helpers.servers import TextStream, bridge_env, gunicorn, next_text, openai_client
 
 CLIENT_KEY = "sk-client-key-that-must-never-be-logged"
 UPSTREAM_KEY = "sk-ant-upstream-key-that-must-never-be-logged"

@@ -22,7 +22,8 @@ import pytest
 
 from bench.processes import accepts, wait_for
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import Gate, Nginx, anthropic_client, gunicorn, nginx_binary, openai_client, program
+from tests.helpers.programs import program
+from tests.helpers.servers import Gate, Nginx, anthropic_client, gunicorn, nginx_binary, openai_client
 
 nginx_binary()
 program("openssl")  # for a test certificate

@@ -8,16 +8,9 @@ import requests
 from bench.processes import free_port, wait_for
 from bridge import settings as settings_module
 from tests.fake_upstream import fixture
-from tests.helpers import (
-    Nginx,
-    TextStream,
-    foreign_reasoning_session,
-    gunicorn,
-    next_text,
-    nginx_binary,
-    openai_client,
-    program,
-)
+from tests.helpers.programs import program
+from tests.helpers.servers import Nginx, TextStream, gunicorn, next_text, nginx_binary, openai_client
+from tests.helpers.upstream_requests import foreign_reasoning_session
 
 nginx_binary()
 program("openssl")  # for a test certificate

@@ -7,7 +7,8 @@ import sys
 
 from bench.processes import GUNICORN_CONF, ROOT
 from bridge import settings as settings_module
-from tests.helpers import gunicorn, program, served_from
+from tests.helpers.programs import program
+from tests.helpers.servers import gunicorn, served_from
 
 UNIT = ROOT / "deploy" / "systemd" / "bridge.service"
 ENV_EXAMPLE = ROOT / "deploy" / "systemd" / "bridge.env.example"

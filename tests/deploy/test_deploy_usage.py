@@ -10,7 +10,8 @@ import requests
 from bench.limits import fresh_minute
 from bench.processes import RedisServer
 from tests.fake_upstream import json_reply, message
-from tests.helpers import bridge_env, gunicorn, program
+from tests.helpers.programs import program
+from tests.helpers.servers import bridge_env, gunicorn
 
 PASSWORD = "redis-pass-never-printed"
 KEYS = "team-a:sk-team-a,team-b:sk-team-b"

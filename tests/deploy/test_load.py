@@ -20,7 +20,8 @@ from bridge.protocols.errors import ANTHROPIC
 from bridge.serve.streaming import ANTHROPIC_SSE, relay
 from bridge.translate import translator
 from tests.fake_upstream import fixture
-from tests.helpers import bridge_env, decoded, recorded_events
+from tests.helpers.recorded import decoded, recorded_events
+from tests.helpers.servers import bridge_env
 
 
 def test_twenty_streams_and_a_hundred_requests_through_gunicorn():

@@ -15,17 +15,10 @@ import requests
 from bridge.protocols import sse
 from bridge.translate.chat_to_messages.stream import StreamTranslator
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (
-    ANTHROPIC_STREAMS,
-    BAD_CHAT_REQUESTS,
-    OPENAI_CLIENT_ERRORS,
-    anthropic_stream_message,
-    chat_to_messages_context,
-    openai_fold,
-    recorded,
-    recorded_events,
-    translated,
-)
+from tests.helpers.accumulators import anthropic_stream_message, openai_fold
+from tests.helpers.contexts import chat_to_messages_context, translated
+from tests.helpers.recorded import ANTHROPIC_STREAMS, OPENAI_CLIENT_ERRORS, recorded, recorded_events
+from tests.helpers.refused import BAD_CHAT_REQUESTS
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
 WEATHER = {

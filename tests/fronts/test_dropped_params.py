@@ -6,7 +6,7 @@ import json
 
 from bridge.fronts.http import DROPPED_HEADER_BYTES, DROPPED_NAME_BYTES, dropped_header
 from tests.fake_upstream import fixture
-from tests.helpers import foreign_reasoning_session
+from tests.helpers.upstream_requests import foreign_reasoning_session
 
 HEADER = "x-bridge-dropped-params"
 

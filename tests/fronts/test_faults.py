@@ -26,7 +26,7 @@ from bridge.protocols.errors import ANTHROPIC, OPENAI
 from bridge.serve.streaming import relay
 from bridge.translate import translator
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import (
+from tests.helpers.directions import (
     ANTHROPIC_HEADERS,
     CHAT_TO_MESSAGES,
     EACH,
@@ -35,15 +35,15 @@ from tests.helpers import (
     STREAMED_OR_NOT,
     Echo,
     SlammingDoor,
-    decoded,
     drain,
     full_backlog,
-    gunicorn,
     is_anthropic_error,
     is_openai_error,
     recorded_stream,
     recorded_text,
 )
+from tests.helpers.recorded import decoded
+from tests.helpers.servers import gunicorn
 
 
 @pytest.fixture

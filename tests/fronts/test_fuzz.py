@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from bridge import settings as settings_module
 from bridge.app import create_app
 from tests.fake_upstream import FIXTURES, fixture, json_reply
-from tests.helpers import LiveBridge, bridge_env, decoded
+from tests.helpers.recorded import decoded
+from tests.helpers.servers import LiveBridge, bridge_env
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 

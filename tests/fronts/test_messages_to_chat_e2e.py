@@ -16,18 +16,10 @@ import requests
 from bridge.translate.messages_to_chat.stream import StreamTranslator
 from bridge.translate.messages_to_chat.tokens import count_tokens
 from tests.fake_upstream import FIXTURES, fixture, json_reply, split_events
-from tests.helpers import (
-    CHAT_FIELDS,
-    OPENAI_STREAMS,
-    anthropic_fold,
-    assert_valid_chat_request,
-    messages_to_chat_context,
-    openai_stream_completion,
-    recorded,
-    recorded_events,
-    replay,
-    translated,
-)
+from tests.helpers.accumulators import anthropic_fold, openai_stream_completion
+from tests.helpers.contexts import messages_to_chat_context, translated
+from tests.helpers.recorded import OPENAI_STREAMS, recorded, recorded_events, replay
+from tests.helpers.upstream_requests import CHAT_FIELDS, assert_valid_chat_request
 
 OPENAI = FIXTURES / "openai"
 CLIENTS = sorted((FIXTURES / "clients").glob("**/claude_code_*.json"))

@@ -10,9 +10,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import wait_for
 from bridge.serve.observability import access_log
 from tests.fake_upstream import fixture, json_reply
-from tests.helpers import anthropic_client, openai_client, wait_for
+from tests.helpers.servers import anthropic_client, openai_client
 
 ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "sk-client"}
 OPENAI_MODEL_MAP = json.dumps({"gpt-4o": "claude-sonnet-4-5-20250929", "gpt-*": "claude-haiku-4-5-20251001"})

@@ -16,7 +16,9 @@ import requests
 from bridge.protocols import sse
 from bridge.protocols.schemas.anthropic import validate_messages
 from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
-from tests.helpers import OPENAI_CLIENT_ERRORS, anthropic_stream_message, is_openai_error, recorded
+from tests.helpers.accumulators import anthropic_stream_message
+from tests.helpers.directions import is_openai_error
+from tests.helpers.recorded import OPENAI_CLIENT_ERRORS, recorded
 
 WEATHER = {
     "type": "function",

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 
 
 def test_health_and_readiness(bridge):

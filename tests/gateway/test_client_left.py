@@ -12,17 +12,8 @@ import pytest
 
 from bench.processes import wait_for
 from tests.fake_upstream import fixture
-from tests.helpers import (
-    CHAT_TO_MESSAGES,
-    EACH,
-    Nginx,
-    SlammingDoor,
-    access_lines,
-    gunicorn,
-    metric,
-    nginx_binary,
-    openai_client,
-)
+from tests.helpers.directions import CHAT_TO_MESSAGES, EACH, SlammingDoor
+from tests.helpers.servers import Nginx, access_lines, gunicorn, metric, nginx_binary, openai_client
 
 SILENT_FOR = 30  # seconds the upstream works on a call before it answers: longer than any test here
 

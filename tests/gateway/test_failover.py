@@ -10,7 +10,8 @@ import requests
 
 from bench.processes import wait_for
 from tests.fake_upstream import FakeUpstream, fixture
-from tests.helpers import access_lines, decoded, metric
+from tests.helpers.recorded import decoded
+from tests.helpers.servers import access_lines, metric
 
 HI = [{"role": "user", "content": "Say hi"}]
 TEXT = "anthropic/text.json"

@@ -15,7 +15,7 @@ import requests
 
 from bridge.protocols.ratelimit import duration_seconds, rfc3339, rfc3339_seconds
 from tests.fake_upstream import FakeUpstream, Reply, fixture, json_reply
-from tests.helpers import (
+from tests.helpers.directions import (
     ANTHROPIC_HEADERS,
     EACH,
     MESSAGES_TO_CHAT,

@@ -18,18 +18,9 @@ import requests
 from bench.processes import wait_for
 from bridge.translate.translator import DONE
 from tests.fake_upstream import FIXTURES, fixture, json_reply
-from tests.helpers import (
-    ANTHROPIC_HEADERS,
-    access_lines,
-    anthropic_client,
-    decoded,
-    is_anthropic_error,
-    is_openai_error,
-    openai_client,
-    recorded,
-    recorded_events,
-    replay,
-)
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.recorded import decoded, recorded, recorded_events, replay
+from tests.helpers.servers import access_lines, anthropic_client, openai_client
 
 CLIENT_KEY = "sk-client-of-the-bridge"
 HI = [{"role": "user", "content": "Say hi"}]

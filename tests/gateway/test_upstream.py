@@ -7,7 +7,7 @@ from requests.adapters import HTTPAdapter
 from bridge import settings as settings_module
 from bridge.gateway.upstream import Upstream, _Adapter, _prepare
 from tests.fake_upstream import json_reply
-from tests.helpers import bridge_env
+from tests.helpers.servers import bridge_env
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from bench.processes import wait_for
 from bridge.protocols.errors import MAX_RELAYED_MESSAGE
 from bridge.serve.observability import Record, escaped
 from tests.fake_upstream import Reply, fixture, json_reply
-from tests.helpers import drain, gunicorn
+from tests.helpers.directions import drain
+from tests.helpers.servers import gunicorn
 
 USER = {"role": "user", "content": "hi"}
 HELD_KEY = "sk-held-upstream-key-0123456789wxyz"  # its end is no hex: request ids are hex

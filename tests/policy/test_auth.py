@@ -23,7 +23,7 @@ from bench.processes import GUNICORN_CONF, ROOT, free_port, wait_for
 from bridge import settings as settings_module
 from bridge.policy import auth
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import (
+from tests.helpers.directions import (
     CHAT_TO_MESSAGES,
     EACH,
     MESSAGES_TO_CHAT,

@@ -18,7 +18,7 @@ from bridge.protocols import json_values
 from bridge.protocols.errors import BridgeError
 from bridge.settings import Settings
 from tests.fake_upstream import FIXTURES, fixture
-from tests.helpers import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 
 CLIENT_CAPTURES = FIXTURES / "clients"
 

@@ -16,7 +16,8 @@ import requests
 from bench.abuse import reasoning_bomb
 from bench.procstat import tree
 from tests.fake_upstream import fixture
-from tests.helpers import ANTHROPIC_HEADERS, gunicorn, is_anthropic_error, is_openai_error
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.servers import gunicorn
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 

@@ -15,8 +15,9 @@ from bench.limits import fresh_minute
 from bench.processes import wait_for
 from bridge import settings as settings_module
 from tests.fake_upstream import json_reply, message, messages_stream
-from tests.helpers import ANTHROPIC_HEADERS, TextStream, is_anthropic_error, is_openai_error, metric, next_text
-from tests.helpers import openai_client as sdk_client
+from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.servers import TextStream, metric, next_text
+from tests.helpers.servers import openai_client as sdk_client
 
 KEYS = "team-a:sk-team-a,team-b:sk-team-b"
 MODELS = json.dumps({"claude-x": "gpt-4o"})  # a configured name: the model label keeps it

@@ -4,7 +4,7 @@ import pytest
 
 from bridge.protocols.errors import BridgeError
 from bridge.protocols.schemas.openai import validate_chat
-from tests.helpers import BAD_CHAT_REQUESTS, TOOL, USER, call, chat
+from tests.helpers.refused import BAD_CHAT_REQUESTS, TOOL, USER, call, chat
 
 
 @pytest.mark.parametrize("body, field, words", BAD_CHAT_REQUESTS.values(), ids=BAD_CHAT_REQUESTS.keys())

@@ -3,7 +3,7 @@
 import pytest
 
 from bridge.protocols.overflow import find
-from tests.helpers import OVERFLOWS
+from tests.helpers.recorded import OVERFLOWS
 
 NOT_OVERFLOWS = {
     "output cap": {

@@ -16,7 +16,8 @@ import requests
 from bench import procstat
 from bench.processes import wait_for
 from tests.fake_upstream import Flood, Reply, messages_stream
-from tests.helpers import USER, gunicorn, openai_client, settled, socket_buffers
+from tests.helpers.refused import USER
+from tests.helpers.servers import gunicorn, openai_client, settled, socket_buffers
 
 pytestmark = pytest.mark.slow  # gunicorn, and seconds of watching a stalled stream
 

@@ -15,7 +15,7 @@ from bench.processes import wait_for
 from bridge.serve import observability
 from bridge.serve.observability import access_log
 from tests.fake_upstream import Reply, fixture
-from tests.helpers import Gate, access_lines, metric
+from tests.helpers.servers import Gate, access_lines, metric
 
 CLIENT_KEY = "sk-client-key-for-observability-tests"
 UPSTREAM_KEY = "sk-upstream-key-for-observability-tests"

@@ -12,19 +12,18 @@ import requests
 
 from bridge.serve.stream_loop import StreamLoop
 from tests.fake_upstream import Flood, Reply, fixture
-from tests.helpers import (
-    ANTHROPIC_HEADERS,
+from tests.helpers.directions import ANTHROPIC_HEADERS, recorded_stream
+from tests.helpers.directions import DIRECTIONS as EACH_DIRECTION
+from tests.helpers.recorded import decoded
+from tests.helpers.servers import (
     TextStream,
-    decoded,
     gunicorn,
     next_text,
     open_text_streams,
     openai_client,
-    recorded_stream,
     settled,
     socket_buffers,
 )
-from tests.helpers import DIRECTIONS as EACH_DIRECTION
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 

@@ -18,18 +18,11 @@ from bridge.translate import translator
 from bridge.translate.chat_to_messages.stream import StreamTranslator
 from bridge.translate.translator import DONE
 from tests.fake_upstream import FakeUpstream, Flood, Reply, fixture, messages_stream
-from tests.helpers import (
-    FRAMING,
-    Echo,
-    access_lines,
-    chat_to_messages_context,
-    decoded,
-    openai_client,
-    openai_fold,
-    self_signed_certificate,
-    settled,
-    socket_buffers,
-)
+from tests.helpers.accumulators import openai_fold
+from tests.helpers.contexts import chat_to_messages_context
+from tests.helpers.directions import FRAMING, Echo
+from tests.helpers.recorded import decoded
+from tests.helpers.servers import access_lines, openai_client, self_signed_certificate, settled, socket_buffers
 
 
 def open_stream(fake, *events, **reply):

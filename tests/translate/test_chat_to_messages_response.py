@@ -10,8 +10,8 @@ import pytest
 from bridge.protocols.errors import OPENAI, BridgeError
 from bridge.translate.anthropic_response import STANDARD_REFUSAL, openai_overflow
 from bridge.translate.chat_to_messages.response import to_chat_completion, to_openai_model_list
-from tests.helpers import ANTHROPIC_BODIES, OVERFLOWS, recorded
-from tests.helpers import chat_to_messages_context as context
+from tests.helpers.contexts import chat_to_messages_context as context
+from tests.helpers.recorded import ANTHROPIC_BODIES, OVERFLOWS, recorded
 
 # The spec's stop_reason -> finish_reason table (DESIGN.md section 4 and the seeds).
 FINISH = {

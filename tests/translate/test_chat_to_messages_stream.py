@@ -12,15 +12,9 @@ from jiter import from_json
 from bridge.protocols.errors import OPENAI, BridgeError
 from bridge.translate.chat_to_messages.response import to_chat_completion
 from bridge.translate.chat_to_messages.stream import StreamTranslator
-from tests.helpers import (
-    ANTHROPIC_STREAMS,
-    anthropic_stream_message,
-    chat_to_messages_context,
-    openai_fold,
-    recorded_events,
-    translated,
-    without_nulls,
-)
+from tests.helpers.accumulators import anthropic_stream_message, openai_fold, without_nulls
+from tests.helpers.contexts import chat_to_messages_context, translated
+from tests.helpers.recorded import ANTHROPIC_STREAMS, recorded_events
 
 
 def run(name, **context):

@@ -11,7 +11,7 @@ from bridge.protocols.schemas.anthropic import validate_messages
 from bridge.translate.messages_to_chat.request import to_chat_request
 from bridge.translate.messages_to_chat.response import client_tool_id
 from tests.fake_upstream import FIXTURES
-from tests.helpers import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_request
+from tests.helpers.upstream_requests import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_request
 
 CLIENTS = FIXTURES / "clients"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake").decode()

@@ -16,8 +16,8 @@ from bridge.translate.messages_to_chat.response import (
     upstream_tool_id,
     usage,
 )
-from tests.helpers import OVERFLOWS, recorded
-from tests.helpers import messages_to_chat_context as context
+from tests.helpers.contexts import messages_to_chat_context as context
+from tests.helpers.recorded import OVERFLOWS, recorded
 
 
 def completion(message, finish_reason="stop", **choice):

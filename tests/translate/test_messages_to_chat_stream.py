@@ -13,15 +13,9 @@ from bridge.serve.streaming import ANTHROPIC_SSE
 from bridge.translate.messages_to_chat.response import to_anthropic_message
 from bridge.translate.messages_to_chat.stream import StreamTranslator
 from bridge.translate.translator import DONE
-from tests.helpers import (
-    OPENAI_STREAMS,
-    anthropic_fold,
-    messages_to_chat_context,
-    openai_stream_completion,
-    recorded_events,
-    translated,
-    without_nulls,
-)
+from tests.helpers.accumulators import anthropic_fold, openai_stream_completion, without_nulls
+from tests.helpers.contexts import messages_to_chat_context, translated
+from tests.helpers.recorded import OPENAI_STREAMS, recorded_events
 
 
 def translate(events, ctx=None, eof=True):

@@ -11,7 +11,8 @@ import openai
 import pytest
 
 from tests.fake_upstream import fixture, json_reply
-from tests.helpers import anthropic_stream_message, recorded
+from tests.helpers.accumulators import anthropic_stream_message
+from tests.helpers.recorded import recorded
 
 EPHEMERAL = {"type": "ephemeral"}
 SYSTEM = {"role": "system", "content": "You name pelicans. " * 200}

@@ -13,7 +13,8 @@ from openai.types.responses import Response
 
 from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
-from tests.helpers import ANTHROPIC_BODIES, RESPONSE_ID, RESPONSES_ECHO, recorded, responses_to_messages_context
+from tests.helpers.contexts import RESPONSE_ID, RESPONSES_ECHO, responses_to_messages_context
+from tests.helpers.recorded import ANTHROPIC_BODIES, recorded
 
 
 def translate(message, **overrides):

@@ -24,7 +24,8 @@ from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
 from bridge.translate.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES
-from tests.helpers import recorded_events, responses_to_messages_context
+from tests.helpers.contexts import responses_to_messages_context
+from tests.helpers.recorded import recorded_events
 
 STREAMS = sorted(path.name for path in (FIXTURES / "anthropic").glob("*.sse"))
 COMPLETE = [name for name in STREAMS if name != "error_midstream_overloaded.sse"]

@@ -10,7 +10,7 @@ import json
 import pydantic
 
 from tests.fake_upstream import fixture, json_reply, messages_stream
-from tests.helpers import recorded
+from tests.helpers.recorded import recorded
 
 ANSWER = {"location": "Paris", "temperature_c": 21.5}
 

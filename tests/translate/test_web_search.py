@@ -16,7 +16,9 @@ from bridge import settings as settings_module
 from bridge.gateway.routes import load as load_routes
 from bridge.settings import SettingsError
 from tests.fake_upstream import fixture
-from tests.helpers import anthropic_stream_message, bridge_env, metric, recorded
+from tests.helpers.accumulators import anthropic_stream_message
+from tests.helpers.recorded import recorded
+from tests.helpers.servers import bridge_env, metric
 
 USER = {"role": "user", "content": "What is the weather in San Francisco today?"}
 PLACE = {"city": "San Francisco", "region": "California", "country": "US", "timezone": "America/Los_Angeles"}

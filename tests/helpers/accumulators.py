@@ -1,0 +1,68 @@
+"""The official SDKs' stream accumulators, run over what bridge streams: the events a client
+receives must fold into the answer the SDK would have built."""
+
+from anthropic.lib.streaming._beta_messages import accumulate_event
+from openai._models import construct_type
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from bridge.translate.translator import DONE
+from tests.helpers.recorded import recorded_events
+
+
+def openai_fold(chunks):
+    """The completion the openai SDK's own accumulator (`ChatCompletionStreamState`) makes of Chat chunks.
+
+    Chunks are built as the SDK builds them off the wire (construct_type, no validation), and
+    skipped where its `.stream()` skips them (object not "chat.completion.chunk": Azure's
+    annotations); keep-alives and [DONE] are not chunks. The snapshot, not get_final_completion():
+    that one only adds parsing, and raises on finish_reason length and content_filter. Null fields
+    are left out, here and in anthropic_fold: they read as absent ones do.
+    """
+    state = ChatCompletionStreamState()
+    for chunk in chunks:
+        if isinstance(chunk, dict):
+            chunk = construct_type(type_=ChatCompletionChunk, value=chunk)
+        if isinstance(chunk, ChatCompletionChunk) and chunk.object == "chat.completion.chunk":
+            state.handle_chunk(chunk)
+    return state.current_completion_snapshot.to_dict(mode="json", exclude_none=True, warnings=False)
+
+
+def anthropic_fold(events):
+    """The message the anthropic SDK's own accumulator (`accumulate_event`) makes of Messages events.
+
+    Its beta accumulator, which `client.beta.messages.stream()` (Claude Code's) runs: unlike the GA
+    one it keeps usage.iterations, what a compacted answer's body carries.
+    """
+    message, buffers = None, {}
+    for event in events:
+        message = accumulate_event(event=event, current_snapshot=message, json_bufs=buffers, request_headers=None)
+    return message.to_dict(mode="json", exclude_none=True, warnings=False)
+
+
+def anthropic_stream_message(name):
+    """A recorded Anthropic stream as the Messages body of the same answer not streamed."""
+    return anthropic_fold(payload for _, payload in recorded_events(name))
+
+
+def openai_stream_completion(name):
+    """A recorded OpenAI stream as the Chat completion of the same answer not streamed.
+
+    A choice without `delta` (Azure's content-filter annotations) carries nothing, but the SDK's
+    accumulator fails on it (openai-python#1677): it gets an empty one.
+    """
+    chunks = [
+        {**payload, "choices": [{"delta": {}, **choice} for choice in payload.get("choices") or []]}
+        for _, payload in recorded_events(name)
+        if payload != DONE
+    ]
+    return openai_fold(chunks)
+
+
+def without_nulls(value):
+    """`value` without its null fields, which read as absent ones do."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
