@@ -48,6 +48,7 @@ def create_app(settings=None):
         routes=table,
         balancer=Balancer(table.cooldown),
         upstream=Upstream(settings),
+        accounts=accounts,  # usage.Accounts: admission.admit_body checks a body's limits
         large_body_slots=threading.BoundedSemaphore(settings.large_body_slots),  # http.large_body_slot
         always_answered=_UNAUTHENTICATED,  # admission's exempt paths: the worker never queues them
     )

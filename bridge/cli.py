@@ -1,5 +1,6 @@
 """The `bridge` command: `bridge check` tells an operator whether the service can run;
-`bridge usage` prints today's usage per client from Redis.
+`bridge usage` prints today's usage per client from Redis: the requests admitted (one refused by
+a client limit does not count) and their tokens.
 
 It loads the settings and the routes exactly as the service will (environment,
 then BRIDGE_SETTINGS_FILE, then BRIDGE_ROUTES), prints them with every key shown
@@ -30,7 +31,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="bridge", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="validate the settings and try each upstream and Redis")
-    used = commands.add_parser("usage", help="print today's (UTC) usage per client from Redis")
+    used = commands.add_parser(
+        "usage", help="print today's (UTC) requests admitted (not those refused) and tokens per client from Redis"
+    )
     used.add_argument("--client", help="only this client key name")
     args = parser.parse_args(argv)
     if args.command == "usage":

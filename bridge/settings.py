@@ -82,6 +82,7 @@ class Settings:
     redis_url: str = ""
     redis_timeout: float = 0.25
     redis_failure: str = "open"
+    reserve_output_tokens: int = 8192  # of a call's max output, what admission reserves at most (usage.py)
     # A non-streamed answer is at most max_tokens of output: 128,000 tokens of text are 0.5-1 MB of JSON.
     max_upstream_body_bytes: int = 8 * 1024 * 1024
     retries: int = 2
@@ -320,6 +321,7 @@ _PARSERS = {
     "BRIDGE_REDIS_URL": ("redis_url", _redis_url),
     "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
     "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
+    "BRIDGE_RESERVE_OUTPUT_TOKENS": ("reserve_output_tokens", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_MAX_UPSTREAM_BODY_BYTES": ("max_upstream_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_RETRY_BACKOFF": ("retry_backoff", lambda n, v: _number(n, v, float, 0)),

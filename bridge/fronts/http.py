@@ -26,8 +26,9 @@ def bridge():
     return current_app.extensions["bridge"]
 
 
-def read_json(items="messages"):
-    """The request body as a JSON object, or a 4xx that says what is wrong with it.
+def read_json(items="messages", generates=True):
+    """The request body as a JSON object, or a 4xx that says what is wrong with it, once the
+    client's limits admit it (admission.admit_body; `generates`: it may cost tokens).
 
     `items` names the request's list of messages (`input` for Responses), for the request limits.
     """
@@ -47,6 +48,7 @@ def read_json(items="messages"):
     body = parse_json(raw)
     limits.check_parsed(body, items, settings)
     observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
+    admission.admit_body(bridge(), raw, body, generates)
     return body
 
 

@@ -52,7 +52,7 @@ def create_message():
 @bp.post("/messages/count_tokens")
 def count_message_tokens():
     with large_body_slot():
-        body = read_json()
+        body = read_json(generates=False)
         route = route_for(ANTHROPIC, body)
         if route.protocol != UPSTREAM_MESSAGES:
             tokens = count_tokens(schema.validate_count_tokens(body))

@@ -18,6 +18,13 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
   killed worker).
 - Client limits (usage.py): requests and tokens per minute and per day, shared by every
   worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
+  A request with a body (a POST) is checked once its body is read and parsed (admit_body),
+  so that a call that may generate reserves what it may cost in the same round trip; any
+  other request at its start.
+
+A request past all of them is admitted (its record says so): it counts as its client's
+request, in rpm, in `bridge usage` and in bridge_client_requests_total alike, whatever its
+answer. A request refused here counts in none of them.
 """
 
 import threading
@@ -55,11 +62,12 @@ def install(app, settings, exempt, accounts):
                 + " (BRIDGE_QUEUE_TIMEOUT; BRIDGE_THREADS; a stream holds one once its worker's stream loop"
                 " is full, BRIDGE_STREAMS_PER_WORKER)",
             )
-        client = observability.current().client
-        accounts.admit(client)
+        record = observability.current()
         limit = _cap(settings, request.environ)
-        if limit and client is not None:
-            request.environ[_HELD] = in_flight.take(client, limit, settings.max_requests_per_client is None)
+        if limit and record.client is not None:
+            request.environ[_HELD] = in_flight.take(record.client, limit, settings.max_requests_per_client is None)
+        if request.method != "POST":  # else once its body is read (admit_body)
+            accounts.admit(record)
 
     @app.after_request
     def release_when_answered(response):
@@ -82,6 +90,12 @@ def _cap(settings, environ):
         return settings.max_requests_per_client
     threads = environ.get(THREADS)
     return max(1, threads // 2) if threads and len(settings.client_keys) > 1 else 0
+
+
+def admit_body(bridge, raw, body, generates):
+    """Check the client's limits for a request whose body `raw` is read and parsed (`body`),
+    reserving what a call that `generates` may cost (usage.estimate)."""
+    bridge.accounts.admit(observability.current(), (raw, body) if generates else None)
 
 
 class _InFlight:

@@ -111,6 +111,8 @@ class Record:
         self.upstream_usage = {}  # as an upstream stream reported it (heard)
         self.error = None
         self.upstream_error = None
+        self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
+        self.reserved = None  # the tokens admission reserved for it (usage.Reservation), settled at its end
 
     @property
     def label(self):
@@ -373,7 +375,7 @@ class _Body:
     run`'s) skips it when the client hangs up while it drains the request socket after the
     last chunk: a complete answer would go unlogged and uncounted. gunicorn (bridge/serve/worker.py)
     always closes, and its stream loop closes an ended stream off the loop's thread, so the
-    record's work (and a usage count that may wait for Redis) stays there.
+    record's work stays there (usage only queues its count for Redis: usage.py's writer).
     """
 
     def __init__(self, iterable, record, finished, write_at_end=True):

@@ -33,8 +33,9 @@ import time
 log = logging.getLogger(__name__)
 
 _END = b"0\r\n\r\n"  # a chunked body's last chunk
-# Threads that close ended streams' answers: enough that a slow Redis (each close waits up to
-# BRIDGE_REDIS_TIMEOUT for the usage count) does not hold ends back while more streams end.
+# Threads that close ended streams' answers (the upstream closed, the access line written, the
+# usage queued: never a wait for Redis, which usage.py's writer thread does), so that a close
+# that waits (a full log pipe) does not hold back the ends of the streams behind it.
 CLOSERS = 4
 
 
@@ -196,8 +197,8 @@ class Parking:
 
     def _close(self, keepalive):
         """Leave the loop, then close the answer and give the connection back on the loop's
-        closer thread: closing writes the access record and counts usage, which may wait for
-        Redis (BRIDGE_REDIS_TIMEOUT), and no other stream may wait meanwhile."""
+        closer thread: closing writes the access record, which may wait for the log, and no
+        other stream may wait meanwhile."""
         self._open = False
         self._timer = None  # no timer acts on it any more
         try:

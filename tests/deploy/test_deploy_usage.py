@@ -2,16 +2,20 @@
 gunicorn servers (as on two VMs) sharing one redis-server, the installed console script."""
 
 import os
+import signal
 import subprocess
+import time
 
 import pytest
+import redis
 import requests
 
 from bench.limits import fresh_minute
 from bench.processes import RedisServer
+from bridge.policy import usage
 from tests.fake_upstream import json_reply, message
 from tests.helpers.programs import program
-from tests.helpers.servers import bridge_env, gunicorn
+from tests.helpers.servers import bridge_env, gunicorn, metric, openai_client
 
 PASSWORD = "redis-pass-never-printed"
 KEYS = "team-a:sk-team-a,team-b:sk-team-b"
@@ -108,3 +112,74 @@ def test_usage_prints_todays_counts_per_client(tmp_path, fake, installed_bridge,
 def test_usage_needs_redis(bridge_command):
     status, _, err = bridge_command("usage")
     assert status == 2 and "set BRIDGE_REDIS_URL" in err
+
+
+# -- counting off the request's path ---------------------------------------------------------------
+
+
+@pytest.fixture
+def counting(tmp_path, fake, installed_bridge, redis_server):
+    """One gunicorn worker with a client limit and usage in the test's Redis."""
+    fake.default = json_reply(ANSWER)
+    fresh_minute(30)
+    servers = []
+
+    def start(**env):
+        settings = {"BRIDGE_CLIENT_KEYS": KEYS, "BRIDGE_REDIS_URL": redis_server.url, "BRIDGE_WORKERS": "1", **env}
+        servers.append(gunicorn(tmp_path / str(len(servers)), fake, site=installed_bridge, **settings))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def requests_counted(server):
+    """Today's requests of team-a in Redis."""
+    counts = redis.Redis.from_url(server.url, decode_responses=True).hgetall(usage.usage_key("team-a", time.time()))
+    return int(counts.get("requests", 0))
+
+
+def test_a_hung_redis_costs_a_call_one_timeout_not_two(counting, redis_server):
+    """Redis stopped (SIGSTOP): a call waits BRIDGE_REDIS_TIMEOUT for its admission and is served
+    (fail-open). The previous answer's count must not add a second wait before gunicorn reads the
+    next request on the same kept-alive connection. The counts queued meanwhile reach Redis once
+    it is back, or count as dropped; none twice."""
+    timeout = 0.5
+    server = counting(BRIDGE_CLIENT_LIMITS="team-a rpm=1000", BRIDGE_REDIS_TIMEOUT=str(timeout))
+    client = openai_client(server.url, api_key="sk-team-a")  # one httpx client: one kept-alive connection
+
+    def timed_calls():
+        took = []
+        for _ in range(20):
+            start = time.monotonic()
+            client.chat.completions.create(**CHAT)
+            took.append(time.monotonic() - start)
+        return sorted(took)
+
+    baseline = timed_calls()
+    server.wait_for(lambda: requests_counted(redis_server) == 20, "the first 20 counted")
+    redis_server.process.send_signal(signal.SIGSTOP)
+    try:
+        hung = timed_calls()
+    finally:
+        redis_server.process.send_signal(signal.SIGCONT)
+    assert hung[10] < baseline[10] + 1.5 * timeout, (baseline, hung)  # two waits: 2 x timeout
+    assert hung[-1] < baseline[-1] + 2 * timeout, (baseline, hung)
+    dropped = lambda: metric(server, "bridge_usage_dropped_total")  # noqa: E731
+    server.wait_for(lambda: requests_counted(redis_server) + dropped() >= 40, "every count stored or dropped")
+    assert requests_counted(redis_server) <= 40
+
+
+def test_counts_queued_when_the_worker_stops_are_written(counting, redis_server):
+    """While Redis is away, counts wait in the worker's queue (the writer asks Redis every
+    usage.AWAY_RETRY_SECONDS whether it is back); a worker told to stop (SIGTERM) writes them
+    before it exits, not only at the writer's next try."""
+    server = counting()
+    redis_server.stop()
+    assert chat(server.url).status_code == 200  # its count's write fails: dropped, and Redis is away
+    server.wait_for(lambda: metric(server, "bridge_usage_dropped_total") == 1, "the first count dropped")
+    assert [chat(server.url).status_code, chat(server.url).status_code] == [200, 200]  # these wait
+    redis_server.start()
+    server.stop()
+    assert requests_counted(redis_server) == 2

@@ -2,7 +2,10 @@
 protocol before anything goes upstream, windows that reset, token counts as the upstream
 reported them, and Redis going away and coming back."""
 
+import base64
+import concurrent.futures
 import json
+import signal
 import socket
 import time
 
@@ -14,8 +17,14 @@ import requests
 from bench.limits import fresh_minute
 from bench.processes import wait_for
 from bridge import settings as settings_module
+from bridge.gateway import routes
+from bridge.policy import usage
+from bridge.protocols.errors import BridgeError
+from bridge.serve.observability import Record
+from bridge.translate.messages_to_chat.tokens import IMAGE_TOKENS, count_tokens
 from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
+from tests.helpers.recorded import recorded
 from tests.helpers.servers import TextStream, metric, next_text
 from tests.helpers.servers import openai_client as sdk_client
 
@@ -262,14 +271,21 @@ def test_an_abandoned_stream_counts_what_the_upstream_had_reported(limited, fake
 def test_fail_open_serves_while_redis_is_down_and_limits_resume_when_it_is_back(limited, redis_server):
     live = limited("team-a rpm=1", BRIDGE_REDIS_TIMEOUT="0.2")
     assert call(live, "chat").status_code == 200
+    counted(redis_server, 1)
     redis_server.stop()
-    before = [metric(live, "bridge_redis_errors_total", operation=op) for op in ("admit", "count")]
+    failed = lambda: metric(live, "bridge_redis_errors_total", operation="admit")  # noqa: E731
+    dropped = lambda: metric(live, "bridge_usage_dropped_total") - dropped_before  # noqa: E731
+    before, dropped_before = failed(), metric(live, "bridge_usage_dropped_total")
     assert [call(live, protocol).status_code for protocol in CALLS] == [200, 200, 200]
-    after = [metric(live, "bridge_redis_errors_total", operation=op) for op in ("admit", "count")]
-    assert [a - b for a, b in zip(after, before, strict=True)] == [3, 3]
+    assert failed() == before + 3
+    assert metric(live, "bridge_redis_errors_total", operation="count") >= 1
     redis_server.start()  # back, and empty
     assert call(live, "chat").status_code == 200
     assert call(live, "chat").status_code == 429
+    # The three calls served meanwhile and the one admitted since: the count whose write failed
+    # is dropped, the others waited for Redis.
+    wait_for(lambda: int(today(redis_server, "team-a").get("requests", 0)) + dropped() == 4, "the counts written")
+    assert 1 <= dropped() <= 3
 
 
 def test_fail_closed_answers_503_in_each_protocol(limited, redis_server):
@@ -295,3 +311,121 @@ def test_a_redis_that_does_not_answer_is_given_up_on(limited):
         assert metric(live, "bridge_redis_errors_total", operation="admit") == before + 1
     finally:
         silent.close()
+
+
+# -- tokens in flight -------------------------------------------------------------------------------
+
+# A Messages call whose Chat upstream reports 500 tokens, asking for at most 480 of output: its
+# reservation is the body's estimate (about 30 tokens) plus those 480, a little over 500.
+FIVE_HUNDRED = ("/v1/messages", {"model": "claude-x", "max_tokens": 480, "messages": HI})
+CHAT_500 = {**CHAT_ANSWER, "usage": {"prompt_tokens": 20, "completion_tokens": 480, "total_tokens": 500}}
+
+
+def held(server, client="team-a"):
+    """What the client's calls in flight hold, as admission sees it (0: nothing)."""
+    return int(store(server).get(f"bridge:held:{client}:tokens") or 0)
+
+
+def post(live, path, body, key="sk-team-a"):
+    return requests.post(f"{live.url}{path}", json=body, headers={**ANTHROPIC_HEADERS, "x-api-key": key}, timeout=30)
+
+
+def test_a_reservation_is_the_input_as_count_tokens_counts_it_plus_the_output_asked_for():
+    body = recorded("clients/claude-code-2.1.332/claude_code_interactive_turn1.json")["body"]  # max_tokens 128,000
+    raw = json.dumps(body).encode()
+    input_tokens = usage.estimate(raw, body, 8192) - 8192  # the output asked for, capped
+    assert count_tokens(body) <= input_tokens <= 1.1 * count_tokens(body)
+    assert usage.estimate(raw, {**body, "max_tokens": 100}, 8192) == input_tokens + 100
+    image = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(bytes(300_000)).decode()}
+    with_image = {**body, "messages": [{"role": "user", "content": [{"type": "image", "source": image}]}]}
+    without = {**body, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert usage.estimate(json.dumps(with_image).encode(), with_image, 0) - usage.estimate(
+        json.dumps(without).encode(), without, 0
+    ) == pytest.approx(IMAGE_TOKENS, abs=100)  # 400 KB of base64 as count_tokens counts an image
+
+
+def test_concurrent_calls_cannot_multiply_a_token_limit(limited, fake, redis_server):
+    """60 calls at once of 500 tokens against 1,000 a day: each admitted one reserves about 510
+    until it ends, so the third finds the day's tokens in flight and is refused; once answered,
+    the day counts what the upstream reported."""
+    live = limited("team-a tpd=1000")
+    fake.default = json_reply(CHAT_500)
+    fake.default.delay_headers = 1.0  # every call is in flight before the first is answered
+    with concurrent.futures.ThreadPoolExecutor(60) as pool:
+        answers = list(pool.map(lambda _: post(live, *FIVE_HUNDRED), range(60)))
+    statuses = [answer.status_code for answer in answers]
+    assert statuses.count(200) == 2 and statuses.count(429) == 58
+    assert len(fake.requests) == 2
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert is_anthropic_error(refused, 429, "rate_limit_error") and "in flight" in refused.json()["error"]["message"]
+    assert refused.headers["retry-after"] == "5"  # a call in flight ends soon: not tomorrow
+    wait_for(lambda: today(redis_server, "team-a").get("requests") == "2", "the two answers counted")
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert store(redis_server).get(f"bridge:tpd:team-a:{day}") == "1000"  # as reported, not as reserved
+    assert held(redis_server) == 0
+
+
+def test_a_reservation_is_released_when_the_upstream_fails(limited, fake, redis_server):
+    live = limited("team-a tpd=1000")
+    fake.reply(json_reply({"error": {"message": "down", "type": "server_error"}}, 500))
+    big = {**FIVE_HUNDRED[1], "max_tokens": 990}  # reserves more than the whole day
+    assert post(live, "/v1/messages", big).status_code == 500
+    wait_for(lambda: held(redis_server) == 0, "the failed call's reservation released")
+    fake.default = json_reply(CHAT_500)
+    assert post(live, *FIVE_HUNDRED).status_code == 200
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    wait_for(lambda: store(redis_server).get(f"bridge:tpd:team-a:{day}") == "500", "the answer counted")
+
+
+def test_a_reservation_redis_made_after_its_timeout_is_released_all_the_same(limited, fake, redis_server):
+    """Redis stopped (SIGSTOP) while a call is admitted: served (fail-open), not knowing whether
+    its reservation was made; Redis goes on and makes it, late. The call's end releases it."""
+    live = limited("team-a tpd=100000", BRIDGE_REDIS_TIMEOUT="0.5")
+    fake.default = json_reply(CHAT_500)
+    assert post(live, *FIVE_HUNDRED).status_code == 200  # Redis has the admission's script now
+    counted(redis_server, 1)
+    redis_server.process.send_signal(signal.SIGSTOP)
+    try:
+        assert post(live, *FIVE_HUNDRED).status_code == 200
+    finally:
+        redis_server.process.send_signal(signal.SIGCONT)
+    counted(redis_server, 2)
+    assert store(redis_server).get(f"bridge:rpm:team-a:{int(time.time() // 60)}") == "2"  # it was made, late
+    assert held(redis_server) == 0
+
+
+def request_of(client):
+    record = Record()
+    record.client = client
+    return record
+
+
+def test_a_reservation_never_settled_lapses(redis_server):
+    """A worker killed mid-call never settles its reservation: it goes after
+    usage.RESERVATION_SECONDS, as if settled with nothing."""
+    settings = load(BRIDGE_CLIENT_LIMITS="team-a tpd=1000", BRIDGE_REDIS_URL=redis_server.url)
+    accounts = usage.Accounts(settings, routes.load(settings))
+    long_ago = time.time() - usage.RESERVATION_SECONDS - 1
+    call = (b"", {"max_tokens": 1000})  # reserves 1000 tokens
+    accounts.admit(request_of("team-a"), call, now=long_ago)  # its worker died then
+    accounts.admit(request_of("team-a"), call)  # that reservation is over: admitted
+    with pytest.raises(BridgeError, match="in flight"):
+        accounts.admit(request_of("team-a"), call)
+
+
+# -- what counts as a request -----------------------------------------------------------------------
+
+
+def test_only_admitted_requests_count_as_requests(limited, redis_server):
+    """A request refused by a client limit counts in bridge_client_limited_total only: not in
+    `bridge usage`'s requests nor in bridge_client_requests_total, as rpm does not count it."""
+    live = limited("team-a rpm=1")
+    requested = lambda: metric(live, "bridge_client_requests_total", client="team-a")  # noqa: E731
+    limited_count = lambda: metric(live, "bridge_client_limited_total", client="team-a")  # noqa: E731
+    before = requested(), limited_count()
+    assert call(live, "chat").status_code == 200
+    assert call(live, "chat").status_code == 429
+    counted(redis_server, 1)
+    assert call(live, "anthropic").status_code == 429
+    assert (requested() - before[0], limited_count() - before[1]) == (1, 2)
+    assert today(redis_server, "team-a")["requests"] == "1"
