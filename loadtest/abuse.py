@@ -15,7 +15,9 @@ issue 15 found, each bounded in time:
 - burst: more streams at once than gunicorn has threads;
 - slow_headers: connections that send their request head a byte a second;
 - broken_answers: upstream answers that break mid-body, streamed and not;
-- huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers.
+- huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers;
+- head_of_line: paced streams next to streams of 10 MB events, and next to floods of tiny events,
+  in the same workers' stream loops.
 
 Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
 RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
@@ -31,6 +33,7 @@ import concurrent.futures
 import gzip
 import http.client
 import json
+import multiprocessing
 import socket
 import tempfile
 import threading
@@ -49,6 +52,8 @@ FRONTS = {
 USER = [{"role": "user", "content": "hi"}]
 ENDLESS_LIMIT = 2 * 1024**3  # an endless stream still ends here, whatever the bridge does
 PROBE_EVERY = 0.1
+GIANT_EVENT = 10 * 1024**2  # bytes of text in each event of a `giant` stream
+TICK = 0.05  # seconds between the events of a `ticking` stream
 
 
 # -- the misbehaving upstream ---------------------------------------------------------------------
@@ -57,8 +62,10 @@ PROBE_EVERY = 0.1
 class Upstream:
     """An upstream on loopback whose model name picks how it misbehaves; it counts its calls.
 
-    `endless` streams text events as fast as the bridge takes them; `paced` streams one every
-    second for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
+    `endless` streams text events as fast as the bridge takes them; `flood` too, for --hold
+    seconds; `giant` streams events of 10 MB of text as fast, for --hold seconds; `paced` streams
+    one every second and `ticking` one every TICK seconds, stamped with the time it left (bench
+    client's delays), for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
     `error` a 500 with a 20 MB message; `headers` 5,000 header lines; `break` a 200 whose body
     breaks after its first event.
     """
@@ -70,6 +77,7 @@ class Upstream:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._bomb = _gzip_bomb()
+        self._giant = {}  # protocol's stream -> the chunk of its 10 MB event, made once
         self._loop = asyncio.new_event_loop()
         started = threading.Event()
         threading.Thread(target=self._run, args=(started,), daemon=True).start()
@@ -110,14 +118,15 @@ class Upstream:
     async def _answer(self, writer, protocol, model, stream):
         """Write one answer; False when the connection must close after it."""
         events, body = PROTOCOLS[protocol]
-        if model in ("endless", "paced"):
+        if model in ("endless", "flood", "giant", "paced", "ticking"):
             writer.write(response_head("200 OK", "text/event-stream") + chunked(events.head.encode()))
-            until = time.monotonic() + self.hold
-            while self.sent[model] < ENDLESS_LIMIT and (model == "endless" or time.monotonic() < until):
-                event = chunked(text_event(events, stamp=False) * (64 if model == "endless" else 1))
+            until, sent = time.monotonic() + self.hold, 0
+            while sent < ENDLESS_LIMIT and (model == "endless" or time.monotonic() < until):
+                event = self._write(events, model)
                 writer.write(event)
+                sent += len(event)
                 self.sent[model] += len(event)
-                await (writer.drain() if model == "endless" else asyncio.sleep(1.0))
+                await (asyncio.sleep(PACES[model]) if model in PACES else writer.drain())
             writer.write(chunked(events.tail.encode()) + b"0\r\n\r\n")
             return True
         if model == "huge":
@@ -157,6 +166,18 @@ class Upstream:
             return False
         writer.write(response_head("200 OK", "application/json", len(body)) + body)
         return True
+
+    def _write(self, events, model):
+        """The next chunk of a streamed answer: 64 text events, a 10 MB one (made once), or one stamped."""
+        if model == "giant":
+            if events not in self._giant:
+                before, after = events.text
+                self._giant[events] = chunked((before + "x" * GIANT_EVENT + after).encode())
+            return self._giant[events]
+        return chunked(text_event(events, stamp=model == "ticking") * (64 if model in ("endless", "flood") else 1))
+
+
+PACES = {"paced": 1.0, "ticking": TICK}  # seconds between writes; other streams write as fast as taken
 
 
 def _gzip_bomb():
@@ -228,12 +249,17 @@ class Prober:
     def between(self, start, end):
         seconds = [s for t, s, _ in self.samples if start <= t <= end]
         failed = [o for t, _, o in self.samples if start <= t <= end and o != 200]
-        ms = lambda q: round(client.percentile(seconds, q) * 1000, 1) if seconds else None  # noqa: E731
-        return {"probes": len(seconds), "failed": len(failed), "p50_ms": ms(0.5), "p99_ms": ms(0.99), "max_ms": ms(1.0)}
+        return {"probes": len(seconds), "failed": len(failed), **milliseconds(seconds)}
 
     def stop(self):
         self._stop.set()
         self._thread.join()
+
+
+def milliseconds(seconds):
+    """p50, p99 and max of durations in seconds, in milliseconds."""
+    ms = lambda q: round(client.percentile(seconds, q) * 1000, 1) if seconds else None  # noqa: E731
+    return {"p50_ms": ms(0.5), "p99_ms": ms(0.99), "max_ms": ms(1.0)}
 
 
 def statuses(results):
@@ -246,7 +272,7 @@ def request_body(front, model, stream, **extra):
     return json.dumps({"model": model, "max_tokens": 64, "messages": USER, "stream": stream, **extra}).encode()
 
 
-def send(bridge, front, model, stream, *, total, concurrency, timeout=120):
+def send(bridge, front, model, stream, *, total, concurrency, timeout=120, **options):
     path, headers = FRONTS[front]
     return client.run(
         bridge.url,
@@ -256,7 +282,27 @@ def send(bridge, front, model, stream, *, total, concurrency, timeout=120):
         total=total,
         concurrency=concurrency,
         timeout=timeout,
+        **options,
     )
+
+
+def ask(port, front, model, receive_buffer=None):
+    """A socket that has asked the bridge on `port` for a stream and read nothing yet
+    (`receive_buffer`: its SO_RCVBUF)."""
+    path, headers = FRONTS[front]
+    sock = socket.socket()
+    if receive_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
+    body = request_body(front, model, True)
+    head = [
+        f"POST {path} HTTP/1.1",
+        "host: bridge",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+    ]
+    sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
+    return sock
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -279,22 +325,8 @@ def huge_bodies(bridge, upstream, args):
 def stalled_readers(bridge, upstream, args):
     """Streams whose clients never read, held --hold seconds, against an upstream as fast as it may be."""
     count = max(1, round(40 * args.scale))
-    sockets = []
-    for number in range(count):
-        front = list(FRONTS)[number % len(FRONTS)]
-        path, headers = FRONTS[front]
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", bridge.port))
-        body = request_body(front, "endless", True)
-        head = [
-            f"POST {path} HTTP/1.1",
-            "host: bridge",
-            "content-type: application/json",
-            f"content-length: {len(body)}",
-        ]
-        sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
-        sockets.append(sock)
+    fronts = [list(FRONTS)[number % len(FRONTS)] for number in range(count)]
+    sockets = [ask(bridge.port, front, "endless", receive_buffer=4096) for front in fronts]
     time.sleep(args.hold)
     sent = upstream.sent["endless"]
     for sock in sockets:
@@ -381,8 +413,64 @@ def huge_answers(bridge, upstream, args):
     }
 
 
+def head_of_line(bridge, upstream, args):
+    """Streams of an event every TICK seconds, each event's delay from upstream to client: alone,
+    then next to one and to three streams of 10 MB events, and to four floods of tiny events,
+    each phase --hold seconds, the hogs read as fast as they come (on the Chat front)."""
+    per_front = max(1, round(40 * args.scale / len(FRONTS)))
+    phases = {"alone": ("", 0), "1 giant": ("giant", 1), "3 giant": ("giant", 3), "4 floods": ("flood", 4)}
+    report = {}
+    for phase, (model, hogs) in phases.items():
+        streams = [_Hog(bridge, "chat", model) for _ in range(hogs)]
+        with concurrent.futures.ThreadPoolExecutor(len(FRONTS)) as pool:
+            shares = [pool.submit(_ticking, bridge, front, per_front, args) for front in FRONTS]
+            results = [result for share in shares for result in share.result()]
+        for hog in streams:
+            hog.close()
+        delays = [delay for result in results for delay in result.delays]
+        report[phase] = {
+            "paced_streams": len(results),
+            "answers": statuses(results),
+            "events": len(delays),
+            "delay": milliseconds(delays),
+            "hog_streams": hogs,
+            "hog_mib_received": round(sum(hog.received for hog in streams) / 1024**2, 1),
+        }
+    return {"tick_s": TICK, "giant_event_mib": GIANT_EVENT / 1024**2, "phases": report}
+
+
+def _ticking(bridge, front, count, args):
+    return send(bridge, front, "ticking", True, total=count, concurrency=count, timeout=args.hold + 60, stamps=True)
+
+
+class _Hog:
+    """A stream read as fast as it comes, in a process of its own (not this one's GIL, which the
+    paced streams' client needs on time), until it is closed."""
+
+    def __init__(self, bridge, front, model):
+        context = multiprocessing.get_context("spawn")
+        self._received = context.Value("q", 0)
+        self._process = context.Process(target=_read_all, args=(bridge.port, front, model, self._received))
+        self._process.start()
+
+    @property
+    def received(self):
+        return self._received.value
+
+    def close(self):
+        self._process.terminate()
+        self._process.join()
+
+
+def _read_all(port, front, model, received):
+    sock = ask(port, front, model)
+    while data := sock.recv(1024**2):
+        received.value += len(data)
+
+
 CASES = {
-    case.__name__: case for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers)
+    case.__name__: case
+    for case in (huge_bodies, stalled_readers, burst, slow_headers, broken_answers, huge_answers, head_of_line)
 }
 
 
