@@ -19,6 +19,8 @@ earlier abuse rounds found, each bounded in time:
 - reasoning_bombs: 32 MB Responses bodies whose one reasoning item decodes to 8 million empty
   objects, eight at once.
 - departed_clients: one key's slow non-streamed calls whose clients all leave, and other keys' calls.
+- head_of_line: paced streams next to streams of 10 MB events, and next to floods of tiny events,
+  in the same workers' stream loops.
 
 Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
 RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
@@ -35,6 +37,7 @@ import concurrent.futures
 import gzip
 import http.client
 import json
+import multiprocessing
 import socket
 import tempfile
 import threading
@@ -56,6 +59,8 @@ OTHER_KEY = {"authorization": "Bearer sk-other"}
 USER = [{"role": "user", "content": "hi"}]
 ENDLESS_LIMIT = 2 * 1024**3  # an endless stream still ends here, whatever the bridge does
 PROBE_EVERY = 0.1
+GIANT_EVENT = 10 * 1024**2  # bytes of text in each event of a `giant` stream
+TICK = 0.05  # seconds between the events of a `ticking` stream
 
 
 # -- the misbehaving upstream ---------------------------------------------------------------------
@@ -64,8 +69,10 @@ PROBE_EVERY = 0.1
 class Upstream:
     """An upstream on loopback whose model name picks how it misbehaves; it counts its calls.
 
-    `endless` streams text events as fast as the bridge takes them; `paced` streams one every
-    second for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
+    `endless` streams text events as fast as the bridge takes them; `flood` too, for --hold
+    seconds; `giant` streams events of 10 MB of text as fast, for --hold seconds; `paced` streams
+    one every second and `ticking` one every TICK seconds, stamped with the time it left (bench
+    client's delays), for --hold seconds; `huge` answers 200 MB; `bomb` a gzip body that inflates to 1 GB;
     `error` a 500 with a 20 MB message; `headers` 5,000 header lines; `break` a 200 whose body
     breaks after its first event; `slow` answers a non-streamed call after --hold seconds, or
     never when the bridge closes it first, as an upstream generating.
@@ -79,6 +86,7 @@ class Upstream:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._bomb = _gzip_bomb()
+        self._giant = {}  # protocol's stream -> the chunk of its 10 MB event, made once
         self._loop = asyncio.new_event_loop()
         started = threading.Event()
         threading.Thread(target=self._run, args=(started,), daemon=True).start()
@@ -131,14 +139,15 @@ class Upstream:
     async def _answer(self, writer, protocol, model, stream):
         """Write one answer; False when the connection must close after it."""
         events, body = PROTOCOLS[protocol]
-        if model in ("endless", "paced"):
+        if model in ("endless", "flood", "giant", "paced", "ticking"):
             writer.write(response_head("200 OK", "text/event-stream") + chunked(events.head.encode()))
-            until = time.monotonic() + self.hold
-            while self.sent[model] < ENDLESS_LIMIT and (model == "endless" or time.monotonic() < until):
-                event = chunked(text_event(events, stamp=False) * (64 if model == "endless" else 1))
+            until, sent = time.monotonic() + self.hold, 0
+            while sent < ENDLESS_LIMIT and (model == "endless" or time.monotonic() < until):
+                event = self._write(events, model)
                 writer.write(event)
+                sent += len(event)
                 self.sent[model] += len(event)
-                await (writer.drain() if model == "endless" else asyncio.sleep(1.0))
+                await (asyncio.sleep(PACES[model]) if model in PACES else writer.drain())
             writer.write(chunked(events.tail.encode()) + b"0\r\n\r\n")
             return True
         if model == "huge":
@@ -178,6 +187,18 @@ class Upstream:
             return False
         writer.write(response_head("200 OK", "application/json", len(body)) + body)
         return True
+
+    def _write(self, events, model):
+        """The next chunk of a streamed answer: 64 text events, a 10 MB one (made once), or one stamped."""
+        if model == "giant":
+            if events not in self._giant:
+                before, after = events.text
+                self._giant[events] = chunked((before + "x" * GIANT_EVENT + after).encode())
+            return self._giant[events]
+        return chunked(text_event(events, stamp=model == "ticking") * (64 if model in ("endless", "flood") else 1))
+
+
+PACES = {"paced": 1.0, "ticking": TICK}  # seconds between writes; other streams write as fast as taken
 
 
 def _gzip_bomb():
@@ -249,12 +270,17 @@ class Prober:
     def between(self, start, end):
         seconds = [s for t, s, _ in self.samples if start <= t <= end]
         failed = [o for t, _, o in self.samples if start <= t <= end and o != 200]
-        ms = lambda q: round(client.percentile(seconds, q) * 1000, 1) if seconds else None  # noqa: E731
-        return {"probes": len(seconds), "failed": len(failed), "p50_ms": ms(0.5), "p99_ms": ms(0.99), "max_ms": ms(1.0)}
+        return {"probes": len(seconds), "failed": len(failed), **milliseconds(seconds)}
 
     def stop(self):
         self._stop.set()
         self._thread.join()
+
+
+def milliseconds(seconds):
+    """p50, p99 and max of durations in seconds, in milliseconds."""
+    ms = lambda q: round(client.percentile(seconds, q) * 1000, 1) if seconds else None  # noqa: E731
+    return {"p50_ms": ms(0.5), "p99_ms": ms(0.99), "max_ms": ms(1.0)}
 
 
 def statuses(results):
@@ -267,7 +293,7 @@ def request_body(front, model, stream, **extra):
     return json.dumps({"model": model, "max_tokens": 64, "messages": USER, "stream": stream, **extra}).encode()
 
 
-def send(bridge, front, model, stream, *, total, concurrency, timeout=120, key=None):
+def send(bridge, front, model, stream, *, total, concurrency, timeout=120, key=None, **options):
     """`total` calls of one front over `concurrency` connections, with the abusing key or `key`'s header."""
     path, headers = FRONTS[front]
     return client.run(
@@ -278,7 +304,32 @@ def send(bridge, front, model, stream, *, total, concurrency, timeout=120, key=N
         total=total,
         concurrency=concurrency,
         timeout=timeout,
+        **options,
     )
+
+
+def _fronts(count):
+    """`count` fronts, each in turn."""
+    return [list(FRONTS)[number % len(FRONTS)] for number in range(count)]
+
+
+def ask(port, front, model, stream=True, receive_buffer=None):
+    """A socket that has asked the bridge on `port` for a call (a stream unless `stream` is false)
+    and read nothing yet (`receive_buffer`: its SO_RCVBUF)."""
+    path, headers = FRONTS[front]
+    sock = socket.socket()
+    if receive_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
+    body = request_body(front, model, stream)
+    head = [
+        f"POST {path} HTTP/1.1",
+        "host: bridge",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+    ]
+    sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
+    return sock
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -298,32 +349,10 @@ def huge_bodies(bridge, upstream, args):
     return {"bodies_mb": round(len(tiny) / 1e6), "at_once": at_once, "answers": report}
 
 
-def sent_calls(bridge, model, stream, count, receive_buffer=None):
-    """`count` sockets that have each sent a call, the fronts in turn, and read nothing yet."""
-    sockets = []
-    for number in range(count):
-        front = list(FRONTS)[number % len(FRONTS)]
-        path, headers = FRONTS[front]
-        sock = socket.socket()
-        if receive_buffer:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        sock.connect(("127.0.0.1", bridge.port))
-        body = request_body(front, model, stream)
-        head = [
-            f"POST {path} HTTP/1.1",
-            "host: bridge",
-            "content-type: application/json",
-            f"content-length: {len(body)}",
-        ]
-        sock.sendall(("\r\n".join(head + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode() + body)
-        sockets.append(sock)
-    return sockets
-
-
 def stalled_readers(bridge, upstream, args):
     """Streams whose clients never read, held --hold seconds, against an upstream as fast as it may be."""
     count = max(1, round(40 * args.scale))
-    sockets = sent_calls(bridge, "endless", True, count, receive_buffer=4096)
+    sockets = [ask(bridge.port, front, "endless", receive_buffer=4096) for front in _fronts(count)]
     time.sleep(args.hold)
     sent = upstream.sent["endless"]
     for sock in sockets:
@@ -432,7 +461,7 @@ def departed_clients(bridge, upstream, args):
     """One key's slow non-streamed calls, whose clients all leave while the upstream works on
     them: the upstream calls still open a second later, and other keys' calls meanwhile and after."""
     count = max(1, round(140 * args.scale))
-    sockets = sent_calls(bridge, "slow", False, count)
+    sockets = [ask(bridge.port, front, "slow", stream=False) for front in _fronts(count)]
     deadline = time.monotonic() + 10
     while upstream.working + len(answered(sockets)) < count and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -464,6 +493,61 @@ def answered(sockets):
     return statuses
 
 
+def head_of_line(bridge, upstream, args):
+    """Streams of an event every TICK seconds, each event's delay from upstream to client: alone,
+    then next to one and to three streams of 10 MB events, and to four floods of tiny events,
+    each phase --hold seconds, the hogs read as fast as they come (on the Chat front)."""
+    per_front = max(1, round(40 * args.scale / len(FRONTS)))
+    phases = {"alone": ("", 0), "1 giant": ("giant", 1), "3 giant": ("giant", 3), "4 floods": ("flood", 4)}
+    report = {}
+    for phase, (model, hogs) in phases.items():
+        streams = [_Hog(bridge, "chat", model) for _ in range(hogs)]
+        with concurrent.futures.ThreadPoolExecutor(len(FRONTS)) as pool:
+            shares = [pool.submit(_ticking, bridge, front, per_front, args) for front in FRONTS]
+            results = [result for share in shares for result in share.result()]
+        for hog in streams:
+            hog.close()
+        delays = [delay for result in results for delay in result.delays]
+        report[phase] = {
+            "paced_streams": len(results),
+            "answers": statuses(results),
+            "events": len(delays),
+            "delay": milliseconds(delays),
+            "hog_streams": hogs,
+            "hog_mib_received": round(sum(hog.received for hog in streams) / 1024**2, 1),
+        }
+    return {"tick_s": TICK, "giant_event_mib": GIANT_EVENT / 1024**2, "phases": report}
+
+
+def _ticking(bridge, front, count, args):
+    return send(bridge, front, "ticking", True, total=count, concurrency=count, timeout=args.hold + 60, stamps=True)
+
+
+class _Hog:
+    """A stream read as fast as it comes, in a process of its own (not this one's GIL, which the
+    paced streams' client needs on time), until it is closed."""
+
+    def __init__(self, bridge, front, model):
+        context = multiprocessing.get_context("spawn")
+        self._received = context.Value("q", 0)
+        self._process = context.Process(target=_read_all, args=(bridge.port, front, model, self._received))
+        self._process.start()
+
+    @property
+    def received(self):
+        return self._received.value
+
+    def close(self):
+        self._process.terminate()
+        self._process.join()
+
+
+def _read_all(port, front, model, received):
+    sock = ask(port, front, model)
+    while data := sock.recv(1024**2):
+        received.value += len(data)
+
+
 CASES = {
     case.__name__: case
     for case in (
@@ -475,6 +559,7 @@ CASES = {
         huge_answers,
         reasoning_bombs,
         departed_clients,
+        head_of_line,
     )
 }
 

@@ -230,7 +230,11 @@ def _finish(result, parser, now, stamps):
         result.body = bytes(parser.body)
     if stamps:
         sizes = [size for size, _ in parser.arrivals]
+        seen = set()  # a stamp's first arrival only: a Responses answer repeats its text in its last events
         for match in _STAMP.finditer(result.body):
+            if match.group(1) in seen:
+                continue
+            seen.add(match.group(1))
             arrival = parser.arrivals[bisect.bisect_left(sizes, match.end())][1]
             result.delays.append(arrival - float(match.group(1)))
 

@@ -12,7 +12,11 @@ the events of every stream that has one.
 
 The relay yields its Parking where it would wait: the loop resumes it with `ready` set when
 the upstream socket is readable, or unset once the wait's timeout is over (the relay then
-sends its keep-alive or disconnect probe). A write the client's socket cannot take whole
+sends its keep-alive or disconnect probe). A stream's turn is bounded: the relay reads once
+and translates at most EVENTS_PER_TURN events (streaming.py) before it yields; with events
+still in hand it yields its Parking as `later()`, and the loop resumes it at its next turn,
+after every other stream that is ready, whether or not its socket has more to read (epoll
+cannot see the events it holds). A write the client's socket cannot take whole
 stops the stream - it is not resumed, so its upstream is not read - until the client reads
 again; with no progress for BRIDGE_CLIENT_STALL_TIMEOUT the client is reset, as a request
 thread's blocked write is. A stream ends here as gunicorn ends a response: the chunked
@@ -57,6 +61,7 @@ class Parking:
         "_ending",
         "_open",
         "_place",
+        "_queued",
     )
 
     def __init__(self, loop, upstream):
@@ -68,10 +73,17 @@ class Parking:
         self._timer_at = self._deadline = 0.0
         self._open = False
         self._place = True  # one of the loop's BRIDGE_STREAMS_PER_WORKER places, taken by parking()
+        self._queued = False  # waiting for its next turn, with events in hand (later())
 
     def wait(self, timeout):
         """Itself, for the relay to yield: resume it when the upstream is readable or after `timeout` s."""
         self.timeout = timeout
+        self.ready = False
+        return self
+
+    def later(self):
+        """Itself, for the relay to yield: resume it at the loop's next turn, after the other streams."""
+        self.timeout = None
         self.ready = False
         return self
 
@@ -84,7 +96,13 @@ class Parking:
         self._watching = None
         self._ending = False
         self._watch(self._upstream, selectors.EVENT_READ)
-        self._wait_until(time.monotonic() + self.timeout)
+        self._parked()
+
+    def go_on(self):
+        """Its next turn, after later(): translate the events it holds (unless closed meanwhile)."""
+        self._queued = False
+        if self._open:
+            self._resume()
 
     def on_event(self):
         """Its socket is ready: the upstream readable, or the client writable again."""
@@ -110,6 +128,8 @@ class Parking:
 
     def _resume(self):
         """Run the answer until the relay waits again, ends, or a write must wait for the client."""
+        if self._queued:  # its turn comes from the loop's queue: not its socket's or a timer's call
+            return
         response = self._conn.response
         while True:
             try:
@@ -124,13 +144,21 @@ class Parking:
             if item is self:
                 if self._watching is not self._upstream:
                     self._watch(self._upstream, selectors.EVENT_READ)
-                self._wait_until(time.monotonic() + self.timeout)
+                self._parked()
                 return
             if item:
                 response.sent += len(item)
                 self._out = b"%X\r\n%s\r\n" % (len(item), item) if response.chunked else item
                 if not self._flush():
                     return
+
+    def _parked(self):
+        """The relay yielded its Parking: wait for the upstream, or for the next turn."""
+        if self.timeout is None:
+            self._queued = True
+            self._loop.later(self)
+        else:
+            self._wait_until(time.monotonic() + self.timeout)
 
     def _flush(self):
         """Write what is pending without blocking: True once all of it is out."""
@@ -141,9 +169,10 @@ class Parking:
         except OSError:  # the client is gone (reset, broken pipe)
             self._close(keepalive=False)
             return False
-        self._out = self._out[sent:]
-        if not self._out:
+        if sent == len(self._out):
+            self._out = b""
             return True
+        self._out = memoryview(self._out)[sent:]  # a view: the rest of a large write is not copied per send
         if self._watching is not self._conn.sock:
             self._watch(self._conn.sock, selectors.EVENT_WRITE)
         elif not sent:
@@ -225,6 +254,7 @@ class StreamLoop:
         os.set_blocking(self._waker, False)
         self.selector.register(self._wake, selectors.EVENT_READ, None)
         self._timers = []  # heap of (deadline, token, parking); a token no longer the parking's is stale
+        self._later = []  # streams with events in hand, for the next turn (Parking.later)
         self._tokens = itertools.count()
         self.closer = concurrent.futures.ThreadPoolExecutor(CLOSERS, thread_name_prefix="stream-end")
         threading.Thread(target=self._run, name="stream-loop", daemon=True).start()
@@ -256,6 +286,10 @@ class StreamLoop:
             conn.answer = None  # what the answer holds goes with it
             self.worker.unparked(conn, keepalive)
 
+    def later(self, parking):
+        """Resume `parking` (go_on) at the next turn, after the streams ready by then."""
+        self._later.append(parking)
+
     def timer(self, parking, deadline):
         """Call parking.expired(token) at `deadline` (time.monotonic()); returns the token."""
         token = next(self._tokens)
@@ -275,15 +309,20 @@ class StreamLoop:
             _guarded(conn.parking, conn.parking.start, conn)
 
     def _run(self):
+        """Turn after turn: each ready stream's step, then each stream that had events left after
+        its step in the last turn (which a step of this turn puts off to the next)."""
         timers = self._timers
         while True:
-            timeout = max(0.0, timers[0][0] - time.monotonic()) if timers else None
+            later, self._later = self._later, []
+            timeout = 0.0 if later else max(0.0, timers[0][0] - time.monotonic()) if timers else None
             for key, _ in self.selector.select(timeout):
                 parking = key.data
                 if parking is None:
                     self._adopt()
                 else:
                     _guarded(parking, parking.on_event)
+            for parking in later:
+                _guarded(parking, parking.go_on)
             now = time.monotonic()
             while timers and timers[0][0] <= now:
                 _, token, parking = heapq.heappop(timers)

@@ -7,7 +7,9 @@ Each event is translated (translator.py is the contract) and written the moment 
 Under gunicorn the relay does not wait in its request's thread: it yields its Parking, and
 the worker's stream loop (bridge/serve/stream_loop.py) resumes it when the upstream socket is
 readable or the wait is over, so thousands of streams share one thread and one wake-up per
-batch of events. Elsewhere (werkzeug, or the loop full) it waits in poll() in its own thread.
+batch of events; a turn there is bounded (a read, EVENTS_PER_TURN events), so a stream of giant
+or endless events holds the others for one turn at a time. Elsewhere (werkzeug, or the loop
+full) it waits in poll() in its own thread.
 Back-pressure comes with either: while the client does not read, the relay is not resumed
 (or its thread is stuck in the server's write) and reads nothing more, so a stalled client
 holds the socket buffers, not the stream; after BRIDGE_CLIENT_STALL_TIMEOUT the client is
@@ -30,7 +32,12 @@ from . import observability
 
 log = logging.getLogger(__name__)
 
+# A stream's turn in the stream loop: one read of at most _READ_SIZE bytes, and at most
+# EVENTS_PER_TURN of the events they complete translated and written; the rest wait for its
+# next turn, after every other stream's. One read completes at most one event larger than
+# itself, up to BRIDGE_MAX_EVENT_BYTES: that one is translated whole.
 _READ_SIZE = 65536
+EVENTS_PER_TURN = 64
 # How long a complete answer waits for the end of its upstream body (a chunked body's last,
 # empty chunk, which upstreams write apart from the last event), so that its connection goes
 # back to the pool: a new connection to a TLS upstream costs a handshake.
@@ -107,19 +114,23 @@ def relay(
         chunk = body.read(0)  # what came with the head, without a wait
         while True:
             ended = chunk is None
-            for event in decoder.close() if ended else decoder.feed(chunk):
-                payload = _payload(event)
-                record.heard(payload)
-                for item in translator.feed(event.event, payload):
-                    record.saw(item)
-                    pending.append(frame(item))
-            now = time.monotonic()
-            if pending:
-                quiet_since = written_at = now
-                keepalive = framing.keepalive
-                yield _take(pending)
+            events = decoder.close() if ended else decoder.feed(chunk)
+            for first in range(0, len(events), EVENTS_PER_TURN):
+                if first:  # a turn's worth is out: the rest once the loop's other streams had theirs
+                    yield from _next_turn(parking)
+                for event in events[first : first + EVENTS_PER_TURN]:
+                    payload = _payload(event)
+                    record.heard(payload)
+                    for item in translator.feed(event.event, payload):
+                        record.saw(item)
+                        pending.append(frame(item))
+                if pending:
+                    quiet_since = written_at = time.monotonic()
+                    keepalive = framing.keepalive
+                    yield _take(pending)
             if ended or translator.done:
                 break  # done: no keep-alive after the client's last event, no wait for [DONE]
+            now = time.monotonic()
             if now - quiet_since >= ping_interval:
                 # An upstream ping (or an event with nothing for the client) keeps only the
                 # upstream's side of the connection alive: the client's side needs its own.
@@ -148,7 +159,7 @@ def relay(
             log.exception("stream translation failed")
             error = BridgeError("api_error", "internal error in the bridge while translating the stream; see its log")
         record.failed_mid_stream(error, translator.protocol)
-        pending.extend(frame(item) for item in translator.fail(error))  # after what the same read produced
+        pending.extend(frame(item) for item in translator.fail(error))  # after what the same turn produced
     else:
         pending.append(framing.end)
         yield _take(pending)  # the client's last bytes first: what follows is for the pool
@@ -159,6 +170,12 @@ def relay(
             parking.release()
     if pending:
         yield _take(pending)
+
+
+def _next_turn(parking):
+    """Parked, let the stream loop's other streams have their turn first; in a thread, go on."""
+    if parking is not None:
+        yield parking.later()
 
 
 def _read(body, timeout, parking):

@@ -37,9 +37,18 @@ class Block:
 
     kind: str  # text | thinking | redacted | tool | json (the JSON-format tool) | server_tool | search_result | ignored
     start: dict  # the content_block_start block
-    signature: str = ""  # a thinking block's, from its start and signature_delta
+    # Pieces, joined when read (at the block's end): appending to a string would copy it per delta.
+    signatures: list = dataclasses.field(default_factory=list)  # a thinking block's, from its start and signature_delta
     citations: list = dataclasses.field(default_factory=list)  # a text block's, from its start and citations_delta
-    server_input: str = ""  # a server tool's input JSON, from input_json_delta
+    server_inputs: list = dataclasses.field(default_factory=list)  # a server tool's input JSON, from input_json_delta
+
+    @property
+    def signature(self):
+        return "".join(self.signatures)
+
+    @property
+    def server_input(self):
+        return "".join(self.server_inputs)
 
 
 class MessagesStream(translator.StreamTranslator):
@@ -120,7 +129,7 @@ class MessagesStream(translator.StreamTranslator):
         kind = BLOCK_KINDS.get(block.get("type"), "ignored")
         if kind == "tool" and block.get("name") == self.json_tool:
             kind = "json"
-        state = self.blocks[index] = self.block_type(kind, block, signature=block.get("signature") or "")
+        state = self.blocks[index] = self.block_type(kind, block, signatures=[block.get("signature") or ""])
         if kind == "text" and isinstance(block.get("citations"), list):
             state.citations.extend(block["citations"])
         return self.on_block_start(state)
@@ -136,12 +145,12 @@ class MessagesStream(translator.StreamTranslator):
         if kind == "thinking_delta" and state.kind == "thinking":
             return self.on_thinking(state, value)
         if kind == "signature_delta" and state.kind == "thinking":
-            state.signature += value or ""
+            state.signatures.append(value or "")
             return []
         if kind == "input_json_delta" and state.kind in ("tool", "json"):
             return self.on_input(state, value)
         if kind == "input_json_delta" and state.kind == "server_tool":
-            state.server_input += value or ""
+            state.server_inputs.append(value or "")
         elif kind == "citations_delta" and state.kind == "text":
             state.citations.append(delta.get("citation"))
         return []

@@ -3,6 +3,7 @@ streams that hold no thread, each event written as it comes, a stalled client th
 its own stream, faults mid-stream, and a connection that serves on after its stream."""
 
 import json
+import selectors
 import socket
 import threading
 import time
@@ -11,11 +12,13 @@ import pytest
 import requests
 
 from bridge.serve.stream_loop import StreamLoop
-from tests.fake_upstream import Flood, Reply, fixture
+from bridge.serve.streaming import EVENTS_PER_TURN
+from tests.fake_upstream import Flood, Reply, fixture, messages_stream
 from tests.helpers.directions import ANTHROPIC_HEADERS, recorded_stream
 from tests.helpers.directions import DIRECTIONS as EACH_DIRECTION
 from tests.helpers.recorded import decoded
 from tests.helpers.servers import (
+    Gate,
     TextStream,
     gunicorn,
     next_text,
@@ -28,6 +31,11 @@ from tests.helpers.servers import (
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
 
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+_STREAM_BODY = json.dumps({**CHAT, "stream": True}).encode()
+STREAM_REQUEST = (  # a Chat stream asked for on a raw socket
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_STREAM_BODY), _STREAM_BODY)
+)
 EACH = pytest.mark.parametrize("direction", EACH_DIRECTION, ids=lambda d: d.name)
 
 
@@ -62,14 +70,10 @@ def stalled_stream(server, fake, flood=None):
     (socket, flood) once the buffers between them are full and the flood cannot send more."""
     flood = flood or Flood()
     fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=flood, pace=0.01))
-    body = json.dumps({**CHAT, "stream": True}).encode()
     stalled = socket.socket()
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.connect(("127.0.0.1", server.port))
-    stalled.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    )
+    stalled.sendall(STREAM_REQUEST)
     settled(flood, socket_buffers() + 64 * 1024 * 1024)
     return stalled, flood
 
@@ -155,16 +159,11 @@ def test_a_client_that_reads_again_after_a_stall_gets_keepalives_on_time(tmp_pat
 
 def test_a_connection_serves_its_next_request_after_a_parked_stream(one_thread, fake):
     """The loop gives the connection back kept alive: a second request on it is answered."""
-    body = json.dumps({**CHAT, "stream": True}).encode()
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    )
     with socket.create_connection(("127.0.0.1", one_thread.port), timeout=10) as sock:
         for number in range(2):
             upstream = TextStream(fake)
             upstream.release_rest()
-            sock.sendall(request)
+            sock.sendall(STREAM_REQUEST)
             answer = b""
             while not answer.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
                 try:
@@ -271,3 +270,132 @@ def test_a_streams_place_in_the_loop_comes_back_at_its_end(tmp_path, fake):
             assert [c for c in chunks if c.choices and c.choices[0].finish_reason]
     finally:
         server.stop()
+
+
+# -- a stream's turn: bounded -------------------------------------------------------------------
+
+
+def numbered_stream(count):
+    """A gated Anthropic text stream: its opening, then `count` tiny deltas "<0>", "<1>"... in one
+    write (many events per read of the bridge's), then its end. Returns (gate, the texts)."""
+    texts = [f"<{n}>" for n in range(count)]
+    events = messages_stream(texts).events
+    gate = Gate([*events[:2], b"".join(events[2 : 2 + count]), *events[2 + count :]])
+    return gate, texts
+
+
+def chunk_texts(chunk):
+    """The texts of the Chat chunks in one HTTP chunk of a Chat stream."""
+    chunks = [json.loads(event.data) for event in decoded(chunk) if event.data != "[DONE]"]
+    return [
+        c["choices"][0]["delta"]["content"] for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")
+    ]
+
+
+class ChunkedReader:
+    """A raw socket's chunked answer, read one HTTP chunk at a time (what one write of the bridge's made)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self._data = b""
+        head = self._until(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+
+    def chunk(self):
+        """The next chunk's payload; b"" for the last chunk."""
+        size = int(self._until(b"\r\n"), 16)
+        while len(self._data) < size + 2:
+            self._recv()
+        chunk, self._data = self._data[:size], self._data[size + 2 :]
+        return chunk
+
+    def _until(self, mark):
+        while mark not in self._data:
+            self._recv()
+        line, _, self._data = self._data.partition(mark)
+        return line
+
+    def _recv(self):
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            raise AssertionError(f"nothing more for 10 s after {self._data[-200:]!r}") from None
+        assert data, "the bridge closed the connection"
+        self._data += data
+
+
+def test_a_streams_turn_translates_a_bounded_number_of_events_in_order(one_thread, fake):
+    """Two thousand events, many in each read: the loop translates and writes them EVENTS_PER_TURN
+    at a time (one write each, then the other streams' turn), every text once and in order."""
+    gate, texts = numbered_stream(2000)
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=gate))
+    gate.release(len(gate.events))
+    writes = []
+    with socket.create_connection(("127.0.0.1", one_thread.port), timeout=10) as sock:
+        sock.sendall(STREAM_REQUEST)
+        reader = ChunkedReader(sock)
+        while chunk := reader.chunk():
+            writes.append(chunk)
+    assert [text for chunk in writes for text in chunk_texts(chunk)] == texts
+    assert max(len(chunk_texts(chunk)) for chunk in writes) <= EVENTS_PER_TURN
+    assert decoded(writes)[-1].data == "[DONE]"
+
+
+def test_events_held_after_a_turn_go_out_while_the_upstream_sends_nothing(one_thread, fake):
+    """The events a turn leaves are the stream's, not its socket's: all of them reach the client
+    while the upstream, its socket read empty, holds the rest of the stream back."""
+    gate, texts = numbered_stream(2000)
+    fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=gate))
+    gate.release(3)  # the opening and the deltas; the end once the client has every text
+    received = []
+    with socket.create_connection(("127.0.0.1", one_thread.port), timeout=10) as sock:
+        sock.sendall(STREAM_REQUEST)
+        reader = ChunkedReader(sock)
+        while len(received) < len(texts):
+            received += chunk_texts(reader.chunk())
+        assert gate.sent == 3
+        gate.release(len(gate.events) - 3)
+        rest = []
+        while chunk := reader.chunk():
+            rest.append(chunk)
+    assert received == texts
+    assert decoded(rest)[-1].data == "[DONE]"
+
+
+def test_a_quiet_stream_is_relayed_between_the_turns_of_floods(one_thread, fake):
+    """Forty streams get hundreds of events each in one read; once every one has had a turn, a
+    quiet stream gets five. Those five go out while the floods' still do: a flood's turn takes
+    EVENTS_PER_TURN of the events its read brought, not all of them."""
+    floods, quiet = [numbered_stream(250)[0] for _ in range(40)], numbered_stream(5)[0]
+    streams = [*floods, quiet]
+    received = [b""] * len(streams)  # each stream's answer so far, from its socket
+    order = []  # (stream, its texts so far) after each read, across the streams
+    selector = selectors.DefaultSelector()
+    try:
+        for number, gate in enumerate(streams):
+            gate.release(2)  # its opening: the client's first chunk, then the stream waits in the loop
+            fake.reply(Reply(headers={"content-type": "text/event-stream"}, events=gate))
+            sock = socket.create_connection(("127.0.0.1", one_thread.port), timeout=10)
+            selector.register(sock, selectors.EVENT_READ, number)
+            sock.sendall(STREAM_REQUEST)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # the stream is open before the next
+
+        def read_until(done):
+            deadline = time.monotonic() + 30  # a hang guard
+            while not done():
+                assert time.monotonic() < deadline, [len(answer) for answer in received]
+                for key, _ in selector.select(1):
+                    received[key.data] += key.fileobj.recv(1 << 20)
+                    order.append((key.data, received[key.data].count(b'"content":"<')))
+
+        for gate in floods:
+            gate.release(len(gate.events) - 2)  # the rest: its deltas in one write, then its end
+        read_until(lambda: all(b'"content":"<' in answer for answer in received[:-1]))
+        quiet.release(len(quiet.events) - 2)
+        read_until(lambda: all(answer.endswith(b"0\r\n\r\n") for answer in received))
+    finally:
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()
+    fifth = order.index((len(floods), 5))
+    floods_done = max(order.index((number, 250)) for number in range(len(floods)))
+    assert fifth < floods_done, order[fifth - 3 : fifth + 3]

@@ -41,7 +41,7 @@ from .tokens import text_tokens
 class _Call:
     id: str
     name: str
-    pending: str = ""  # argument fragments that came before the name
+    pending: list = dataclasses.field(default_factory=list)  # argument fragments that came before the name
     opened: bool = False
 
 
@@ -182,7 +182,7 @@ class StreamTranslator(translator.StreamTranslator):
         out = []
         if not call.opened:
             if not call.name:
-                call.pending += arguments
+                call.pending.append(arguments)
                 return []
             self.tool_called = True
             out = self._switch(
@@ -195,7 +195,7 @@ class StreamTranslator(translator.StreamTranslator):
                 },
             )
             call.opened = True
-            arguments, call.pending = call.pending + arguments, ""
+            arguments, call.pending = "".join([*call.pending, arguments]), []
         if arguments:
             self.output_tokens += text_tokens(arguments)
             out.append(self._block_delta({"type": "input_json_delta", "partial_json": arguments}))

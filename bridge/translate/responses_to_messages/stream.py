@@ -66,6 +66,7 @@ CALL_EVENTS = {
 }
 # How a custom tool's input JSON opens: the request translator declares `{"input": string}`.
 _INPUT_OPENING = re.compile(r'\s*\{\s*"input"\s*:\s*"')
+_OPENING_MAX = 256  # characters of input waited for to see that opening: the rest is not kept per fragment
 _HIGH_SURROGATES = ("d8", "d9", "da", "db")
 
 
@@ -85,7 +86,7 @@ class _Block(Block):
     item: _Item = None  # the item it feeds, once it feeds one
     part: int = None  # its content index in a message (text, json)
     fragments: list = dataclasses.field(default_factory=list)  # thinking or input JSON so far
-    sent: str = ""  # what its deltas sent
+    sent: list = dataclasses.field(default_factory=list)  # what its deltas sent, joined at the block's end
     summary_open: bool = False
     custom: "_InputText" = None
     finished: bool = False
@@ -245,7 +246,7 @@ class StreamTranslator(MessagesStream):
         if not text:
             return []
         out = self._open_part(state, output_text("")) if state.part is None else []
-        state.sent += text
+        state.sent.append(text)
         return [*out, self._delta(state, text)]
 
     def on_thinking(self, state, text):
@@ -267,7 +268,7 @@ class StreamTranslator(MessagesStream):
             fragment = state.custom.feed(fragment or "")
         if not fragment:
             return []
-        state.sent += fragment
+        state.sent.append(fragment)
         return [self._delta(state, fragment)]
 
     def _delta(self, state, text):
@@ -283,12 +284,12 @@ class StreamTranslator(MessagesStream):
         if state.finished or state.item is None:
             return []
         state.finished = True
-        item, where = state.item, self._where(state)
+        item, where, sent = state.item, self._where(state), "".join(state.sent)
         if state.kind in ("text", "json"):
-            text = state.sent if state.kind == "text" else arguments(self._tool_input(state))
+            text = sent if state.kind == "text" else arguments(self._tool_input(state))
             part = item.parts[state.part] = output_text(text, url_annotations(state.citations, text))
             return [
-                *self._rest(state, text),
+                *self._rest(state, sent, text),
                 *(
                     self._event("response.output_text.annotation.added", **where, annotation_index=n, annotation=note)
                     for n, note in enumerate(part["annotations"])
@@ -305,7 +306,7 @@ class StreamTranslator(MessagesStream):
             kind, field = CALL_EVENTS[item.type]
             named = {"name": item.done["name"]} if field == "arguments" else {}
             return [
-                *self._rest(state, item.done[field]),
+                *self._rest(state, sent, item.done[field]),
                 self._event(kind + ".done", **where, **named, **{field: item.done[field]}),
             ]
         thinking = {"type": "thinking", "thinking": "".join(state.fragments), "signature": state.signature}
@@ -319,12 +320,11 @@ class StreamTranslator(MessagesStream):
             self._event("response.reasoning_summary_part.done", **where, part=summary_text(text)),
         ]
 
-    def _rest(self, state, value):
-        """The delta for what the final value adds to what the deltas sent, when it continues it."""
-        if len(value) <= len(state.sent) or not value.startswith(state.sent):
+    def _rest(self, state, sent, value):
+        """The delta for what the final value adds to what the deltas `sent`, when it continues it."""
+        if len(value) <= len(sent) or not value.startswith(sent):
             return []
-        rest, state.sent = value[len(state.sent) :], value
-        return [self._delta(state, rest)]
+        return [self._delta(state, value[len(sent) :])]
 
     @staticmethod
     def _server_input(state):
@@ -375,12 +375,14 @@ class _InputText:
         self.closed = False
 
     def feed(self, fragment):
-        self.raw += fragment
         if self.closed:
             return ""
+        self.raw += fragment
         if self.start is None:
             opening = _INPUT_OPENING.match(self.raw)
             if opening is None:
+                # Not the opening yet; longer than any opening but padded with spaces, it is another shape.
+                self.closed = len(self.raw) > _OPENING_MAX
                 return ""
             self.start = opening.end()
         end = self._whole(self.start)

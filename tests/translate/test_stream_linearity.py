@@ -1,0 +1,215 @@
+"""Every stream translator's work is linear in its stream: 80,000 deltas cost about eight times 10,000.
+
+Every stream of a worker is relayed by its one stream-loop thread, so a translator that copies
+all it has kept on each delta (a string grown with +=) holds every other stream of the worker a
+little longer on each of them, until a long answer holds them for seconds. Each front runs here
+in process as the relay runs it per event: the SSE decoder fed 64 KiB reads, the translator, the
+client's framing; each kind of delta its translator keeps something of, 10,000 and 80,000 times.
+
+The bound on the ratio of their CPU times is twice linear (16 for 8): the least of up to three
+runs stays under it on a shared, noisy machine, while a copy per delta of 16-character deltas
+goes far beyond it.
+"""
+
+import json
+import time
+
+import pytest
+
+from bridge.gateway.passthrough import AnthropicRelay, ChatRelay
+from bridge.gateway.passthrough import Context as PassThroughContext
+from bridge.protocols import sse
+from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
+from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
+from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
+from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
+from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context, responses_to_messages_context
+
+pytestmark = pytest.mark.slow  # seconds of CPU: make test-fast leaves it out (setup.cfg)
+
+FEW, MANY = 10_000, 80_000
+BOUND = 2 * MANY / FEW
+PIECE = "sixteen chars.. "
+READ = 65536  # the relay's read size
+
+
+def _event(kind, **fields):
+    return sse.encode(json.dumps({"type": kind, **fields}), event=kind)
+
+
+def anthropic_stream(start, delta, count, opening=(), closing=()):
+    """message_start; one block `start`, its deltas (`delta` `count` times amid the others), its end; the stop."""
+
+    def block_delta(value):
+        return _event("content_block_delta", index=0, delta=value)
+
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {}}
+    return b"".join(
+        [
+            _event("message_start", message=message),
+            _event("content_block_start", index=0, content_block=start),
+            *map(block_delta, opening),
+            block_delta(delta) * count,
+            *map(block_delta, closing),
+            _event("content_block_stop", index=0),
+            _event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": count}),
+            _event("message_stop"),
+        ]
+    )
+
+
+def chat_stream(delta, count, opening=(), closing=()):
+    """A role chunk, then chunks of `delta` `count` times between the others, the finish, [DONE]."""
+
+    def chunk(fields, finish=None):
+        choice = {"index": 0, "delta": fields, "finish_reason": finish}
+        return sse.encode(json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [choice]}))
+
+    return b"".join(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            *map(chunk, opening),
+            chunk(delta) * count,
+            *map(chunk, closing),
+            chunk({}, "stop"),
+            sse.encode("[DONE]"),
+        ]
+    )
+
+
+TEXT = ({"type": "text", "text": ""}, {"type": "text_delta", "text": PIECE})
+THINKING = ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": PIECE})
+SIGNATURE = ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "signature_delta", "signature": PIECE})
+
+
+def tool(name, key="q", kind="tool_use"):
+    """A tool_use (or server_tool_use) block whose input is {key: "<the pieces>"}."""
+    return {
+        "start": {"type": kind, "id": "toolu_1", "name": name, "input": {}},
+        "delta": {"type": "input_json_delta", "partial_json": PIECE},
+        "opening": [{"type": "input_json_delta", "partial_json": '{"%s": "' % key}],
+        "closing": [{"type": "input_json_delta", "partial_json": '"}'}],
+    }
+
+
+def call(fields):
+    return {"tool_calls": [{"index": 0, "function": fields}]}
+
+
+NAMED = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "lookup", "arguments": ""}}]}
+CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
+
+# front-kind: (translator, framing, the stream of `count` deltas)
+STREAMS = {
+    "chat-text": (lambda: ChatFront(chat_to_messages_context(stream=True)), CHAT_SSE, TEXT),
+    "chat-thinking": (lambda: ChatFront(chat_to_messages_context(stream=True)), CHAT_SSE, THINKING),
+    "chat-signature": (lambda: ChatFront(chat_to_messages_context(stream=True)), CHAT_SSE, SIGNATURE),
+    "chat-search": (
+        lambda: ChatFront(chat_to_messages_context(stream=True)),
+        CHAT_SSE,
+        tool("web_search", key="query", kind="server_tool_use"),
+    ),
+    "chat-tool": (lambda: ChatFront(chat_to_messages_context(stream=True)), CHAT_SSE, tool("lookup")),
+    "chat-json": (
+        lambda: ChatFront(chat_to_messages_context(stream=True, json_tool="answer")),
+        CHAT_SSE,
+        tool("answer"),
+    ),
+    "responses-text": (lambda: ResponsesFront(responses_to_messages_context(stream=True)), RESPONSES_SSE, TEXT),
+    "responses-summary": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True, summary=True)),
+        RESPONSES_SSE,
+        THINKING,
+    ),
+    "responses-signature": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True)),
+        RESPONSES_SSE,
+        SIGNATURE,
+    ),
+    "responses-search": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True)),
+        RESPONSES_SSE,
+        tool("web_search", key="query", kind="server_tool_use"),
+    ),
+    "responses-tool": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True)),
+        RESPONSES_SSE,
+        tool("lookup"),
+    ),
+    "responses-json": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True, json_tool="answer")),
+        RESPONSES_SSE,
+        tool("answer"),
+    ),
+    "responses-custom": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True, tools=CUSTOM)),
+        RESPONSES_SSE,
+        tool("apply_patch", key="input"),
+    ),
+    "responses-custom-other-shape": (
+        lambda: ResponsesFront(responses_to_messages_context(stream=True, tools=CUSTOM)),
+        RESPONSES_SSE,
+        tool("apply_patch", key="patch"),
+    ),
+    "messages-text": (lambda: MessagesFront(messages_to_chat_context(stream=True)), ANTHROPIC_SSE, {"content": PIECE}),
+    "messages-reasoning": (
+        lambda: MessagesFront(messages_to_chat_context(stream=True)),
+        ANTHROPIC_SSE,
+        {"reasoning_content": PIECE},
+    ),
+    "messages-tool": (
+        lambda: MessagesFront(messages_to_chat_context(stream=True)),
+        ANTHROPIC_SSE,
+        {"delta": call({"arguments": PIECE}), "opening": [NAMED]},
+    ),
+    "messages-tool-named-last": (
+        lambda: MessagesFront(messages_to_chat_context(stream=True)),
+        ANTHROPIC_SSE,
+        {"delta": call({"arguments": PIECE}), "closing": [call({"name": "lookup"})]},
+    ),
+    "passthrough-messages": (lambda: AnthropicRelay(PassThroughContext("m", True)), ANTHROPIC_SSE, TEXT),
+    "passthrough-chat": (lambda: ChatRelay(PassThroughContext("m", True)), CHAT_SSE, {"content": PIECE}),
+}
+
+
+def upstream_body(shape, count):
+    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, or Chat deltas."""
+    if isinstance(shape, tuple):
+        return anthropic_stream(*shape, count)
+    if "start" in shape:
+        return anthropic_stream(count=count, **shape)
+    if "delta" in shape:
+        return chat_stream(count=count, **shape)
+    return chat_stream(shape, count)
+
+
+def relayed(translator, framing, body):
+    """What the relay does per read of an upstream body: decode, translate, frame."""
+    decoder = sse.Decoder()
+    for at in range(0, len(body), READ):
+        for event in decoder.feed(body[at : at + READ]):
+            for item in translator.feed(event.event, _payload(event)):
+                framing.frame(item)
+    for item in translator.finish():
+        framing.frame(item)
+
+
+def cpu_seconds(make, framing, body):
+    started = time.process_time()
+    relayed(make(), framing, body)
+    return time.process_time() - started
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_a_translators_work_grows_linearly_with_its_deltas(name):
+    make, framing, shape = STREAMS[name]
+    few, many = upstream_body(shape, FEW), upstream_body(shape, MANY)
+    translator = make()
+    relayed(translator, framing, few)
+    assert translator.done  # read to its end, each delta translated: the stream is one its translator takes
+    ratios = []
+    for _ in range(3):  # the least of up to three: a busy neighbour slows one run, not all of them
+        ratios.append(cpu_seconds(make, framing, many) / cpu_seconds(make, framing, few))
+        if min(ratios) < BOUND:
+            break
+    assert min(ratios) < BOUND, f"{MANY} deltas cost {min(ratios):.1f} times {FEW}: more than linear"
