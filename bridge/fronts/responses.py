@@ -5,8 +5,8 @@ Responses -> Messages -> Chat would chain two lossy translations, and the reason
 front hands Codex carry Anthropic's signed thinking, which a Chat upstream never produces.
 
 Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
-(CODEX.md §5): a 429 keeps the upstream's `retry-after` (Codex retries a 429 only with
-one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
+(tests/fixtures/clients/codex-0.171.0/CODEX.md §5): a 429 keeps the upstream's `retry-after`
+(Codex retries a 429 only with one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
 retries a 503 at once only with it, else 30 times over 25 s), and a context overflow is a
 400 with `code: "context_length_exceeded"` (Codex then says the context is full).
 """

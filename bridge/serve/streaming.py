@@ -77,10 +77,10 @@ def _data_only(item):
 ANTHROPIC_SSE = Framing(_named_event, _named_event({"type": "ping"}))
 CHAT_SSE = Framing(_data_only, sse.comment(), sse.encode(DONE))
 # OpenAI Responses: named events. Codex resets its idle timer on any data event but not on a
-# comment (CODEX.md §5), so the keep-alive is an event of a type no client acts on, as
-# OpenAI's own `keepalive`: Codex and the openai SDK pass unknown types by. The SDK's
-# `responses.stream()` helper refuses any event before `response.created`, so until the
-# client's first event (the upstream silent before message_start) it is a comment.
+# comment (tests/fixtures/clients/codex-0.171.0/CODEX.md §5), so the keep-alive is an event of
+# a type no client acts on, as OpenAI's own `keepalive`: Codex and the openai SDK pass unknown
+# types by. The SDK's `responses.stream()` helper refuses any event before `response.created`,
+# so until the client's first event (the upstream silent before message_start) it is a comment.
 RESPONSES_SSE = Framing(_named_event, _named_event({"type": "keepalive"}), opening_keepalive=sse.comment())
 
 

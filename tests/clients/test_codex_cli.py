@@ -4,7 +4,7 @@ reaches the Anthropic Messages server behind bridge (the fake upstream).
 The CLI is the npm package pinned in tests/clients/package.json (a ~315 MB native binary in an
 optional dependency), which `make test` installs into .clients/ where npm exists. Without it
 these tests skip, except under CI=true, where a missing CLI is a failure. Each run is hermetic
-(CODEX.md §1 in ../shared/fixtures/clients/codex-0.171.0): a fresh HOME and CODEX_HOME whose
+(tests/fixtures/clients/codex-0.171.0/CODEX.md §1): a fresh HOME and CODEX_HOME whose
 config.toml points a `wire_api = "responses"` provider at bridge, a dummy key in the provider's
 env_key, the switches that stop every other outbound call, and proxies that lead nowhere for
 anything that would still try.

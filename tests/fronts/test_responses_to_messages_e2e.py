@@ -372,12 +372,13 @@ def test_the_routes_answer_without_v1_too(bridge, fake):
 
 
 def test_the_codex_captures_are_all_here():
-    assert len(CAPTURES) == 10, "copies of ../shared/fixtures/clients/codex-0.171.0/captures/"
+    assert len(CAPTURES) == 10, "the recorded Codex 0.171.0 requests"
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.name.split("-POST")[0] for p in CAPTURES])
 def test_every_codex_request_as_codex_sent_it_is_answered_and_a_valid_messages_request(bridge, fake, path):
-    """Path, headers and body byte for byte as Codex 0.171.0 sent them (CODEX.md §2)."""
+    """Path, headers and body byte for byte as Codex 0.171.0 sent them
+    (tests/fixtures/clients/codex-0.171.0/CODEX.md §2)."""
     captured = json.loads(path.read_text())
     headers = {
         name: value

@@ -13,7 +13,7 @@ from bridge.translate.chat_to_messages.response import to_chat_completion, to_op
 from tests.helpers.contexts import chat_to_messages_context as context
 from tests.helpers.recorded import ANTHROPIC_BODIES, OVERFLOWS, recorded
 
-# The spec's stop_reason -> finish_reason table (DESIGN.md section 4 and the seeds).
+# The stop_reason -> finish_reason table (docs/translation.md; content_filter is refusal both ways).
 FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",

@@ -2,7 +2,7 @@
 bridge/protocols/schemas/responses.py).
 
 The Codex captures in tests/fixtures/clients/codex-0.171.0/captures/ are copies of
-../shared/fixtures/clients/codex-0.171.0/captures/ (CODEX.md there tells how they were recorded):
+tests/fixtures/clients/codex-0.171.0/captures/ (CODEX.md there tells how they were recorded):
 what Codex CLI 0.171.0 sent to a Responses server, each `{"method", "path", "headers", "body", ...}`.
 """
 

@@ -3,7 +3,7 @@
 Validation happens here, before any translation, so every rejection names
 the field the way the client wrote it (`messages.2.tool_calls.0.function.arguments`).
 Besides shape, the schemas refuse what the Anthropic upstream cannot express
-without changing the answer (DESIGN.md section 4): several choices, log
+without changing the answer (docs/translation.md): several choices, log
 probabilities, audio, custom tools, legacy function calling, content parts
 it cannot read, and conversations with nothing to answer.
 

@@ -1,6 +1,6 @@
 """Chat Completions chunks -> Anthropic Messages stream events (a small state machine).
 
-Lifecycle (DESIGN.md section 3, message-placement.txt):
+Lifecycle (the Messages stream grammar, as the anthropic SDK's accumulator reads it):
 - `message_start` once, at the first chunk that carries a choice, with a full
   usage object (the request's input estimate, zero output, both cache fields).
 - Content blocks are opened in order, indices 0, 1, 2..., one open at a time:
