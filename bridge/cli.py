@@ -98,7 +98,9 @@ def check(offline=False, pickled=False):
         if not ok:
             failing.append(deployment.name)
         key = "none" if deployment.auth == "none" else "set" if deployment.key else "unset"
-        print(f"  {deployment.name} ({deployment.protocol}, key {key}): GET {url} -> {verdict}")
+        headers = "".join(f", header {name}" for name, _ in deployment.headers)  # a value may be a key
+        shown_url = settings_module.masked_url(url, every_value=True)
+        print(f"  {deployment.name} ({deployment.protocol}, key {key}{headers}): GET {shown_url} -> {verdict}")
     if settings.redis_url:
         verdict = redis_verdict(settings)
         print(f"redis:\n  {settings_module.masked_url(settings.redis_url)} -> {verdict}")
@@ -128,6 +130,8 @@ def shown(settings):
             value = ", ".join(key.name for key in value) or "none"
         elif field.name == "redis_url":
             value = settings_module.masked_url(value) or "unset"
+        elif field.name == "routes_file":  # inline JSON may hold a deployment's header values
+            value = value if settings_module.named_file(value) else "inline JSON" if value else "unset"
         elif field.name == "client_limits":
             value = "; ".join(f"{name}: {limits}" for name, limits in value) or "none"
         elif field.name == "model_map":
