@@ -32,6 +32,8 @@ from .serve import observability
 log = logging.getLogger("bridge")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# The bridge's own ids: one a client sends is replaced, or one request could pass as another in the log.
+_OWN_ID = "req_bridge_"
 _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
@@ -72,7 +74,8 @@ def create_app(settings=None, table=None):
     def identify_and_authenticate():
         record = observability.current()
         incoming = request.headers.get("x-request-id", "")
-        record.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{secrets.token_hex(16)}"
+        kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
+        record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
             record.client = auth.authenticate(settings, request.headers) or None
 
