@@ -99,7 +99,8 @@ class Settings:
             shown[secret] = "<set>" if shown[secret] else None
         shown["client_keys"] = [k.name for k in self.client_keys]
         shown["redis_url"] = masked_url(self.redis_url)
-        shown["routes_file"] = self.routes_file if named_file(self.routes_file) else "<inline JSON>"
+        if self.routes_file and not named_file(self.routes_file):
+            shown["routes_file"] = "<inline JSON>"  # a deployment's header values are in it
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 

@@ -131,9 +131,11 @@ def test_upstream_keys_never_appear_in_the_settings_repr():
             "BRIDGE_OPENAI_API_KEY": "sk-secret-1",
             "BRIDGE_ANTHROPIC_API_KEY": "sk-secret-2",
             "BRIDGE_ALLOW_OPEN_RELAY": "1",
+            "BRIDGE_ROUTES": json.dumps({"routes": [{"headers": {"Ocp-Apim-Subscription-Key": "sk-secret-3"}}]}),
         }
     )
-    assert "sk-secret" not in repr(settings)
+    assert "sk-secret" not in repr(settings) and "routes_file='<inline JSON>'" in repr(settings)
+    assert "routes_file=''" in repr(load({}))
 
 
 def test_model_map_from_a_file_and_the_settings_file(tmp_path):
