@@ -75,12 +75,15 @@ CHECK_TIMEOUT = 60
 def on_starting(server):
     """Start only with a valid configuration, held for the workers (post_fork); check every
     reload's before it replaces a worker (_reload_if_valid); give the workers one shared
-    directory for their metrics, emptied of a previous run's."""
-    server.bridge_configuration, problem = _bridge_configuration()
-    if problem:
-        server.log.error("not started: %s", problem)
-        raise SystemExit(INVALID_CONFIGURATION)
-    server.reload = functools.partial(_reload_if_valid, server, server.reload)
+    directory for their metrics, emptied of a previous run's. Another app served with this
+    file (the bench's relay: `gunicorn --config ... bench.relay:app`) loads as it would."""
+    server.bridge_configuration = None
+    if server.app.app_uri == wsgi_app:
+        server.bridge_configuration, problem = _bridge_configuration()
+        if problem:
+            server.log.error("not started: %s", problem)
+            raise SystemExit(INVALID_CONFIGURATION)
+        server.reload = functools.partial(_reload_if_valid, server, server.reload)
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not path:
         path = server.bridge_metrics_tmpdir = tempfile.mkdtemp(prefix="bridge-metrics-")
@@ -152,6 +155,8 @@ def post_fork(server, worker):
     """The worker's app, from the configuration the master checked last (at start, or at the
     last reload it accepted): a worker started later, a dead one's replacement, reads no file
     again, which may have changed, and broken, since."""
+    if server.bridge_configuration is None:
+        return
     from bridge.app import create_app  # in the worker only (_bridge_configuration says why)
 
     worker.app.callable = create_app(*pickle.loads(server.bridge_configuration))
