@@ -14,9 +14,7 @@ import pytest
 
 from bench.processes import GUNICORN_CONF
 from tests.fake_upstream import fixture
-from tests.helpers import gunicorn, openai_client
-
-pytestmark = pytest.mark.slow  # make test-fast leaves it out (setup.cfg)
+from tests.helpers.servers import gunicorn, openai_client
 
 CLIENT_KEY = "sk-client-key-1"
 NEW_CLIENT_KEY = "sk-client-key-2"
