@@ -152,14 +152,18 @@ def _bridge_configuration():
 
 
 def post_fork(server, worker):
-    """The worker's app, from the configuration the master checked last (at start, or at the
-    last reload it accepted): a worker started later, a dead one's replacement, reads no file
-    again, which may have changed, and broken, since."""
-    if server.bridge_configuration is None:
-        return
+    """The worker's app is to be built from the configuration the master checked last (at start,
+    or at the last reload it accepted): a worker started later, a dead one's replacement, reads
+    no file again, which may have changed, and broken, since. Built where gunicorn loads an app,
+    once the worker handles its signals: a stop that comes meanwhile is not lost."""
+    if server.bridge_configuration is not None:
+        worker.app.load = functools.partial(_checked_app, server.bridge_configuration)
+
+
+def _checked_app(configuration):
     from bridge.app import create_app  # in the worker only (_bridge_configuration says why)
 
-    worker.app.callable = create_app(*pickle.loads(server.bridge_configuration))
+    return create_app(*pickle.loads(configuration))
 
 
 def _large_blocks_back_to_the_kernel():
