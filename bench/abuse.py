@@ -17,16 +17,18 @@ earlier abuse rounds found, each bounded in time:
 - broken_answers: upstream answers that break mid-body, streamed and not;
 - huge_answers: a 200 MB answer, a gzip bomb, a 20 MB error message, 5,000 headers;
 - reasoning_bombs: 32 MB Responses bodies whose one reasoning item decodes to 8 million empty
-  objects, eight at once.
-- departed_clients: one key's slow non-streamed calls whose clients all leave, and other keys' calls.
+  objects, eight at once;
+- departed_clients: one key's slow non-streamed calls whose clients all leave, and other keys' calls;
 - head_of_line: paced streams next to streams of 10 MB events, and next to floods of tiny events,
-  in the same workers' stream loops.
+  in the same workers' stream loops;
+- broken_reload: a reload (SIGHUP) after a typo in the model map, while streams and calls run.
 
 Throughout, a prober asks /healthz every 100 ms. Per case the report gives each worker's peak
 RSS (VmHWM, reset before the case), the health check's latency percentiles and failures, what
 the attacking clients got, and the upstream calls per client call. The exit status is 0 only
 when every health check was answered, no worker died, no upstream call was repeated or left
-open for a client that had left, and every worker's peak RSS stayed under --rss-limit MiB.
+open for a client that had left, every worker's peak RSS stayed under --rss-limit MiB, and the
+broken reload was refused with no call failed.
 """
 
 import argparse
@@ -38,6 +40,8 @@ import gzip
 import http.client
 import json
 import multiprocessing
+import pathlib
+import signal
 import socket
 import tempfile
 import threading
@@ -61,6 +65,7 @@ ENDLESS_LIMIT = 2 * 1024**3  # an endless stream still ends here, whatever the b
 PROBE_EVERY = 0.1
 GIANT_EVENT = 10 * 1024**2  # bytes of text in each event of a `giant` stream
 TICK = 0.05  # seconds between the events of a `ticking` stream
+MODEL_MAP = "model_map.json"  # BRIDGE_MODEL_MAP, in the run's directory: a file a reload reads again
 
 
 # -- the misbehaving upstream ---------------------------------------------------------------------
@@ -548,6 +553,33 @@ def _read_all(port, front, model, received):
         received.value += len(data)
 
 
+def broken_reload(bridge, upstream, args):
+    """A reload after a typo in the model map, while paced streams and calls run: the master
+    refuses it and keeps its workers, so no call fails (before, the master stopped)."""
+    model_map = bridge.log_path.parent / MODEL_MAP
+    streams, calls = max(1, round(40 * args.scale)), max(3, round(300 * args.scale))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        streaming = pool.submit(
+            send, bridge, "chat", "paced", True, total=streams, concurrency=streams, timeout=args.hold + 60
+        )
+        time.sleep(1)  # under way
+        model_map.write_text('{"gpt-4o": }')
+        bridge.signal(signal.SIGHUP)
+        calling = pool.submit(send, bridge, "messages", "plain", False, total=calls, concurrency=8)
+        deadline = time.monotonic() + 30
+        while "reload refused" not in bridge.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        model_map.write_text("{}")
+        results = streaming.result() + calling.result()
+    return {
+        "streams": streams,
+        "calls": calls,
+        "reload_refused": "reload refused" in bridge.log(),
+        "answers": statuses(results),
+        "failed_calls": sum(1 for r in results if r.status != 200 or r.error),
+    }
+
+
 CASES = {
     case.__name__: case
     for case in (
@@ -560,6 +592,7 @@ CASES = {
         reasoning_bombs,
         departed_clients,
         head_of_line,
+        broken_reload,
     )
 }
 
@@ -576,7 +609,15 @@ def main(argv=None):
 
     upstream = Upstream(args.hold)
     workdir = tempfile.TemporaryDirectory(prefix="bridge-abuse-")
-    bridge = Gunicorn(workdir.name, upstream.url, BRIDGE_LOG_LEVEL="WARNING", BRIDGE_CLIENT_KEYS=CLIENT_KEYS)
+    model_map = pathlib.Path(workdir.name) / MODEL_MAP
+    model_map.write_text("{}")
+    bridge = Gunicorn(
+        workdir.name,
+        upstream.url,
+        BRIDGE_LOG_LEVEL="WARNING",
+        BRIDGE_CLIENT_KEYS=CLIENT_KEYS,
+        BRIDGE_MODEL_MAP=str(model_map),
+    )
     try:
         report = measure(bridge, upstream, args)
     finally:
@@ -614,6 +655,8 @@ def measure(bridge, upstream, args):
                 and max(peaks.values(), default=0) <= args.rss_limit
                 and not repeated
                 and not left_open
+                and not outcome.get("failed_calls")
+                and outcome.get("reload_refused", True)
             )
     finally:
         prober.stop()

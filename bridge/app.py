@@ -16,7 +16,6 @@ import types
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import settings as settings_module
 from .fronts import models
 from .fronts.chat import bp as chat_to_messages_bp
 from .fronts.http import json_response
@@ -33,15 +32,20 @@ from .serve import observability
 log = logging.getLogger("bridge")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# The bridge's own ids: one a client sends is replaced, or one request could pass as another in the log.
+_OWN_ID = "req_bridge_"
 _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
-def create_app(settings=None):
-    settings = settings or settings_module.load()
+def create_app(settings=None, table=None):
+    """The app for `settings` and routing `table` as routes.configuration() loads them (now, by
+    default; the gunicorn master hands its workers the ones it checked)."""
+    if settings is None:
+        settings, table = routes.configuration()
+    table = table or routes.load(settings)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    table = routes.load(settings)
     accounts = usage.Accounts(settings, table)
     app.extensions["bridge"] = types.SimpleNamespace(
         settings=settings,
@@ -71,7 +75,8 @@ def create_app(settings=None):
     def identify_and_authenticate():
         record = observability.current()
         incoming = request.headers.get("x-request-id", "")
-        record.request_id = incoming if _REQUEST_ID.match(incoming) else f"req_bridge_{secrets.token_hex(16)}"
+        kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
+        record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
             record.client = auth.authenticate(settings, request.headers) or None
 

@@ -4,15 +4,22 @@ a client limit does not count) and their tokens.
 
 It loads the settings and the routes exactly as the service will (environment,
 then BRIDGE_SETTINGS_FILE, then BRIDGE_ROUTES), prints them with every key shown
-only as set or unset, and asks every deployment for its model list, naming those
+only as set or unset (a URL's password and a route's header and query values as ***),
+and asks every deployment for its model list, naming those
 that fail, and pings Redis when BRIDGE_REDIS_URL is set (its password masked). Exit status:
 0 when all is well, 1 when a deployment or Redis is unreachable, or a deployment refuses a
 key the bridge holds or answers an error, 2 when a setting is invalid.
+
+`bridge check --offline` only loads and checks, calling no upstream and no Redis, and prints
+one line: what the systemd unit runs before it asks for a reload. `--pickle` writes what it
+loaded, keys included, to stdout (never a terminal): what the gunicorn master runs to hold
+a checked configuration for its workers (deploy/gunicorn.conf.py).
 """
 
 import argparse
 import dataclasses
 import json
+import pickle
 import sys
 
 import redis
@@ -30,7 +37,9 @@ _TIMEOUT = 5.0
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bridge", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="validate the settings and try each upstream and Redis")
+    checking = commands.add_parser("check", help="validate the settings and try each upstream and Redis")
+    checking.add_argument("--offline", action="store_true", help="only validate the settings and every file they name")
+    checking.add_argument("--pickle", action="store_true", help="--offline, and the configuration to stdout, pickled")
     used = commands.add_parser(
         "usage", help="print today's (UTC) requests admitted (not those refused) and tokens per client from Redis"
     )
@@ -38,7 +47,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "usage":
         return print_usage(args.client)
-    return check()
+    if args.pickle and sys.stdout.isatty():
+        parser.error("--pickle writes keys: not to a terminal")
+    return check(args.offline, args.pickle)
 
 
 def print_usage(client):
@@ -62,13 +73,18 @@ def print_usage(client):
     return 0
 
 
-def check():
+def check(offline=False, pickled=False):
     try:
-        settings = settings_module.load()
-        table = routes.load(settings)
+        settings, table = routes.configuration()
     except settings_module.SettingsError as error:
         print(f"bridge: invalid setting: {error}", file=sys.stderr)
         return 2
+    if pickled:
+        sys.stdout.buffer.write(pickle.dumps((settings, table)))
+        return 0
+    if offline:
+        print(f"bridge: configuration valid ({len(table.routes)} routes, {len(table.deployments())} deployments)")
+        return 0
     print("settings:")
     for name, value in shown(settings):
         print(f"  {name} = {value}")
@@ -85,7 +101,9 @@ def check():
         if not ok:
             failing.append(deployment.name)
         key = "none" if deployment.auth == "none" else "set" if deployment.key else "unset"
-        print(f"  {deployment.name} ({deployment.protocol}, key {key}): GET {url} -> {verdict}")
+        headers = "".join(f", header {name}" for name, _ in deployment.headers)  # a value may be a key
+        shown_url = settings_module.masked_url(url, every_value=True)
+        print(f"  {deployment.name} ({deployment.protocol}, key {key}{headers}): GET {shown_url} -> {verdict}")
     if settings.redis_url:
         verdict = redis_verdict(settings)
         print(f"redis:\n  {settings_module.masked_url(settings.redis_url)} -> {verdict}")
@@ -115,6 +133,8 @@ def shown(settings):
             value = ", ".join(key.name for key in value) or "none"
         elif field.name == "redis_url":
             value = settings_module.masked_url(value) or "unset"
+        elif field.name == "routes_file":  # inline JSON may hold a deployment's header values
+            value = value if settings_module.named_file(value) else "inline JSON" if value else "unset"
         elif field.name == "client_limits":
             value = "; ".join(f"{name}: {limits}" for name, limits in value) or "none"
         elif field.name == "model_map":

@@ -10,7 +10,8 @@ import dataclasses
 import hashlib
 import json
 import os
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import urlsplit
 
 from .translate.capabilities import parse_overrides
 
@@ -99,30 +100,60 @@ class Settings:
             shown[secret] = "<set>" if shown[secret] else None
         shown["client_keys"] = [k.name for k in self.client_keys]
         shown["redis_url"] = masked_url(self.redis_url)
+        if self.routes_file and not named_file(self.routes_file):
+            shown["routes_file"] = "<inline JSON>"  # a deployment's header values are in it
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+def read_text(name, path):
+    """The text of a file a setting names, or a SettingsError naming both: a reload checks
+    every file before a worker reads it (deploy/gunicorn.conf.py), so none may fail otherwise."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise SettingsError(f"{name}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{name}: {path} is not UTF-8 text") from None
+
+
+def named_file(value):
+    """The path a setting that is a file or its inline text names, or None for inline text
+    (a JSON object, or entries that are no absolute path)."""
+    text = value.strip()
+    return text if text.startswith("/") or text and not text.startswith("{") and os.path.isfile(text) else None
 
 
 def _read_file(path):
     values = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                key, sep, value = line.partition("=")
-                if not sep:
-                    raise SettingsError(f"BRIDGE_SETTINGS_FILE {path}:{number}: expected KEY=VALUE")
-                values[key.strip()] = value.strip().strip('"').strip("'")
-    except OSError as exc:
-        raise SettingsError(f"BRIDGE_SETTINGS_FILE: cannot read {path}: {exc.strerror}") from None
+    for number, line in enumerate(read_text("BRIDGE_SETTINGS_FILE", path).splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise SettingsError(f"BRIDGE_SETTINGS_FILE {path}:{number}: expected KEY=VALUE")
+        values[key.strip()] = value.strip().strip('"').strip("'")
     return values
 
 
+def _split_url(name, value):
+    """urlsplit, its errors as SettingsErrors that quote nothing of the URL (it may hold a password)."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # an IPv6 address's [ without its ], a host name unicode cannot normalize
+        raise SettingsError(f"{name}: not a valid URL (its host?)") from None
+    try:
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        raise SettingsError(f"{name}: the port is not a number from 0 to 65535") from None
+    return parts
+
+
 def _url(name, value):
-    parts = urlsplit(value)
+    parts = _split_url(name, value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise SettingsError(f"{name}: must be an http(s) URL, got {value!r}")
+        raise SettingsError(f"{name}: must be an http(s) URL, got {masked_url(value)!r}")
     if parts.query or parts.fragment:
         raise SettingsError(f"{name}: must not carry a query or fragment")
     if parts.username is not None or parts.password is not None:
@@ -136,25 +167,34 @@ def _redis_url(name, value):
     value = value.strip()
     if not value:
         return ""
-    parts = urlsplit(value)
+    parts = _split_url(name, value)
     if parts.scheme not in ("redis", "rediss", "unix"):
         raise SettingsError(f"{name}: must be a redis://, rediss:// or unix:// URL, got scheme {parts.scheme!r}")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is no number
-    except ValueError:
-        raise SettingsError(f"{name}: the port is not a number") from None
     if parts.scheme == "unix" and not parts.path or parts.scheme != "unix" and not parts.hostname:
         raise SettingsError(f"{name}: names no host (or, for unix://, no socket path)")
     return value
 
 
-def masked_url(url):
-    """A URL fit to print: its password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
-    return urlunsplit(parts._replace(netloc=netloc))
+# Query parameters whose values are credentials: redis-py's `password`, Azure's SAS `sig`, `api_key`...
+_CREDENTIAL_NAME = re.compile(r"pass|pwd|secret|key|token|sig|auth|cred", re.IGNORECASE)
+
+
+def masked_url(url, every_value=False):
+    """A URL fit to print: its user information (a password, or a user name alone, which may be
+    one) and the values of its query parameters named like credentials (or of them all) as ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<not a URL>"
+    login, at, host = parts.netloc.rpartition("@")
+    if at:
+        user, colon, _ = login.partition(":")
+        url = url.replace(parts.netloc, f"{user}:***@{host}" if colon else f"***@{host}", 1)
+    query = "&".join(
+        f"{name}=***" if sep and (every_value or _CREDENTIAL_NAME.search(name)) else f"{name}{sep}{value}"
+        for name, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
+    )
+    return url.replace(f"?{parts.query}", f"?{query}", 1) if parts.query else url
 
 
 _LIMIT_NAMES = {"rpm": "requests_per_minute", "tpm": "tokens_per_minute", "tpd": "tokens_per_day"}
@@ -163,32 +203,35 @@ _LIMIT_NAMES = {"rpm": "requests_per_minute", "tpm": "tokens_per_minute", "tpd":
 def _client_limits(name, value):
     """Lines `client rpm=N tpm=N tpd=N` (any of the three; `*` for every client without a line of
     its own), from a file (an absolute path), or the same entries separated by commas."""
-    text = value.strip()
-    if text.startswith("/"):
-        try:
-            with open(text, encoding="utf-8") as fh:
-                entries = [line.split("#")[0].strip() for line in fh]
-        except OSError as exc:
-            raise SettingsError(f"{name}: cannot read {text}: {exc.strerror}") from None
-    else:
-        entries = [part.strip() for part in text.split(",")]
+    entries, entry = _entries(name, value)
     limits = {}
-    for number, entry in enumerate(entries, 1):
-        if not entry:
+    for number, line in entries:
+        words = line.split("#")[0].split()
+        if not words:
             continue
-        client, *fields = entry.split()
+        client, *fields = words
+        where = f"{entry} {number} ({client})"
         if client in limits:
-            raise SettingsError(f"{name}: entry {number}: client {client!r} has two lines")
+            raise SettingsError(f"{entry} {number}: client {client!r} has two lines")
         values = {}
         for field in fields:
             key, sep, raw = field.partition("=")
             if not sep or key not in _LIMIT_NAMES:
-                raise SettingsError(f"{name}: entry {number} ({client}): {field!r} is not rpm=N, tpm=N or tpd=N")
-            values[_LIMIT_NAMES[key]] = _number(f"{name}: entry {number} ({client}) {key}", raw, int, 1)
+                raise SettingsError(f"{where}: {field!r} is not rpm=N, tpm=N or tpd=N")
+            values[_LIMIT_NAMES[key]] = _number(f"{where} {key}", raw, int, 1)
         if not values:
-            raise SettingsError(f"{name}: entry {number} ({client}): no limit given (rpm=N, tpm=N or tpd=N)")
+            raise SettingsError(f"{where}: no limit given (rpm=N, tpm=N or tpd=N)")
         limits[client] = Limits(**values)
     return tuple(limits.items())
+
+
+def _entries(name, value):
+    """([(number, text)], how an error names entry `number`) of a setting that is a file of one entry
+    per line (numbered as an editor does) or the entries themselves, separated by commas."""
+    path = named_file(value)
+    if path:
+        return enumerate(read_text(name, path).splitlines(), 1), f"{name} {path} line"
+    return enumerate(value.split(","), 1), f"{name}: entry"
 
 
 def _number(name, value, kind=float, minimum=0):
@@ -220,11 +263,7 @@ def json_setting(name, value):
     """A setting that is a JSON object, given inline or as the path of a file holding it ({} if empty)."""
     text = value.strip()
     if text and not text.startswith("{"):
-        try:
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise SettingsError(f"{name}: not a JSON object and not a readable file: {exc.strerror}") from None
+        text, name = read_text(name, text), f"{name} {text}"
     try:
         return json.loads(text or "{}")
     except ValueError as exc:
@@ -233,10 +272,12 @@ def json_setting(name, value):
 
 def _model_map(name, value):
     mapping = json_setting(name, value)
-    if not isinstance(mapping, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and k and v for k, v in mapping.items()
-    ):
-        raise SettingsError(f"{name}: must map model names to non-empty model names")
+    where = f"{name} {named_file(value)}" if named_file(value) else name
+    if not isinstance(mapping, dict):
+        raise SettingsError(f"{where}: must be a JSON object of model names")
+    for client, upstream in mapping.items():
+        if not (client and isinstance(upstream, str) and upstream):
+            raise SettingsError(f"{where}: {client!r} must map to a non-empty model name")
     return tuple(mapping.items())
 
 
@@ -250,28 +291,26 @@ def _capabilities(name, value):
 
 def _client_keys(name, value):
     """Entries are `key`, `name:key` or `name:sha256:<hex>`, comma-separated or one per line of a file."""
-    text = value.strip()
-    if text and os.path.isfile(text):
-        with open(text, encoding="utf-8") as fh:
-            entries = [line.strip() for line in fh if line.strip() and not line.startswith("#")]
-    else:
-        entries = [part.strip() for part in text.split(",") if part.strip()]
+    entries, entry = _entries(name, value)
     keys = []
-    for number, entry in enumerate(entries, 1):
-        parts = entry.split(":")
+    for number, line in entries:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(":")
         if len(parts) == 3 and parts[1] == "sha256":
             try:
                 digest = bytes.fromhex(parts[2])
             except ValueError:
                 digest = b""
             if len(digest) != 32:
-                raise SettingsError(f"{name}: entry {number} ({parts[0]}): sha256 must be 64 hex digits")
+                raise SettingsError(f"{entry} {number} ({parts[0]}): sha256 must be 64 hex digits")
             keys.append(ClientKey(parts[0], digest))
         elif len(parts) in (1, 2) and parts[-1]:
-            label = parts[0] if len(parts) == 2 else f"key{number}"
+            label = parts[0] if len(parts) == 2 else f"key{len(keys) + 1}"
             keys.append(ClientKey(label, hashlib.sha256(parts[-1].encode()).digest()))
         else:
-            raise SettingsError(f"{name}: entry {number} is not `key`, `name:key` or `name:sha256:<hex>`")
+            raise SettingsError(f"{entry} {number} is not `key`, `name:key` or `name:sha256:<hex>`")
     return tuple(keys)
 
 

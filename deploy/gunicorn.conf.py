@@ -5,12 +5,20 @@ deploy/systemd/bridge.env.example); command-line flags still win over this
 file, which is how the tests choose ports.
 """
 
+import contextlib
+import copy
 import ctypes
+import functools
 import gc
 import glob
+import io
 import logging
 import os
+import pickle
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 
 
@@ -57,10 +65,25 @@ worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # Reload goes through signals (systemd's ExecReload); the control socket would
 # want a writable $HOME, which the sandboxed service does not have.
 control_socket_disable = True
+# The exit status of a start refused for an invalid configuration (sysexits' EX_CONFIG): the
+# systemd unit does not restart on it (RestartPreventExitStatus), as it would read the same files.
+INVALID_CONFIGURATION = 78
+# The longest the configuration's check may take (a key file on a hung network mount).
+CHECK_TIMEOUT = 60
 
 
 def on_starting(server):
-    """Give the workers one shared directory for their metrics, emptied of a previous run's."""
+    """Start only with a valid configuration, held for the workers (post_fork); check every
+    reload's before it replaces a worker (_reload_if_valid); give the workers one shared
+    directory for their metrics, emptied of a previous run's. Another app served with this
+    file (the bench's relay: `gunicorn --config ... bench.relay:app`) loads as it would."""
+    server.bridge_configuration = None
+    if server.app.app_uri == wsgi_app:
+        server.bridge_configuration, problem = _bridge_configuration()
+        if problem:
+            server.log.error("not started: %s", problem)
+            raise SystemExit(INVALID_CONFIGURATION)
+        server.reload = functools.partial(_reload_if_valid, server, server.reload)
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not path:
         path = server.bridge_metrics_tmpdir = tempfile.mkdtemp(prefix="bridge-metrics-")
@@ -69,6 +92,78 @@ def on_starting(server):
     for stale in glob.glob(os.path.join(path, "*.db")):
         os.remove(stale)
     _large_blocks_back_to_the_kernel()
+
+
+def _reload_if_valid(server, reload):
+    """gunicorn's reload (SIGHUP), once the configuration it is to load checks out.
+
+    gunicorn's own forks new workers and stops the old ones at once; a new worker that cannot
+    load the app then stops the master (exit status 3), and systemd restarts it into the same
+    files. So the whole new configuration is loaded first: gunicorn's settings (this file),
+    then bridge's settings and every file they name, which the new workers are given as
+    loaded. A refused reload changes nothing: one ERROR line names the file and the entry, and
+    the running workers keep serving.
+    """
+    problem = _gunicorn_configuration_problem(server)
+    if not problem:
+        loaded, problem = _bridge_configuration()
+    if problem:
+        server.log.error("reload refused, the running workers keep serving: %s", problem)
+        return
+    server.bridge_configuration = loaded
+    reload()
+
+
+def _gunicorn_configuration_problem(server):
+    """What keeps gunicorn from loading its settings again (a typo in this file, a bad value), or
+    None: gunicorn's own loading, on a copy of its application, which prints the error and exits."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            copy.copy(server.app).do_load_config()
+    except SystemExit as stop:
+        lines = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
+        what = lines[-1] if lines else str(stop.code)  # this file's own SystemExit prints nothing
+        path = server.cfg.config
+        line = re.findall(rf'File "{re.escape(path)}", line (\d+)', printed.getvalue())
+        return f"{path}{f' line {line[-1]}' if line else ''}: {what}"
+    return None
+
+
+def _bridge_configuration():
+    """(the settings and routes as `bridge check` loads them, pickled; None) or (None, why not).
+
+    Loaded by `bridge check --pickle` in a new interpreter, with the environment the workers
+    get: it runs the code installed now (after a `pip install`, not the master's), and the
+    master loads no module of the settings or the app (only the worker class's), so a worker
+    forked from it imports them afresh. Not in the workers' metrics directory: a process that
+    is no worker leaves no file there.
+    """
+    environ = {name: value for name, value in os.environ.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
+    command = [sys.executable, "-m", "bridge.cli", "check", "--pickle"]
+    try:
+        checked = subprocess.run(command, env=environ, capture_output=True, timeout=CHECK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, f"`bridge check` did not finish within {CHECK_TIMEOUT} s"
+    if checked.returncode == 0:
+        return checked.stdout, None
+    said = checked.stderr.decode(errors="replace").strip().splitlines()
+    return None, (said or [f"`bridge check` exited with {checked.returncode}"])[-1].removeprefix("bridge: ")
+
+
+def post_fork(server, worker):
+    """The worker's app is to be built from the configuration the master checked last (at start,
+    or at the last reload it accepted): a worker started later, a dead one's replacement, reads
+    no file again, which may have changed, and broken, since. Built where gunicorn loads an app,
+    once the worker handles its signals: a stop that comes meanwhile is not lost."""
+    if server.bridge_configuration is not None:
+        worker.app.load = functools.partial(_checked_app, server.bridge_configuration)
+
+
+def _checked_app(configuration):
+    from bridge.app import create_app  # in the worker only (_bridge_configuration says why)
+
+    return create_app(*pickle.loads(configuration))
 
 
 def _large_blocks_back_to_the_kernel():

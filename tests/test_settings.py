@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bridge.settings import SettingsError, load
+from bridge.settings import SettingsError, load, masked_url
 
 
 def test_defaults_need_no_environment():
@@ -49,6 +49,11 @@ def test_defaults_need_no_environment():
         ("BRIDGE_MODEL_CAPABILITIES", "{not json"),
         ("BRIDGE_MODEL_CAPABILITIES", '{"claude-*": {"budget_tokens": "yes"}}'),
         ("BRIDGE_MODEL_CAPABILITIES", '{"claude-*": {"efforts": ["extreme"]}}'),
+        ("BRIDGE_OPENAI_BASE_URL", "http://[::1:8000/v1"),
+        ("BRIDGE_ANTHROPIC_BASE_URL", "http://localhost:port"),
+        ("BRIDGE_REDIS_URL", "redis://[::1:6379"),
+        ("BRIDGE_CLIENT_KEYS", "/etc/bridge/no-such-keys"),
+        ("BRIDGE_CLIENT_KEYS", "/"),
     ],
 )
 def test_a_bad_setting_stops_start_up_naming_the_variable(variable, value):
@@ -92,15 +97,45 @@ def test_client_keys_are_kept_hashed_and_named():
     assert "sk-one" not in repr(settings) and "sk-three" not in repr(settings)
 
 
+def test_a_files_errors_name_it_and_its_entry(tmp_path):
+    keys, mapping = tmp_path / "keys", tmp_path / "models.json"
+    keys.write_text("# team keys\nteam-a:sk-1\n\nteam-b:sha256:abc\n")
+    mapping.write_text('{"gpt-4o": "claude-x", "gpt-4.1": ""}')
+    with pytest.raises(SettingsError, match=f"^BRIDGE_CLIENT_KEYS {keys} line 4 \\(team-b\\): sha256 must be"):
+        load({"BRIDGE_CLIENT_KEYS": str(keys)})
+    with pytest.raises(SettingsError, match=f"^BRIDGE_MODEL_MAP {mapping}: 'gpt-4.1' must map to a non-empty"):
+        load({"BRIDGE_MODEL_MAP": str(mapping)})
+    mapping.write_bytes(b'{"gpt-4o": "\xff"}')
+    with pytest.raises(SettingsError, match=f"^BRIDGE_MODEL_MAP: {mapping} is not UTF-8 text"):
+        load({"BRIDGE_MODEL_MAP": str(mapping)})
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("redis://s3cret@10.0.0.5:6379/0", "redis://***@10.0.0.5:6379/0"),
+        ("redis://:s3cret@10.0.0.5:6379/0", "redis://:***@10.0.0.5:6379/0"),
+        ("redis://10.0.0.5:6379/0?password=s3cret&db=1", "redis://10.0.0.5:6379/0?password=***&db=1"),
+        ("https://x.blob.core.windows.net/c?sv=2024&sig=s3cret", "https://x.blob.core.windows.net/c?sv=2024&sig=***"),
+        ("unix:///run/redis.sock?db=0&auth_token=s3cret", "unix:///run/redis.sock?db=0&auth_token=***"),
+        ("redis://[::1:6379", "<not a URL>"),
+    ],
+)
+def test_a_printed_url_masks_its_user_information_and_credential_parameters(url, shown):
+    assert masked_url(url) == shown
+
+
 def test_upstream_keys_never_appear_in_the_settings_repr():
     settings = load(
         {
             "BRIDGE_OPENAI_API_KEY": "sk-secret-1",
             "BRIDGE_ANTHROPIC_API_KEY": "sk-secret-2",
             "BRIDGE_ALLOW_OPEN_RELAY": "1",
+            "BRIDGE_ROUTES": json.dumps({"routes": [{"headers": {"Ocp-Apim-Subscription-Key": "sk-secret-3"}}]}),
         }
     )
-    assert "sk-secret" not in repr(settings)
+    assert "sk-secret" not in repr(settings) and "routes_file='<inline JSON>'" in repr(settings)
+    assert "routes_file=''" in repr(load({}))
 
 
 def test_model_map_from_a_file_and_the_settings_file(tmp_path):

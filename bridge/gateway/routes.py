@@ -1,7 +1,8 @@
 """Routes: which upstream deployments serve a client's model name (BRIDGE_ROUTES).
 
 The routes file is JSON, read and validated once per worker (at start-up and on each
-reload), every error naming its entry (`routes[1].deployments[0] ("azure-east")`):
+reload, which the gunicorn master checks first), every error naming the file and its entry
+(`BRIDGE_ROUTES /etc/bridge/routes.json: routes[1] ("gpt-4.1").deployments[0] ("azure-east")`):
 
     {"cooldown_seconds": 30, "default_routes": true,
      "routes": [{"models": ["gpt-4.1", "gpt-4.1-*"],
@@ -28,7 +29,7 @@ from urllib.parse import quote
 from .. import settings as settings_module
 from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, errors
 from ..protocols.errors import BridgeError
-from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting
+from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting, named_file, read_text
 from ..translate.capabilities import check_fields
 
 # Kept out until its upstream exists: the name is reserved, the error says so.
@@ -143,6 +144,17 @@ class Table:
         return list(seen.values())
 
 
+def configuration(environ=None):
+    """(settings, routing table): every setting and every file they name, read and checked.
+
+    The one validation of a configuration: what a worker serves, what `bridge check` prints,
+    and what the gunicorn master runs (as `bridge check --offline`) before a reload replaces
+    any worker (deploy/gunicorn.conf.py). Raises SettingsError naming the file and the entry.
+    """
+    settings = settings_module.load(environ)
+    return settings, load(settings, settings_module.variables(environ))
+
+
 def load(settings, environ=None):
     """The routing table for these settings (BRIDGE_ROUTES and the defaults), or SettingsError.
 
@@ -150,7 +162,8 @@ def load(settings, environ=None):
     """
     environ = settings_module.variables() if environ is None else environ
     document = _document(settings.routes_file) if settings.routes_file else {}
-    where = "BRIDGE_ROUTES"
+    path = named_file(settings.routes_file)
+    where = f"BRIDGE_ROUTES {path}" if path else "BRIDGE_ROUTES"
     _known(document, {"routes", "cooldown_seconds", "default_routes"}, where)
     cooldown = _seconds(document.get("cooldown_seconds", 30), f"{where}: cooldown_seconds")
     keep_defaults = document.get("default_routes", True)
@@ -160,9 +173,11 @@ def load(settings, environ=None):
     entries = document.get("routes", [])
     if not isinstance(entries, list):
         raise SettingsError(f"{where}: routes must be an array")
-    routes = tuple(_route(entry, f"routes[{number}]", settings, environ) for number, entry in enumerate(entries))
+    routes = tuple(
+        _route(entry, f"{where}: routes[{number}]", settings, environ) for number, entry in enumerate(entries)
+    )
     table = Table(routes, defaults, cooldown)
-    _check_unique(table)
+    _check_unique(table, where)
     _check_relay(table, settings)
     return table
 
@@ -324,11 +339,7 @@ def _key(item, where, environ):
     if path is not None:
         if not isinstance(path, str) or not path:
             raise SettingsError(f"{where}: api_key_file must be a path")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                key = fh.read().strip()
-        except OSError as exc:
-            raise SettingsError(f"{where}: api_key_file {path}: {exc.strerror}") from None
+        key = read_text(f"{where}: api_key_file", path).strip()
         if not key:
             raise SettingsError(f"{where}: api_key_file {path} is empty")
         return key
@@ -380,14 +391,14 @@ def _known(document, fields, where):
         raise SettingsError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(sorted(fields))})")
 
 
-def _check_unique(table):
+def _check_unique(table, where):
     """Deployment names key cool-downs and metrics; one name, one deployment."""
     seen = {deployment.name for route in table.defaults.values() for deployment in route.deployments}
     for number, route in enumerate(table.routes):
         for deployment in route.deployments:
             if deployment.name in seen:
                 raise SettingsError(
-                    f'routes[{number}] ("{route.name}"): deployment name {deployment.name!r} is used twice '
+                    f'{where}: routes[{number}] ("{route.name}"): deployment name {deployment.name!r} is used twice '
                     "(the default routes are named openai and anthropic)"
                 )
             seen.add(deployment.name)

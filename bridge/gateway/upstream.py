@@ -64,6 +64,7 @@ from ..protocols.errors import BridgeError, kind_for_status, relayed_message, st
 from ..serve import observability
 from ..serve.observability import escaped
 from ..serve.worker import peer_closed
+from ..settings import masked_url
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,9 @@ class Upstream:
                 if attempt >= retries:
                     raise Unanswered(error.kind, error.message, status=error.status) from None
             wait = min(self.settings.retry_backoff * (2**attempt), self.settings.retry_max_wait)
-            log.info("upstream %s failed (%s); retry %d in %.2fs", url, escaped(error.message), attempt + 1, wait)
+            log.info(
+                "upstream %s failed (%s); retry %d in %.2fs", masked_url(url), escaped(error.message), attempt + 1, wait
+            )
             time.sleep(wait)
             attempt += 1
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
@@ -471,7 +474,7 @@ def refused_credentials(response, url, held):
     status = response.status_code
     log.warning(
         "upstream %s refused the bridge's credentials (HTTP %d) on request %s: check %s",
-        url,
+        masked_url(url),
         status,
         observability.current().request_id,
         held,

@@ -34,10 +34,13 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   refused, which nginx answers with an immediate 502, while open requests drain as before.
   On a reload (SIGHUP) the master and the new workers keep the socket open and accepting.
   A worker whose master died stops the same way.
+- gunicorn's own answers (a bad request line or header, an unmet `Expect`) are JSON errors.
 
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
-handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi and
+handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi, handle_error
+(the base Worker's: it writes its page with util.write_error, which calls the socket's
+gettimeout and sendall, status line first) and
 wait_for_and_dispatch_events (its main loop's wait, called with at most 1 s), uses its pending_conns,
 keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
 initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
@@ -50,6 +53,7 @@ read the new gthread.py against this list before changing GUNICORN_VERSION.
 
 import collections
 import contextlib
+import json
 import select
 import selectors
 import socket
@@ -60,11 +64,12 @@ from concurrent import futures
 from functools import partial
 
 import gunicorn
+from gunicorn import util
 from gunicorn.workers import gthread
 
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
-from ..protocols.errors import BridgeError
+from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
 from .stream_loop import Parking, StreamLoop
 
@@ -307,6 +312,23 @@ class ThreadWorker(gthread.ThreadWorker):
             return False
         return keepalive
 
+    def handle_error(self, req, client, addr, exc):
+        """What gunicorn answers itself (a request line or header it cannot parse, an `Expect`
+        other than 100-continue, a head over its limits, a 500 outside the app) as a JSON error
+        in the protocol its path tells (OpenAI's when no path was read), not as an HTML page.
+        gunicorn still picks the status and logs; its page goes to a stand-in, read for the status."""
+        page = _Page()
+        super().handle_error(req, page, addr, exc)
+        status, reason = page.status_line()
+        path = getattr(req or getattr(exc, "req", None), "path", None) or ""
+        protocol = ANTHROPIC if path.removeprefix("/v1").startswith("/messages") else OPENAI  # as app.client_protocol
+        kind = "api_error" if status >= 500 else "permission" if status == 403 else "invalid_request"
+        message = str(exc) if status < 500 else "internal error in the bridge's HTTP server"
+        body = json.dumps(BridgeError(kind, message, status=status).body_for(protocol)).encode()
+        head = f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        with contextlib.suppress(OSError):  # the client is gone
+            util.write_nonblock(client, f"{head}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
+
     def park(self, conn):
         """The answer waits for its upstream: its head goes out now, from this thread, and the
         rest from the stream loop once finish_request hands the connection over."""
@@ -384,6 +406,24 @@ class ThreadWorker(gthread.ThreadWorker):
                 self.accept(listener)  # gthread's: another worker taking it first is fine
             listener.close()
         self.sockets = []
+
+
+class _Page:
+    """A client socket for gunicorn's handle_error to write its HTML page to."""
+
+    def __init__(self):
+        self.written = b""
+
+    def gettimeout(self):
+        return 0.0
+
+    def sendall(self, data):
+        self.written += data
+
+    def status_line(self):
+        """(status, reason) of the page's `HTTP/1.1 417 Expectation Failed`."""
+        _, status, reason = self.written.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        return int(status), reason
 
 
 class _Parked(BaseException):

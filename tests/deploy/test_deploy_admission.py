@@ -20,7 +20,7 @@ import requests
 from bench.processes import accepts
 from tests.fake_upstream import Reply, fixture
 from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
-from tests.helpers.servers import Gate, anthropic_client, gunicorn, metric, open_text_streams
+from tests.helpers.servers import Gate, anthropic_client, gunicorn, metric, open_text_streams, parsed
 from tests.helpers.servers import openai_client as sdk_client
 
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -127,14 +127,6 @@ def reading_nothing(server, chat):
             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         yield sock
-
-
-def parsed(answer):
-    """(status, headers, JSON body) of a raw HTTP/1.1 answer."""
-    head, _, body = answer.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-    return int(lines[0].split(" ")[1]), headers, json.loads(body)
 
 
 def test_a_burst_beyond_capacity_is_refused_at_once_in_each_protocol_and_health_checks_answer(start, fake):

@@ -18,9 +18,9 @@ CLIENT_KEY = "sk-client-key-never-printed"
 def check(installed_bridge):
     """`bridge check` as installed (the console script setup.cfg declares), with only `env` set."""
 
-    def run(**env):
+    def run(offline=False, **env):
         result = subprocess.run(
-            [str(installed_bridge / "bin" / "bridge"), "check"],
+            [str(installed_bridge / "bin" / "bridge"), "check", *(["--offline"] if offline else [])],
             env={"PATH": os.environ["PATH"], "PYTHONPATH": str(installed_bridge), **env},
             capture_output=True,
             text=True,
@@ -106,7 +106,7 @@ def test_every_deployment_of_the_routes_is_probed_and_the_failing_ones_named(che
     )
     assert status == 1 and out.splitlines()[-1] == "failing: azure-west"
     assert (
-        f"azure-east (openai-chat, key set): GET {fake.url}/openai/deployments/gpt-41/models?api-version=2024-10-21"
+        f"azure-east (openai-chat, key set): GET {fake.url}/openai/deployments/gpt-41/models?api-version=***"
         " -> reachable, HTTP 200"
     ) in out
     assert "azure-west (openai-chat, key unset): GET" in out and "unreachable" in out
@@ -120,3 +120,56 @@ def test_a_bad_routes_file_exits_2_naming_the_entry(check, fake):
     bad = json.dumps({"routes": [{"models": ["x"], "deployments": [{"name": "d", "protocol": "grpc"}]}]})
     status, out, err = check(**bridge_env(fake, BRIDGE_ROUTES=bad))
     assert status == 2 and 'routes[0] ("x").deployments[0] ("d"): protocol must be' in err and out == ""
+
+
+SECRET = "s3cret-never-printed"
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        {"BRIDGE_REDIS_URL": "redis://{secret}@127.0.0.1:{port}/0"},
+        {"BRIDGE_REDIS_URL": "redis://:{secret}@127.0.0.1:{port}/0"},
+        {"BRIDGE_REDIS_URL": "redis://127.0.0.1:{port}/0?password={secret}"},
+        {"BRIDGE_REDIS_URL": "rediss://bridge:{secret}@127.0.0.1:{port}/0?ssl_cert_reqs=none"},
+        {"BRIDGE_ROUTES": {"headers": {"Ocp-Apim-Subscription-Key": "{secret}"}}},
+        {"BRIDGE_ROUTES": {"query": {"api-version": "2024-10-21", "sig": "{secret}"}}},
+    ],
+    ids=["user", "password", "redis-py query", "user and password", "route header", "route query"],
+)
+def test_no_secret_is_printed_whatever_an_operator_puts_where(check, fake, mistake):
+    """A password in a Redis URL's user name or query, a key in an inline routes file's header or
+    query: all printed masked (header and query values as ***), never as they are."""
+    fake.default = json_reply({"object": "list", "data": []})
+    (setting, value), port = next(iter(mistake.items())), str(free_port())
+    if setting == "BRIDGE_ROUTES":
+        deployment = {"name": "apim", "protocol": "openai-chat", "base_url": f"{fake.url}/openai", **value}
+        value = json.dumps({"routes": [{"models": ["gpt-4.1"], "deployments": [deployment]}]})
+    status, out, err = check(**bridge_env(fake, **{setting: value.replace("{secret}", SECRET).replace("{port}", port)}))
+    assert status == (0 if setting == "BRIDGE_ROUTES" else 1)  # the Redis is unreachable
+    assert SECRET not in out + err and "Traceback" not in err
+    if setting == "BRIDGE_ROUTES":
+        assert "routes_file = inline JSON" in out
+        assert "apim (openai-chat, key unset" in out and "-> reachable" in out
+    else:
+        assert "redis_url = redis" in out and "***" in out
+
+
+@pytest.mark.parametrize("url", ["redis://[::1:6379/0", "redis://[::1]:port/0", "redis://127.0.0.1:99999/0"])
+def test_a_malformed_redis_url_is_one_line_not_a_traceback(check, fake, url):
+    status, out, err = check(**bridge_env(fake, BRIDGE_REDIS_URL=url))
+    assert status == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("bridge: invalid setting: BRIDGE_REDIS_URL: ") and err.count("\n") == 1
+
+
+def test_offline_only_validates_and_says_so_in_one_line(check, fake, tmp_path):
+    status, out, err = check(
+        **bridge_env(fake, BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1"), offline=True
+    )
+    assert (status, out, err) == (
+        0,
+        "bridge: configuration valid (0 routes, 2 deployments)\n",
+        "",
+    ) and not fake.requests
+    status, out, err = check(**bridge_env(fake, BRIDGE_ROUTES=str(tmp_path / "none.json")), offline=True)
+    assert status == 2 and out == "" and f"BRIDGE_ROUTES: cannot read {tmp_path / 'none.json'}" in err

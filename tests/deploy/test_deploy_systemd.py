@@ -23,6 +23,7 @@ def unit_on_this_machine(tmp_path):
     unit = UNIT.read_text()
     for shipped, local in [
         ("/opt/bridge/venv/bin/gunicorn", f"{sys.prefix}/bin/gunicorn"),
+        ("/opt/bridge/venv/bin/bridge", f"{sys.prefix}/bin/bridge"),
         ("/opt/bridge", str(ROOT)),
         ("/etc/bridge/bridge.env", str(ENV_EXAMPLE)),
     ]:
@@ -70,6 +71,13 @@ def test_memory_max_holds_every_worker_with_its_large_body_slots_full():
     workers, threads = gunicorn_setting("workers"), gunicorn_setting("threads")
     needed = master + workers * (worker + threads * stream + settings_module.Settings.large_body_slots * body)
     assert int(directive("MemoryMax").removesuffix("M")) >= needed
+
+
+def test_a_reload_is_checked_before_the_master_is_signalled_and_a_bad_start_not_restarted():
+    check, hup = re.findall(r"^ExecReload=(.*)$", UNIT.read_text(), re.MULTILINE)
+    assert check == "/usr/bin/env -u PROMETHEUS_MULTIPROC_DIR /opt/bridge/venv/bin/bridge check --offline"
+    assert hup == "/bin/kill -HUP $MAINPID"
+    assert int(directive("RestartPreventExitStatus")) == gunicorn_setting("INVALID_CONFIGURATION")
 
 
 def test_the_runtime_directory_is_where_workers_share_metrics():

@@ -31,6 +31,14 @@ def test_every_response_carries_a_request_id_and_a_sane_incoming_one_is_kept(bri
     assert len(ids) == 20 and all(re.fullmatch(r"req_bridge_[0-9a-f]{32}", i) for i in ids)
 
 
+@pytest.mark.parametrize("forged", ["req_bridge_0123456789abcdef0123456789abcdef", "REQ_BRIDGE_1"])
+def test_a_client_sent_id_of_the_bridges_own_form_is_replaced(bridge, forged):
+    """Else one request could pass for another in the log: a client may only bring an id of its own."""
+    answer = requests.get(f"{bridge.url}/healthz", headers={"x-request-id": forged})
+    assert re.fullmatch(r"req_bridge_[0-9a-f]{32}", answer.headers["x-request-id"])
+    assert answer.headers["x-request-id"] != forged.lower()
+
+
 def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request_id(bridge, fake, monkeypatch):
     def broken(*args):
         raise RuntimeError("a bug in a translation rule")

@@ -145,7 +145,7 @@ BAD = {
     ),
     "key file missing": (
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "api_key_file": "/nonexistent/key"}]}]},
-        '("claude"): api_key_file /nonexistent/key:',
+        '("claude"): api_key_file: cannot read /nonexistent/key:',
     ),
     "unknown auth style": (
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "auth": "basic"}]}]},
@@ -203,8 +203,9 @@ def test_a_bad_entry_stops_start_up_with_an_error_naming_it(document, message):
 def test_a_routes_file_that_is_not_json_is_refused(tmp_path):
     path = tmp_path / "routes.json"
     path.write_text("routes: []\n")
-    assert "BRIDGE_ROUTES: invalid JSON" in refused({}, BRIDGE_ROUTES=str(path))
-    assert "not a JSON object and not a readable file" in refused({}, BRIDGE_ROUTES=str(tmp_path / "none.json"))
+    assert f"BRIDGE_ROUTES {path}: invalid JSON" in refused({}, BRIDGE_ROUTES=str(path))
+    missing = tmp_path / "none.json"
+    assert f"BRIDGE_ROUTES: cannot read {missing}: No such file" in refused({}, BRIDGE_ROUTES=str(missing))
 
 
 def test_a_deployment_holding_a_key_without_client_keys_is_an_open_relay():

@@ -457,6 +457,7 @@ def test_a_deployments_refused_key_is_a_502_and_the_log_names_the_deployment(
         "base_url": f"{other_fake.url}/openai/v1",
         "auth": "api-key",
         "api_key_env": "AZURE_EAST_KEY",
+        "query": {"api-version": "2024-10-21", "sig": "a-shared-access-signature"},  # the log shows ***
     }
     document = {"routes": [{"models": ["gpt-4.1"], "deployments": [deployment]}]}
     live = start_bridge(BRIDGE_ROUTES=json.dumps(document), BRIDGE_CLIENT_KEYS=f"team:{CLIENT_KEY}")
@@ -467,6 +468,7 @@ def test_a_deployments_refused_key_is_a_502_and_the_log_names_the_deployment(
     assert caught.value.status_code == 502 and "upstream credentials were refused" in caught.value.message
     assert AZURE_KEY not in caught.value.response.text
     assert "deployment azure-east (api_key_env AZURE_EAST_KEY)" in caplog.text and AZURE_KEY not in caplog.text
+    assert "?api-version=2024-10-21&sig=***" in caplog.text and "a-shared-access-signature" not in caplog.text
     healthy(live)
 
 

@@ -137,6 +137,14 @@ def gunicorn(workdir, fake, *flags, site=None, cwd=None, port=None, **env):
     return server
 
 
+def parsed(answer):
+    """(status, headers, JSON body) of a raw HTTP/1.1 answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), headers, json.loads(body)
+
+
 def socket_buffers():
     """The most the kernel may buffer between a fast upstream and a client that reads nothing, less
     the client's own receive buffer: the upstream's send buffer, the bridge's receive buffer from
