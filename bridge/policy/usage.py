@@ -97,9 +97,10 @@ def model_labels(settings, table):
     return frozenset(table.names()) | frozenset(model_map.aliases(settings.model_map))
 
 
-def kinds(usage):
-    """{kind: tokens} from a record's usage, in either protocol's fields (observability.Record.count)."""
-    input_tokens, output_tokens = _tokens(usage)
+def kinds(usage, tokens=None):
+    """{kind: tokens} from a record's usage, in either protocol's fields (observability.Record.count),
+    and its (input, output) as counted when given (Record.tokens: some may be estimated)."""
+    input_tokens, output_tokens = _tokens(usage) if tokens is None else tokens
     return {
         "input": input_tokens or 0,
         "output": output_tokens or 0,
@@ -147,7 +148,7 @@ class Accounts:
         client = record.client or "none"
         model = record.model if record.model in self.models else "other"
         _series(CLIENT_REQUESTS, client, model).inc()
-        used = kinds(record.upstream_usage or record.usage)
+        used = kinds(record.upstream_usage or record.usage, record.tokens)
         for kind, count in used.items():
             if count:
                 _series(CLIENT_TOKENS, client, model, kind).inc(count)

@@ -106,6 +106,10 @@ class StreamTranslator(translator.StreamTranslator):
     def finish(self):
         return [] if self.done else self._end_message()
 
+    def estimate(self):
+        """The input message_start carried, and the output message_delta says when no usage comes."""
+        return self.context.input_tokens, self.output_tokens
+
     def _usual_text(self, chunk):
         """The text of the usual chunk, else None: mid-answer, one choice (index 0) whose delta is
         text alone (Ollama and OpenRouter add "role": "assistant" to every delta, which says
