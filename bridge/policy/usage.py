@@ -10,8 +10,9 @@ client key, in fixed windows (the UTC minute, the UTC day) whose counters are Re
 expire, shared by every worker and every VM. A request is admitted when its client is under
 every limit at its start: its tokens are known only when the upstream has reported them, and
 they count then, at the end of the answer, of the stream, or of a stream the client
-abandoned (what the upstream had reported by then: a stream's input tokens come first). So
-a client may go over a token limit by the requests it had in flight; the next one waits.
+abandoned (what the upstream had reported by then, and bridge's estimate of the rest:
+observability.Record). So a client may go over a token limit by the requests it had in
+flight; the next one waits.
 Admission is one round trip (a Lua script), counting tokens another, after the answer.
 
 A refusal is a 429 `rate_limit` in the client's protocol, never a 403 (Claude Code takes
@@ -46,8 +47,8 @@ CLIENT_REQUESTS = Counter(
 )
 CLIENT_TOKENS = Counter(
     "bridge_client_tokens",
-    "Tokens the upstream reported, by client key name, model asked for and kind: input (cached "
-    "included), output, cache_read and cache_write (parts of input).",
+    "Tokens counted (as reported, or estimated: bridge_estimated_tokens), by client key name, model asked "
+    "for and kind: input (cached included), output, cache_read and cache_write (parts of input).",
     ["client", "model", "kind"],
 )
 LIMITED = Counter("bridge_client_limited", "Requests refused by a client limit.", ["client", "limit"])
