@@ -155,7 +155,7 @@ TRANSLATORS = [
     for direction in ("chat_to_messages", "messages_to_chat", "responses_to_messages")
     for stage in ("request", "response", "stream")
 ] + [
-    "bridge.translate.messages_to_chat.tokens",
+    "bridge.translate.tokens",
     "bridge.translate.translator",
     "bridge.translate.anthropic_request",
     "bridge.translate.anthropic_response",

@@ -13,7 +13,7 @@ from ..serve.streaming import ANTHROPIC_SSE
 from ..translate.messages_to_chat.request import to_chat_request
 from ..translate.messages_to_chat.response import anthropic_overflow, to_anthropic_message
 from ..translate.messages_to_chat.stream import StreamTranslator
-from ..translate.messages_to_chat.tokens import count_tokens
+from ..translate.tokens import count_tokens
 from .http import forward, json_response, large_body_slot, pass_through, read_json, route_for
 
 bp = Blueprint("messages_to_chat", __name__)

@@ -15,14 +15,23 @@ does anyway (a text delta, measured): no reason for a second, byte-copying relay
 that ends before its protocol's last event is cut short with an error event, as a
 translated one is. A Messages client's count_tokens goes to the Anthropic deployment's own,
 for the upstream's exact count.
+
+A Chat upstream reports a stream's usage only when asked, which the openai SDK does not by
+default: unless the deployment's `stream_usage` is off, the bridge asks for it and takes out
+of the client's stream what the client did not ask for (the usage-only chunk, and the
+`usage: null` then on every other), so that the client gets the stream the upstream would
+have sent it. The relays keep bridge's estimate of the tokens (translator.py) for a stream
+that stops before its upstream reported them.
 """
 
 import dataclasses
 
+from ..protocols import UPSTREAM_CHAT
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, from_anthropic, invalid
 from ..translate import translator
 from ..translate.messages_to_chat.response import error_in_body
 from ..translate.model_map import map_model
+from ..translate.tokens import chat_input_tokens, size_tokens, text_size
 
 
 @dataclasses.dataclass
@@ -30,6 +39,8 @@ class Context:
     model: str  # as the client asked for it
     stream: bool
     dropped: tuple = ()  # nothing is dropped; http.answer reports this
+    input_tokens: int = None  # a Chat stream's input as bridge estimates it, for when no usage comes
+    hide_usage: bool = False  # the usage bridge asked for, which the client did not
 
 
 # The fields the bridge reads, per client protocol: everything else is the upstream's to judge
@@ -51,7 +62,23 @@ def validate(body, protocol):
 def to_upstream(body, deployment):
     """(the body with the deployment's model name, Context)."""
     upstream_body = {**body, "model": map_model(deployment.settings.model_map, body["model"])}
-    return upstream_body, Context(body["model"], bool(body.get("stream")))
+    context = Context(body["model"], bool(body.get("stream")))
+    if context.stream and deployment.protocol == UPSTREAM_CHAT:
+        context.input_tokens = chat_input_tokens(body)
+        if deployment.settings.openai_stream_usage:
+            _ask_for_usage(upstream_body, context)
+    return upstream_body, context
+
+
+def _ask_for_usage(body, context):
+    """Ask a Chat upstream for the stream's usage unless the client did. A `stream_options` or an
+    `include_usage` that is not what the API takes goes on as it is, for the upstream's 400."""
+    options = body.get("stream_options")
+    options = {} if options is None else options
+    if not isinstance(options, dict) or options.get("include_usage") not in (None, False):
+        return
+    body["stream_options"] = {**options, "include_usage": True}
+    context.hide_usage = True
 
 
 def check_answer(body, protocol):
@@ -87,11 +114,19 @@ class AnthropicRelay(_Relay):
     protocol = ANTHROPIC
 
     def feed(self, event_name, payload):
-        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if not isinstance(kind, str):
             raise BridgeError("api_error", "upstream sent a stream event that is not a typed object", status=502)
-        if payload["type"] == "error":
+        if kind == "content_block_delta":  # the output; message_start reported the input
+            delta = payload.get("delta")
+            value = (
+                delta.get("text") or delta.get("partial_json") or delta.get("thinking") if type(delta) is dict else 0
+            )
+            if type(value) is str:
+                self.relayed += len(value) if value.isascii() else text_size(value)  # a call fewer per event
+        elif kind == "error":
             self._failed(payload, from_anthropic(payload))
-        self.done = payload["type"] == "message_stop"
+        self.done = kind == "message_stop"
         return [payload]
 
     def finish(self):
@@ -118,8 +153,21 @@ class ChatRelay(_Relay):
         if payload.get("error"):
             self._failed(payload, error_in_body(payload))
         choices = payload.get("choices")
-        if isinstance(choices, list):
-            self._finished = self._finished or any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+        if type(choices) is list:
+            for choice in choices:
+                if type(choice) is dict:
+                    if choice.get("finish_reason"):
+                        self._finished = True
+                    delta = choice.get("delta")
+                    content = delta.get("content") if type(delta) is dict else None
+                    if type(content) is str and len(delta) == 1:  # the usual chunk: text_size, a call fewer
+                        self.relayed += len(content) if content.isascii() else text_size(content)
+                    elif delta:
+                        self.relayed += _output_size(delta)
+        if self.context.hide_usage and "usage" in payload:
+            if isinstance(payload["usage"], dict) and not choices:
+                return []  # the usage-only chunk: the access record heard it
+            del payload["usage"]
         return [payload]
 
     def finish(self):
@@ -129,4 +177,24 @@ class ChatRelay(_Relay):
             raise BridgeError(
                 "api_error", "upstream stream ended before a finish_reason; the answer is incomplete", status=502
             )
+        self.done = True
         return []
+
+    def estimate(self):
+        return self.context.input_tokens, size_tokens(self.relayed)
+
+
+_OUTPUT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+
+
+def _output_size(delta):
+    """The text_size of the output in a Chat delta: text, reasoning, a refusal, tool arguments."""
+    if type(delta) is not dict:
+        return 0
+    size = sum(text_size(value) for value in map(delta.get, _OUTPUT_FIELDS) if type(value) is str)
+    calls = delta.get("tool_calls")
+    for call in calls if type(calls) is list else ():
+        function = call.get("function") if type(call) is dict else None
+        arguments = function.get("arguments") if type(function) is dict else None
+        size += text_size(arguments) if type(arguments) is str else 0
+    return size

@@ -10,7 +10,8 @@ Limits (BRIDGE_CLIENT_LIMITS): requests per minute, tokens per minute and tokens
 client key, in fixed windows (the UTC minute, the UTC day) whose counters are Redis keys that
 expire, shared by every worker and every VM. A call's tokens are known only when the upstream
 has reported them, at the end of the answer, of the stream, or of a stream the client abandoned
-(what the upstream had reported by then). So that concurrency cannot multiply a token limit,
+(what the upstream had reported by then, and bridge's estimate of the rest:
+observability.Record). So that concurrency cannot multiply a token limit,
 admission also reserves what the call may cost (`estimate`: its input as count_tokens counts
 text, plus its max output tokens up to BRIDGE_RESERVE_OUTPUT_TOKENS), and a client is admitted
 while the tokens counted plus those its calls in flight hold are under every limit. The call's
@@ -56,7 +57,7 @@ from ..protocols.errors import BridgeError
 from ..protocols.shapes import is_count
 from ..serve.observability import _series, _tokens
 from ..translate import model_map
-from ..translate.messages_to_chat.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
+from ..translate.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
 from .admission import RETRY_AFTER, refusal
 
 log = logging.getLogger("bridge.usage")
@@ -76,8 +77,8 @@ CLIENT_REQUESTS = Counter(
 )
 CLIENT_TOKENS = Counter(
     "bridge_client_tokens",
-    "Tokens the upstream reported, by client key name, model asked for and kind: input (cached "
-    "included), output, cache_read and cache_write (parts of input).",
+    "Tokens counted (as reported, or estimated: bridge_estimated_tokens), by client key name, model asked "
+    "for and kind: input (cached included), output, cache_read and cache_write (parts of input).",
     ["client", "model", "kind"],
 )
 LIMITED = Counter("bridge_client_limited", "Requests refused by a client limit.", ["client", "limit"])
@@ -191,9 +192,10 @@ def model_labels(settings, table):
     return frozenset(table.names()) | frozenset(model_map.aliases(settings.model_map))
 
 
-def kinds(usage):
-    """{kind: tokens} from a record's usage, in either protocol's fields (observability.Record.count)."""
-    input_tokens, output_tokens = _tokens(usage)
+def kinds(usage, tokens=None):
+    """{kind: tokens} from a record's usage, in either protocol's fields (observability.Record.count),
+    and its (input, output) as counted when given (Record.tokens: some may be estimated)."""
+    input_tokens, output_tokens = _tokens(usage) if tokens is None else tokens
     return {
         "input": input_tokens or 0,
         "output": output_tokens or 0,
@@ -265,7 +267,7 @@ class Accounts:
         """Count what an admitted request used: in Prometheus at once, in Redis through the
         writer, which also settles the request's reservation (admitted or not)."""
         client = record.client or "none"
-        used = kinds(record.upstream_usage or record.usage)
+        used = kinds(record.upstream_usage or record.usage, record.tokens)
         if record.admitted:
             model = record.model if record.model in self.models else "other"
             _series(CLIENT_REQUESTS, client, model).inc()

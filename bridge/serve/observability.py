@@ -5,7 +5,8 @@ something fills it in: the before-request hook (request id, client key
 name), the body reader (the model asked for), the after-request hook
 (route, status), the JSON response helper (a body's usage or error type),
 the upstream call (which deployment and model it went to, how the upstream answered)
-and the stream relay (first event, usage, a mid-stream error). The record is
+and the stream relay (first event, usage, a mid-stream error, its translator's estimate of
+the tokens the upstream did not report). The record is
 written when the server closes the response - for a stream, when it ends or
 the client leaves - as one JSON line on the `bridge.access` logger and as
 Prometheus metrics. Only metadata is kept: ids, model names, statuses,
@@ -61,7 +62,15 @@ FIRST_BYTE = Histogram(
     ["direction", "stream"],
     buckets=_SECONDS,
 )
-TOKENS = Counter("bridge_tokens", "Tokens the upstream reported; input includes cached tokens.", ["direction", "kind"])
+TOKENS = Counter(
+    "bridge_tokens", "Tokens counted (reported or estimated); input includes cached tokens.", ["direction", "kind"]
+)
+ESTIMATED_TOKENS = Counter(
+    "bridge_estimated_tokens",
+    "The part of bridge_tokens that bridge estimated: a stream whose upstream reported no usage, or "
+    "stopped (the client left, the upstream broke off) before it did.",
+    ["direction", "kind"],
+)
 WEB_SEARCHES = Counter(
     "bridge_web_searches", "Web searches the upstream ran for OpenAI clients (billed per search).", ["direction"]
 )
@@ -109,6 +118,9 @@ class Record:
         self.stream = False
         self.usage = {}  # as the client was told it
         self.upstream_usage = {}  # as an upstream stream reported it (heard)
+        self.translator = None  # a stream's (streaming.relay): its estimate counts what the upstream did not report
+        self.tokens = (None, None)  # (input, output) as counted, once written
+        self.estimated = ()  # which of them ("input", "output") are bridge's estimate
         self.error = None
         self.upstream_error = None
         self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
@@ -183,7 +195,7 @@ class Record:
             self.error = "client_closed"
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
-        tokens = _tokens(self.usage)
+        tokens = self.tokens = self._counted()
         if access_log.isEnabledFor(logging.INFO):
             # Logger.info() less its search for the caller's file and line, which an access line
             # has no use for; with emit() below, most of what the line cost.
@@ -210,9 +222,33 @@ class Record:
             "ttfb_ms": round(first_byte * 1000) if first_byte is not None else None,
             "input_tokens": tokens[0],
             "output_tokens": tokens[1],
+            "usage": ("estimated" if self.estimated else "reported") if tokens != (None, None) else None,
             "stream": self.stream,
             "error": self.error,
         }
+
+    def _counted(self):
+        """(input, output) tokens: as the upstream reported them; for a stream, what its upstream had
+        not reported when it stopped is its translator's estimate (self.estimated says which). An
+        output count before the stream's end (Anthropic's message_start says 1) is only a floor:
+        the output streamed counts when it is more."""
+        if self.translator is None:
+            return _tokens(self.upstream_usage or self.usage)
+        reported = _tokens(self.upstream_usage)
+        final = self.translator.done
+        if final and None not in reported:
+            return reported
+        estimate = self.translator.estimate()
+        input_tokens, output_tokens = reported
+        estimated = []
+        if input_tokens is None and estimate[0] is not None:
+            input_tokens = estimate[0]
+            estimated.append("input")
+        if output_tokens is None or (not final and estimate[1] > output_tokens):
+            output_tokens = estimate[1]
+            estimated.append("output")
+        self.estimated = tuple(estimated)
+        return input_tokens, output_tokens
 
     def _measure(self, duration, first_byte, tokens):
         stream = "true" if self.stream else "false"
@@ -223,6 +259,8 @@ class Record:
         for kind, count in zip(("input", "output"), tokens, strict=True):
             if count:
                 _series(TOKENS, self.label, kind).inc(count)
+                if kind in self.estimated:
+                    _series(ESTIMATED_TOKENS, self.label, kind).inc(count)
         searches = (self.upstream_usage or self.usage).get("web_search_requests")
         if searches:
             _series(WEB_SEARCHES, self.label).inc(searches)

@@ -101,6 +101,7 @@ def relay(
     """
     frame = framing.frame
     record = observability.current()
+    record.translator = translator
     body = _UpstreamBody(response)
     parking = loop.parking(body.socket) if loop is not None else None
     wait = min(ping_interval, PROBE_INTERVAL)

@@ -18,6 +18,7 @@ import dataclasses
 from ..protocols import shapes
 from ..protocols.errors import BridgeError
 from . import translator
+from .tokens import text_size
 
 # Anthropic content block type -> kind; any other block (compaction...) is "ignored". Server tools
 # (web search) run upstream: a translator shows them, if at all, as what they are, never as tool calls.
@@ -140,6 +141,8 @@ class MessagesStream(translator.StreamTranslator):
         if state is None:
             raise not_open(index)
         kind = delta.get("type")
+        if value and kind != "signature_delta":  # output the upstream generated, shown to the client or not
+            self.relayed += len(value) if value.isascii() else text_size(value)  # a call fewer per event
         if kind == "text_delta" and state.kind == "text":
             return self.on_text(state, value)
         if kind == "thinking_delta" and state.kind == "thinking":

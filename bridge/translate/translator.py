@@ -12,12 +12,19 @@ sends what `fail(error)` returns, then ends the response. Once the client's
 last event is out the translator sets `done`, and the relay ends the
 response at once instead of waiting (and pinging) for the upstream's end.
 
+A translator also keeps bridge's own count of the stream's tokens (`estimate`),
+which the access record uses for what the upstream did not report: a Chat
+upstream reports usage only at its end (and only when asked), an Anthropic
+one its output only at its end, and a client may leave before either.
+
 Keep-alives are not a translator's business: the relay sends the client's
 own kind whenever nothing went to the client for a while, an upstream ping
 included.
 """
 
 import abc
+
+from .tokens import size_tokens
 
 DONE = "[DONE]"
 
@@ -27,6 +34,7 @@ class StreamTranslator(abc.ABC):
 
     protocol = None  # errors.ANTHROPIC or errors.OPENAI: the shape of the client's error events
     done = False
+    relayed = 0  # what the upstream streamed of text, thinking and tool arguments so far (tokens.text_size)
 
     @abc.abstractmethod
     def feed(self, event_name, payload):
@@ -35,6 +43,11 @@ class StreamTranslator(abc.ABC):
     @abc.abstractmethod
     def finish(self):
         """The client events owed once the upstream body ended, or BridgeError if it ended too early."""
+
+    def estimate(self):
+        """(input, output) tokens as bridge counts them: the request's input (None where the upstream
+        reports it at the stream's start, as Anthropic's message_start does) and the output so far."""
+        return None, size_tokens(self.relayed)
 
     def fail(self, error):
         """The events that end the client's stream after `error`: the protocol's error event."""

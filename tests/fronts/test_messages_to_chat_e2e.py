@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from bridge.translate.messages_to_chat.stream import StreamTranslator
-from bridge.translate.messages_to_chat.tokens import count_tokens
+from bridge.translate.tokens import count_tokens
 from tests.fake_upstream import FIXTURES, fixture, json_reply, split_events
 from tests.helpers.accumulators import anthropic_fold, openai_stream_completion
 from tests.helpers.contexts import messages_to_chat_context, translated

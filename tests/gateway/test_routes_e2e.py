@@ -181,12 +181,23 @@ def test_a_passed_through_messages_stream_is_the_upstreams_events(live, fake, na
 
 
 @pytest.mark.parametrize("name", OPENAI_SSE)
-def test_a_passed_through_chat_stream_is_the_upstreams_events(live, other_fake, name):
-    """Chat streams are data-only: an `event:` name (Groq names its error event) is not kept."""
+@pytest.mark.parametrize("options", [{"include_usage": True}, None], ids=["usage asked", "usage not asked"])
+def test_a_passed_through_chat_stream_is_the_upstreams_events(live, other_fake, name, options):
+    """Chat streams are data-only: an `event:` name (Groq names its error event) is not kept. Bridge
+    asks for usage: what the client did not ask for (usage-only chunks, usage fields) is not its."""
     other_fake.reply(fixture(name))
-    response = requests.post(f"{live.url}/v1/chat/completions", json={"model": "qwen3", "messages": HI, "stream": True})
+    body = {"model": "qwen3", "messages": HI, "stream": True, **({"stream_options": options} if options else {})}
+    response = requests.post(f"{live.url}/v1/chat/completions", json=body)
     got = [DONE if e.data.strip() == DONE else json.loads(e.data) for e in decoded(response.content)]
-    assert got == [payload for _, payload in recorded_events(name)]
+    expected = [payload for _, payload in recorded_events(name)]
+    if not options:
+        expected = [
+            {k: v for k, v in p.items() if k != "usage"} if isinstance(p, dict) else p
+            for p in expected
+            if not (isinstance(p, dict) and isinstance(p.get("usage"), dict) and not p.get("choices"))
+        ]
+    assert other_fake.last.body["stream_options"] == {"include_usage": True}
+    assert got == expected
 
 
 def test_a_passed_through_stream_is_metered_and_logged_with_its_deployment(start_bridge, fake, other_fake):

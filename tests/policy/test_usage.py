@@ -21,7 +21,7 @@ from bridge.gateway import routes
 from bridge.policy import usage
 from bridge.protocols.errors import BridgeError
 from bridge.serve.observability import Record
-from bridge.translate.messages_to_chat.tokens import IMAGE_TOKENS, count_tokens
+from bridge.translate.tokens import IMAGE_TOKENS, count_tokens
 from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 from tests.helpers.recorded import recorded
@@ -253,15 +253,15 @@ def test_tokens_count_what_the_upstream_reported_streamed_or_not(limited, fake, 
     assert [a - b for a, b in zip(after, before, strict=True)] == [40, 160, 10, 2]
 
 
-def test_an_abandoned_stream_counts_what_the_upstream_had_reported(limited, fake, redis_server):
+def test_an_abandoned_stream_counts_what_the_upstream_had_reported_and_the_output_streamed(limited, fake, redis_server):
     live = limited("team-a tpd=1000000", BRIDGE_PING_INTERVAL="0.1")
     upstream = TextStream(fake)  # message_start: 11 in, 1 out
     upstream.release_until_text(0)
     stream = sdk_client(live.url, api_key="sk-team-a").chat.completions.create(stream=True, **CALLS["chat"][1])
-    assert next_text(iter(stream)) == upstream.texts[0][1]
+    assert next_text(iter(stream)) == upstream.texts[0][1] == "Hello"
     stream.close()  # the client leaves mid-stream
     wait_for(lambda: today(redis_server, "team-a").get("requests") == "1", "the abandoned stream to be counted")
-    assert today(redis_server, "team-a") == {"requests": "1", "input": "11", "output": "1"}
+    assert today(redis_server, "team-a") == {"requests": "1", "input": "11", "output": "2"}  # "Hello": 5 / 3, up
     upstream.release_rest()
 
 

@@ -14,7 +14,13 @@ import openai
 import pydantic
 import pytest
 
-from bridge.translate.messages_to_chat.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, count_tokens, text_tokens
+from bridge.translate.tokens import (
+    IMAGE_TOKENS,
+    PDF_PAGE_TOKENS,
+    chat_input_tokens,
+    count_tokens,
+    text_tokens,
+)
 from tests.fake_upstream import FIXTURES
 
 
@@ -132,30 +138,75 @@ class GetStockPrice(pydantic.BaseModel):
     exchange: str
 
 
-def test_estimate_is_at_or_above_a_recorded_count_for_a_request_with_tools():
-    """tool_calls_parallel.sse reports 149 prompt tokens for openai-python's two-tool test request."""
+# openai-python's two-tool test request, which tool_calls_parallel.sse answered: its usage says 149 prompt tokens.
+TWO_TOOLS = [
+    openai.pydantic_function_tool(GetWeatherArgs),
+    openai.pydantic_function_tool(
+        GetStockPrice, name="get_stock_price", description="Fetch the latest price for a given ticker"
+    ),
+]
+TWO_QUESTIONS = (user("What's the weather like in Edinburgh?"), user("What's the price of AAPL?"))
+
+
+def two_tools_recorded():
     chunks = (FIXTURES / "openai" / "tool_calls_parallel.sse").read_text().split("\n\n")
-    recorded = next(json.loads(c[len("data: ") :])["usage"]["prompt_tokens"] for c in chunks if '"usage"' in c)
+    return next(json.loads(c[len("data: ") :])["usage"]["prompt_tokens"] for c in chunks if '"usage"' in c)
+
+
+def two_tools_as_messages():
     tools = [
-        openai.pydantic_function_tool(GetWeatherArgs),
-        openai.pydantic_function_tool(
-            GetStockPrice, name="get_stock_price", description="Fetch the latest price for a given ticker"
-        ),
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "input_schema": t["function"]["parameters"],
+        }
+        for t in TWO_TOOLS
     ]
-    request = body(
-        user("What's the weather like in Edinburgh?"),
-        user("What's the price of AAPL?"),
-        tools=[
-            {
-                "name": t["function"]["name"],
-                "description": t["function"].get("description", ""),
-                "input_schema": t["function"]["parameters"],
-            }
-            for t in tools
-        ],
-    )
-    estimate = count_tokens(request)
-    assert recorded <= estimate <= recorded * 2
+    return body(*TWO_QUESTIONS, tools=tools)
+
+
+def test_estimate_is_at_or_above_a_recorded_count_for_a_request_with_tools():
+    recorded = two_tools_recorded()
+    assert recorded <= count_tokens(two_tools_as_messages()) <= recorded * 2
+
+
+def test_a_chat_request_with_tools_counts_at_or_above_the_recorded_count():
+    """The same request as openai-python sent it (a passed-through stream's input estimate): as its
+    Messages form counts, give or take the fields Chat adds (`strict`)."""
+    estimate = chat_input_tokens(body(*TWO_QUESTIONS, tools=TWO_TOOLS))
+    assert two_tools_recorded() <= estimate <= count_tokens(two_tools_as_messages()) * 1.05
+
+
+def test_a_chat_request_counts_what_count_tokens_counts_in_its_own_fields():
+    plain = body(user("x"))
+    assert chat_input_tokens(plain) == count_tokens(plain) == 3 + 4 + 1
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 90000}}
+    assert chat_input_tokens(body(user([{"type": "text", "text": "x"}, image]))) == 8 + IMAGE_TOKENS
+    pages = b"%PDF-1.4 /Type /Page /Type /Pages /Type /Page"
+    pdf = {"type": "file", "file": {"file_data": "data:application/pdf;base64," + base64.b64encode(pages).decode()}}
+    assert chat_input_tokens(body(user([pdf]))) == 7 + 2 * PDF_PAGE_TOKENS
+    call = {"id": "c1", "type": "function", "function": {"name": "abc", "arguments": '{"q":"x"}'}}
+    called = body(user("x"), {"role": "assistant", "content": None, "tool_calls": [call]})
+    assert chat_input_tokens(called) == 8 + 4 + 1 + 3
+    answered = body(user("x"), {"role": "tool", "tool_call_id": "c1", "content": "a" * 30})
+    assert chat_input_tokens(answered) == 8 + 4 + 10
+    assert chat_input_tokens({**plain, "response_format": {"type": "json_object"}}) > 8
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        {"model": "m"},
+        {"model": "m", "messages": "hi", "tools": {"a": 1}},
+        {"model": "m", "messages": [1, None, ["x"], {"content": 5}, {"content": [7, {"type": "text", "text": 1}]}]},
+        {"model": "m", "messages": [{"role": "assistant", "tool_calls": [1, {"function": "f"}, {"function": {}}]}]},
+        {"model": "m", "messages": [{"content": [{"type": "file", "file": {"file_data": "not base64 %%%"}}]}]},
+        {"model": "m", "messages": [{"content": "x", "name": 3, "reasoning_content": ["y"]}], "tools": [None]},
+    ],
+)
+def test_a_passed_through_chat_body_of_any_shape_is_counted_without_error(request_body):
+    """Pass-through leaves the body's shape to the upstream: what is not as expected counts as its JSON."""
+    assert chat_input_tokens(request_body) >= 3
 
 
 @pytest.mark.parametrize("path", sorted((FIXTURES / "clients").glob("*.json")), ids=lambda p: p.stem)

@@ -55,8 +55,8 @@ from ...protocols import json_codec
 from ...protocols.errors import BridgeError, invalid
 from ...protocols.tool_names import safe_tool_name
 from ..model_map import map_model
+from ..tokens import count_tokens
 from .response import upstream_tool_id
-from .tokens import count_tokens
 
 MAX_STOP_SEQUENCES = 4
 # Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless

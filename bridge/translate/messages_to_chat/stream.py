@@ -32,9 +32,9 @@ import dataclasses
 from ...protocols import shapes
 from ...protocols.errors import ANTHROPIC, BridgeError
 from .. import translator
+from ..tokens import text_tokens
 from ..translator import DONE
 from . import response
-from .tokens import text_tokens
 
 
 @dataclasses.dataclass(eq=False)
@@ -105,6 +105,10 @@ class StreamTranslator(translator.StreamTranslator):
 
     def finish(self):
         return [] if self.done else self._end_message()
+
+    def estimate(self):
+        """The input message_start carried, and the output message_delta says when no usage comes."""
+        return self.context.input_tokens, self.output_tokens
 
     def _usual_text(self, chunk):
         """The text of the usual chunk, else None: mid-answer, one choice (index 0) whose delta is

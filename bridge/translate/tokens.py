@@ -1,4 +1,5 @@
-"""count_tokens for an upstream that has no counter of its own.
+"""count_tokens for an upstream that has no counter of its own, and the same estimate of a
+stream whose upstream reports no usage.
 
 An estimate, computed locally (no network, no tokenizer download), that errs
 high: counting late makes Claude Code compact too late and overflow the
@@ -21,12 +22,16 @@ Method:
   (text plus a page image), pages found in the file; a text document counts
   its text.
 - Framing: 4 tokens a message, 10 a tool, 3 for the reply's priming.
+- A Chat request (chat_input_tokens) counts the same way; a stream's output
+  (size_tokens) is the size of the text, thinking and tool arguments it
+  carried, summed over its deltas and then divided (one token a delta would
+  count a one-token delta three times).
 """
 
 import binascii
 import re
 
-from ...protocols import json_codec
+from ..protocols import json_codec
 
 CHARS_PER_TOKEN = 3
 IMAGE_TOKENS = 1600
@@ -43,8 +48,7 @@ def count_tokens(body):
     for message in body["messages"]:
         total += MESSAGE_TOKENS + content_tokens(message["content"])
     for tool in body.get("tools") or []:
-        total += TOOL_TOKENS + text_tokens(tool.get("name", "")) + text_tokens(tool.get("description", ""))
-        total += json_tokens({k: v for k, v in tool.items() if k not in ("name", "description", "cache_control")})
+        total += TOOL_TOKENS + _tool_tokens(tool)
     output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if output_format:
         total += json_tokens(output_format)
@@ -54,9 +58,20 @@ def count_tokens(body):
 def text_tokens(text):
     if not text:
         return 0
-    # surrogatepass: an upstream's lone surrogate (half an emoji) counts its 3 bytes, not a crash
+    # text_size, written out: this runs for every text delta of a stream translated to Anthropic
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return -(-size // CHARS_PER_TOKEN)  # ceil, without a float
+
+
+def text_size(text):
+    """What a text weighs in the estimate: its characters, or outside ASCII its UTF-8 bytes."""
+    # surrogatepass: an upstream's lone surrogate (half an emoji) counts its 3 bytes, not a crash
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def size_tokens(size):
+    """Tokens of texts whose text_size adds up to `size`."""
+    return -(-size // CHARS_PER_TOKEN)
 
 
 def json_tokens(value):
@@ -101,6 +116,68 @@ def _document_tokens(block):
     if source["type"] == "base64":
         return title + PDF_PAGE_TOKENS * _pdf_pages(source["data"])
     return title + PDF_PAGE_TOKENS
+
+
+def chat_input_tokens(body):
+    """Estimated input tokens of a Chat Completions request as its client wrote it (a passed-through
+    stream's, unvalidated: what has not the expected shape counts as its JSON)."""
+    total = REPLY_TOKENS
+    for message in _listed(body.get("messages")):
+        total += MESSAGE_TOKENS + (_chat_message_tokens(message) if isinstance(message, dict) else json_tokens(message))
+    for tool in _listed(body.get("tools")):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        total += TOOL_TOKENS + (_tool_tokens(function) if isinstance(function, dict) else json_tokens(tool))
+    if body.get("response_format"):
+        total += json_tokens(body["response_format"])
+    return total
+
+
+def _tool_tokens(tool):
+    """An Anthropic tool, or a Chat tool's function: its name, description, and the rest (the
+    schema) as JSON."""
+    named = [tool.get(k) for k in ("name", "description")]
+    total = sum(text_tokens(text) for text in named if isinstance(text, str))
+    return total + json_tokens({k: v for k, v in tool.items() if k not in ("name", "description", "cache_control")})
+
+
+def _listed(value):
+    return value if isinstance(value, list) else ()
+
+
+def _chat_message_tokens(message):
+    total = _chat_content_tokens(message.get("content"))
+    for field in ("reasoning_content", "refusal", "name"):
+        if isinstance(message.get(field), str):
+            total += text_tokens(message[field])
+    for call in _listed(message.get("tool_calls")):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and all(isinstance(function.get(k), str) for k in ("name", "arguments")):
+            total += text_tokens(function["name"]) + text_tokens(function["arguments"])
+        else:
+            total += json_tokens(call)
+    return total
+
+
+def _chat_content_tokens(content):
+    """Tokens of a Chat message's content: a string, or a list of parts."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return text_tokens(content)
+    if not isinstance(content, list):
+        return json_tokens(content)
+    total = 0
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            total += text_tokens(part["text"])
+        elif kind == "image_url":
+            total += IMAGE_TOKENS
+        elif kind == "file" and isinstance(part.get("file"), dict) and isinstance(part["file"].get("file_data"), str):
+            total += PDF_PAGE_TOKENS * _pdf_pages(part["file"]["file_data"].partition("base64,")[2])
+        else:
+            total += json_tokens(part)
+    return total
 
 
 def _pdf_pages(data):
