@@ -51,7 +51,6 @@ a BaseException through after its `finally`. tests/serve/test_worker.py fails on
 read the new gthread.py against this list before changing GUNICORN_VERSION.
 """
 
-import collections
 import contextlib
 import json
 import select
@@ -72,6 +71,7 @@ from gunicorn.workers import gthread
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
 from .stream_loop import Parking, StreamLoop
+from .thread_queue import QUEUED, THREAD, ThreadQueue
 
 GUNICORN_VERSION = "27.0.1"
 # Threads for what arrives while every request thread is busy: each answer takes a
@@ -82,23 +82,20 @@ SPARE_THREADS = 4
 class ThreadWorker(gthread.ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.busy = 0  # requests held by the pool's threads, spare ones not counted
-        self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
+        self.queue = None  # the request threads' count and the requests waiting for one (ThreadQueue)
         self.in_threads = set()  # connections a thread serves or waits for, watched for read deadlines
-        self.waiting = collections.deque()  # connections waiting for a thread, oldest first (busy_lock)
-        self.queue_timeout = 0.0  # BRIDGE_QUEUE_TIMEOUT, shortened when the worker stops
         self.always_answered = ()  # request heads that never wait: health checks and scrapes
         self.head_peek = 0  # bytes of a head enough to tell them
-        self.queued = self.waited = None  # their metrics (bridge/serve/observability.py), once the app is loaded
+        self.queue_wait = None  # its metric (bridge/serve/observability.py), once the app is loaded
         self.spare = None
         self.settings = None
         self.serving = threading.local()  # the connection this thread serves, for admit()
         self.streams = None  # the stream loop (bridge/serve/stream_loop.py), when streams may park
 
     def get_thread_pool(self):
-        """`busy` counts BRIDGE_THREADS requests; the pool has as many threads again, started only
-        when needed, for threads that counted their request free before its last write
-        (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
+        """The queue counts BRIDGE_THREADS requests busy; the pool has as many threads again,
+        started only when needed, for threads that counted their request free before its last
+        write (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
         started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
         return futures.ThreadPoolExecutor(2 * self.cfg.threads)
@@ -113,12 +110,12 @@ class ThreadWorker(gthread.ThreadWorker):
             )
         bridge = self.wsgi.extensions["bridge"]
         self.settings = bridge.settings  # the bridge app's, read and validated once
-        self.queue_timeout = self.settings.queue_timeout
         self.always_answered = tuple(f"GET {path}{end}".encode() for path in bridge.always_answered for end in " ?")
         self.head_peek = max(map(len, self.always_answered))
         from .observability import QUEUE_WAIT, QUEUED
 
-        self.queued, self.waited = QUEUED, QUEUE_WAIT
+        self.queue = ThreadQueue(self.cfg.threads, self.settings.queue_timeout, QUEUED)
+        self.queue_wait = QUEUE_WAIT
         if self.settings.streams_per_worker and not self.cfg.is_ssl:  # the loop writes to plain sockets only
             self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
@@ -132,23 +129,14 @@ class ThreadWorker(gthread.ThreadWorker):
         head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
         conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
         conn.parking = None
-        conn.waiting_since = None
         conn.waited = False
         self.in_threads.add(conn)
-        with self.busy_lock:
-            takes = self.busy < self.cfg.threads
-            if takes:
-                self.busy += 1
-            elif self.queue_timeout and not self.answered_at_once(conn):
-                conn.waiting_since = now
-                conn.wait_until = now + self.queue_timeout
-                self.waiting.append(conn)
-                self.queued.inc()
-                return
-        self.serve(conn, takes)
+        placed = self.queue.take(conn, now, lambda: not self.answered_at_once(conn))
+        if placed != QUEUED:
+            self.serve(conn, placed == THREAD)
 
     def serve(self, conn, holds_thread, waited=0.0):
-        """Hand the request to a request thread (its `busy` taken) or to a spare one, saying
+        """Hand the request to a request thread (counted busy by the queue) or to a spare one, saying
         how long it was let wait for a thread (for the refusal's text)."""
         conn.holds_thread = holds_thread
         conn.over_capacity = None if holds_thread else waited
@@ -171,9 +159,9 @@ class ThreadWorker(gthread.ThreadWorker):
     def wait_for_and_dispatch_events(self, timeout):
         """Wake for the oldest waiting request's deadline too, not only at the 1 s tick: murder_pending
         refuses it right after."""
-        with self.busy_lock:
-            if self.waiting:
-                timeout = min(timeout, max(self.waiting[0].wait_until - time.monotonic(), 0.0))
+        expiry = self.queue.next_expiry()
+        if expiry is not None:
+            timeout = min(timeout, max(expiry - time.monotonic(), 0.0))
         super().wait_for_and_dispatch_events(timeout)
 
     def wait_for_first_byte(self, conn, now):
@@ -239,31 +227,25 @@ class ThreadWorker(gthread.ThreadWorker):
             deadline = conn.deadline  # once: a request thread may change it meanwhile
             if deadline is None or deadline[0] > now:
                 continue
-            with self.busy_lock:  # still waiting: its head is late all the same
-                if conn.waiting_since is not None and conn in self.waiting:
-                    self.waiting.remove(conn)
-                    late.append(conn)
+            waited = self.queue.withdraw(conn)  # still waiting: its head is late all the same
+            if waited is not None:
+                late.append(waited)
             self.cut(conn, deadline[1])  # before any thread may take it
-        with self.busy_lock:
-            while self.waiting and self.waiting[0].wait_until <= now:
-                late.append(self.waiting.popleft())
-        for conn in late:
-            self.refuse(conn, now)
+        late += self.queue.expire(now)
+        for waited in late:
+            self.refuse(waited, now)
 
-    def refuse(self, conn, now):
+    def refuse(self, waited, now):
         """A request out of the queue that no thread took in time: to the spare threads, for the 503."""
-        allowed = conn.wait_until - conn.waiting_since  # BRIDGE_QUEUE_TIMEOUT, or less once stopping
         try:
-            self.waited_for(conn, "refused", now)
+            self.waited_for(waited, "refused", now)
         finally:
-            self.serve(conn, holds_thread=False, waited=allowed)
+            self.serve(waited.conn, holds_thread=False, waited=waited.allowed)
 
-    def waited_for(self, conn, outcome, now):
+    def waited_for(self, waited, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
-        self.queued.dec()
-        self.waited.labels(outcome).observe(now - conn.waiting_since)
-        conn.waiting_since = None
-        conn.waited = True
+        self.queue_wait.labels(outcome).observe(now - waited.since)
+        waited.conn.waited = True
 
     def cut(self, conn, setting):
         """Stop reading a late request: its thread's read returns at once, as if the client had
@@ -288,18 +270,16 @@ class ThreadWorker(gthread.ThreadWorker):
         """Count the request's thread free: when the answer's last byte is handed to gunicorn,
         before the client can see the end (its next request must not find the thread busy),
         or when handle() returns. Not from finish_request: the main loop runs that later.
-        The oldest waiting request, if any, takes the thread over (and its `busy`) at once."""
+        The oldest waiting request, if any, takes the thread over (still counted busy) at once."""
         if conn.holds_thread:
             conn.holds_thread = False
-            with self.busy_lock:
-                if not self.waiting:
-                    self.busy -= 1
-                    return
-                waiting = self.waiting.popleft()
+            waited = self.queue.free()
+            if waited is None:
+                return
             try:
-                self.waited_for(waiting, "served", time.monotonic())
+                self.waited_for(waited, "served", time.monotonic())
             finally:  # served whatever the metrics do, or the thread and the request would be lost
-                self.serve(waiting, holds_thread=True)
+                self.serve(waited.conn, holds_thread=True)
 
     def handle_request(self, req, conn):
         try:
@@ -395,11 +375,7 @@ class ThreadWorker(gthread.ThreadWorker):
         have closed theirs the kernel refuses new connections instead of queueing them.
         Requests waiting for a thread keep waiting, served or refused before half the drain
         (graceful_timeout) is over, so that none is still waiting when the worker exits."""
-        with self.busy_lock:
-            self.queue_timeout = min(self.queue_timeout, self.cfg.graceful_timeout / 2)
-            until = time.monotonic() + self.queue_timeout
-            for conn in self.waiting:
-                conn.wait_until = min(conn.wait_until, until)
+        self.queue.shorten(self.cfg.graceful_timeout / 2, time.monotonic())
         for listener in self.sockets:
             listener.setblocking(False)
             while select.select([listener], [], [], 0)[0]:
