@@ -69,6 +69,7 @@ from gunicorn.workers import gthread
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
+from .connection import ConnState
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
 from .stream_loop import Parking, StreamLoop
 from .thread_queue import QUEUED, THREAD, ThreadQueue
@@ -127,9 +128,10 @@ class ThreadWorker(gthread.ThreadWorker):
             return
         # A new connection's head deadline runs from its accept (wait_for_first_byte).
         head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
-        conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
-        conn.parking = None
-        conn.waited = False
+        state = conn.state
+        state.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
+        state.parking = None
+        state.waited = False
         self.in_threads.add(conn)
         placed = self.queue.take(conn, now, lambda: not self.answered_at_once(conn))
         if placed != QUEUED:
@@ -138,8 +140,8 @@ class ThreadWorker(gthread.ThreadWorker):
     def serve(self, conn, holds_thread, waited=0.0):
         """Hand the request to a request thread (counted busy by the queue) or to a spare one, saying
         how long it was let wait for a thread (for the refusal's text)."""
-        conn.holds_thread = holds_thread
-        conn.over_capacity = None if holds_thread else waited
+        conn.state.holds_thread = holds_thread
+        conn.state.over_capacity = None if holds_thread else waited
         future = (self.tpool if holds_thread else self.spare).submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
@@ -167,7 +169,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def wait_for_first_byte(self, conn, now):
         """Park a new connection on the poller until it sends something, as gthread parks one
         that sent nothing for 5 s: idle connections must not hold the threads that count."""
-        conn.deadline = conn.cut = conn.over_capacity = None
+        conn.state = ConnState()  # the one place: every connection starts here
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.settings.client_stall_timeout))
         conn.timeout = now + self.settings.client_header_timeout  # murder_pending closes it then
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
@@ -200,7 +202,7 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def finish_request(self, conn, fs):
         self.in_threads.discard(conn)
-        if conn.parking is not None:  # its thread is done with it: the stream loop takes it over
+        if conn.state.parking is not None:  # its thread is done with it: the stream loop takes it over
             self.streams.adopt(conn)
             return
         super().finish_request(conn, fs)
@@ -208,7 +210,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def unparked(self, conn, keepalive):
         """A parked stream's end (from the stream loop): the connection back to the main loop,
         as if its thread had ended the request."""
-        conn.parking = None
+        conn.state.parking = None
         done = futures.Future()
         try:
             done.set_result(self._keepalive_after(conn, keepalive))
@@ -224,7 +226,7 @@ class ThreadWorker(gthread.ThreadWorker):
         now = time.monotonic()
         late = []
         for conn in self.in_threads:
-            deadline = conn.deadline  # once: a request thread may change it meanwhile
+            deadline = conn.state.deadline  # once: a request thread may change it meanwhile
             if deadline is None or deadline[0] > now:
                 continue
             waited = self.queue.withdraw(conn)  # still waiting: its head is late all the same
@@ -245,14 +247,14 @@ class ThreadWorker(gthread.ThreadWorker):
     def waited_for(self, waited, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
         self.queue_wait.labels(outcome).observe(now - waited.since)
-        waited.conn.waited = True
+        waited.conn.state.waited = True
 
     def cut(self, conn, setting):
         """Stop reading a late request: its thread's read returns at once, as if the client had
         stopped sending (the head parser gives up quietly, the body reads as a 408); the
         writing side stays open for that answer."""
-        conn.cut = setting
-        conn.deadline = None
+        conn.state.cut = setting
+        conn.state.deadline = None
         self.log.info("client %s: request not in within %s; connection closed", _address(conn.client), setting)
         with contextlib.suppress(OSError):  # the client is gone already
             conn.sock.shutdown(socket.SHUT_RD)
@@ -260,7 +262,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def handle(self, conn):
         self.serving.conn = conn
         try:
-            if conn.waited and peer_closed(conn.sock):  # its client left while it waited
+            if conn.state.waited and peer_closed(conn.sock):  # its client left while it waited
                 return False
             return super().handle(conn)
         finally:
@@ -271,8 +273,8 @@ class ThreadWorker(gthread.ThreadWorker):
         before the client can see the end (its next request must not find the thread busy),
         or when handle() returns. Not from finish_request: the main loop runs that later.
         The oldest waiting request, if any, takes the thread over (still counted busy) at once."""
-        if conn.holds_thread:
-            conn.holds_thread = False
+        if conn.state.holds_thread:
+            conn.state.holds_thread = False
             waited = self.queue.free()
             if waited is None:
                 return
@@ -312,14 +314,15 @@ class ThreadWorker(gthread.ThreadWorker):
     def park(self, conn):
         """The answer waits for its upstream: its head goes out now, from this thread, and the
         rest from the stream loop once finish_request hands the connection over."""
-        answer = conn.answer
+        state = conn.state
+        answer = state.answer
         try:
-            conn.response.send_headers()  # no-op once the first bytes went out
+            state.response.send_headers()  # no-op once the first bytes went out
         except BaseException:
             answer.parking = None
             answer.close()
             raise
-        conn.parking = answer.parking
+        state.parking = answer.parking
 
     def reset_stalled(self, conn):
         """Cut a client that stopped reading for BRIDGE_CLIENT_STALL_TIMEOUT."""
@@ -338,23 +341,24 @@ class ThreadWorker(gthread.ThreadWorker):
         """WSGI middleware around the app: mark a request served beyond capacity, and start its
         body's deadline (or end the head's, when it has no body)."""
         conn = self.serving.conn
-        conn.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
-        if conn.over_capacity is not None:
-            environ[OVER_CAPACITY] = conn.over_capacity
+        state = conn.state
+        state.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
+        if state.over_capacity is not None:
+            environ[OVER_CAPACITY] = state.over_capacity
         length = int(environ.get("CONTENT_LENGTH") or 0)
         if length or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             timeout = self.settings.client_body_timeout
-            conn.deadline = (time.monotonic() + timeout, "BRIDGE_CLIENT_BODY_TIMEOUT")
-            environ["wsgi.input"] = _Body(environ["wsgi.input"], conn, length or None, timeout)
-            start_response = _closing_if_cut(conn, start_response)
+            state.deadline = (time.monotonic() + timeout, "BRIDGE_CLIENT_BODY_TIMEOUT")
+            environ["wsgi.input"] = _Body(environ["wsgi.input"], state, length or None, timeout)
+            start_response = _closing_if_cut(state, start_response)
         else:
-            conn.deadline = None
+            state.deadline = None
         environ[CLOSES_ANSWERS] = True
         environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
-        conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
-        return conn.answer
+        state.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), state.response)
+        return state.answer
 
     def is_parent_alive(self):
         """A worker whose master died stops as on SIGTERM (its waits shortened, its listeners
@@ -450,9 +454,9 @@ class _Body:
     """wsgi.input that ends the body's deadline at its last byte, and reads as a 408 in the
     client's protocol once the deadline cut it short."""
 
-    def __init__(self, body, conn, length, timeout):
+    def __init__(self, body, state, length, timeout):
         self._body = body
-        self._conn = conn
+        self._state = state
         self._left = length  # None: chunked, ends with an empty read
         self._timeout = timeout
 
@@ -472,9 +476,9 @@ class _Body:
         try:
             data = read(size)
         except OSError:  # gunicorn's chunked reader, cut short
-            if not self._conn.cut:
+            if not self._state.cut:
                 raise
-        if self._conn.cut:
+        if self._state.cut:
             raise BridgeError(
                 "invalid_request",
                 f"the request body did not arrive within {self._timeout:g}s (BRIDGE_CLIENT_BODY_TIMEOUT)",
@@ -486,17 +490,17 @@ class _Body:
         else:
             done = not data and size != 0
         if done:
-            self._conn.deadline = None
+            self._state.deadline = None
         return data
 
 
-def _closing_if_cut(conn, start_response):
+def _closing_if_cut(state, start_response):
     """gunicorn's start_response, announcing `Connection: close` when the body's read was cut:
     the connection cannot carry another request."""
 
     def start(status, headers, exc_info=None):
-        if conn.cut:
-            conn.response.force_close()
+        if state.cut:
+            state.response.force_close()
         return start_response(status, headers, exc_info)
 
     return start
