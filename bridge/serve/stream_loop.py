@@ -123,7 +123,7 @@ class Parking:
         if self._watching is self._upstream:
             self._resume()
         else:
-            self._loop.worker.reset_stalled(self._conn)
+            self._loop.worker.deadlines.reset_stalled(self._conn)
             self._close(keepalive=False)
 
     def _resume(self):

@@ -14,7 +14,7 @@ import threading
 
 # Where take() puts a request.
 THREAD = "thread"  # it holds a request thread, counted busy
-QUEUED = "queued"  # it waits for free() to hand it a thread, or expire() to give up on it
+WAITING = "waiting"  # it waits for free() to hand it a thread, or expire() to give up on it
 SPARE = "spare"  # every thread is busy and it may not wait: a spare thread answers it
 
 
@@ -48,7 +48,7 @@ class ThreadQueue:
         self._queued = queued
 
     def take(self, conn, now, may_wait):
-        """THREAD, QUEUED or SPARE (above) for a request arriving `now`. `may_wait()` is asked
+        """THREAD, WAITING or SPARE (above) for a request arriving `now`. `may_wait()` is asked
         only when every thread is busy, under the queue's lock."""
         with self._lock:
             if self.busy < self.threads:
@@ -58,7 +58,7 @@ class ThreadQueue:
                 return SPARE
             self._waiting[conn] = Waited(conn, now, now + self.timeout)
             self._queued.set(len(self._waiting))
-            return QUEUED
+            return WAITING
 
     def free(self):
         """A request thread is done with its request: the oldest waiting request, which takes

@@ -56,7 +56,6 @@ import json
 import select
 import selectors
 import socket
-import struct
 import threading
 import time
 from concurrent import futures
@@ -70,9 +69,10 @@ from gunicorn.workers import gthread
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from .connection import ConnState
+from .deadlines import Deadlines
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
 from .stream_loop import Parking, StreamLoop
-from .thread_queue import QUEUED, THREAD, ThreadQueue
+from .thread_queue import THREAD, WAITING, ThreadQueue
 
 GUNICORN_VERSION = "27.0.1"
 # Threads for what arrives while every request thread is busy: each answer takes a
@@ -84,7 +84,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.queue = None  # the request threads' count and the requests waiting for one (ThreadQueue)
-        self.in_threads = set()  # connections a thread serves or waits for, watched for read deadlines
+        self.deadlines = None  # read deadlines and the send timeout (bridge/serve/deadlines.py)
         self.always_answered = ()  # request heads that never wait: health checks and scrapes
         self.head_peek = 0  # bytes of a head enough to tell them
         self.queue_wait = None  # its metric (bridge/serve/observability.py), once the app is loaded
@@ -111,6 +111,7 @@ class ThreadWorker(gthread.ThreadWorker):
             )
         bridge = self.wsgi.extensions["bridge"]
         self.settings = bridge.settings  # the bridge app's, read and validated once
+        self.deadlines = Deadlines(self.settings, self.log)
         self.always_answered = tuple(f"GET {path}{end}".encode() for path in bridge.always_answered for end in " ?")
         self.head_peek = max(map(len, self.always_answered))
         from .observability import QUEUE_WAIT, QUEUED
@@ -126,15 +127,11 @@ class ThreadWorker(gthread.ThreadWorker):
         if not conn.initialized and not conn.data_ready:
             self.wait_for_first_byte(conn, now)
             return
-        # A new connection's head deadline runs from its accept (wait_for_first_byte).
-        head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
-        state = conn.state
-        state.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
-        state.parking = None
-        state.waited = False
-        self.in_threads.add(conn)
+        self.deadlines.reading_head(conn, now)
+        conn.state.parking = None
+        conn.state.waited = False
         placed = self.queue.take(conn, now, lambda: not self.answered_at_once(conn))
-        if placed != QUEUED:
+        if placed != WAITING:
             self.serve(conn, placed == THREAD)
 
     def serve(self, conn, holds_thread, waited=0.0):
@@ -170,8 +167,7 @@ class ThreadWorker(gthread.ThreadWorker):
         """Park a new connection on the poller until it sends something, as gthread parks one
         that sent nothing for 5 s: idle connections must not hold the threads that count."""
         conn.state = ConnState()  # the one place: every connection starts here
-        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.settings.client_stall_timeout))
-        conn.timeout = now + self.settings.client_header_timeout  # murder_pending closes it then
+        self.deadlines.connected(conn, now)  # murder_pending closes it at its `timeout`
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
@@ -201,7 +197,7 @@ class ThreadWorker(gthread.ThreadWorker):
         return True
 
     def finish_request(self, conn, fs):
-        self.in_threads.discard(conn)
+        self.deadlines.done(conn)
         if conn.state.parking is not None:  # its thread is done with it: the stream loop takes it over
             self.streams.adopt(conn)
             return
@@ -225,14 +221,11 @@ class ThreadWorker(gthread.ThreadWorker):
         super().murder_pending()
         now = time.monotonic()
         late = []
-        for conn in self.in_threads:
-            deadline = conn.state.deadline  # once: a request thread may change it meanwhile
-            if deadline is None or deadline[0] > now:
-                continue
+        for conn, setting in self.deadlines.late(now):
             waited = self.queue.withdraw(conn)  # still waiting: its head is late all the same
             if waited is not None:
                 late.append(waited)
-            self.cut(conn, deadline[1])  # before any thread may take it
+            self.deadlines.cut(conn, setting)  # before any thread may take it
         late += self.queue.expire(now)
         for waited in late:
             self.refuse(waited, now)
@@ -248,16 +241,6 @@ class ThreadWorker(gthread.ThreadWorker):
         """Count a wait over, by the one thread that took the request out of the queue."""
         self.queue_wait.labels(outcome).observe(now - waited.since)
         waited.conn.state.waited = True
-
-    def cut(self, conn, setting):
-        """Stop reading a late request: its thread's read returns at once, as if the client had
-        stopped sending (the head parser gives up quietly, the body reads as a 408); the
-        writing side stays open for that answer."""
-        conn.state.cut = setting
-        conn.state.deadline = None
-        self.log.info("client %s: request not in within %s; connection closed", _address(conn.client), setting)
-        with contextlib.suppress(OSError):  # the client is gone already
-            conn.sock.shutdown(socket.SHUT_RD)
 
     def handle(self, conn):
         self.serving.conn = conn
@@ -287,7 +270,7 @@ class ThreadWorker(gthread.ThreadWorker):
         try:
             keepalive = super().handle_request(req, conn)
         except BlockingIOError:  # a send outlasted SO_SNDTIMEO
-            self.reset_stalled(conn)
+            self.deadlines.reset_stalled(conn)
             return False
         except _Parked:
             self.park(conn)
@@ -324,19 +307,6 @@ class ThreadWorker(gthread.ThreadWorker):
             raise
         state.parking = answer.parking
 
-    def reset_stalled(self, conn):
-        """Cut a client that stopped reading for BRIDGE_CLIENT_STALL_TIMEOUT."""
-        self.log.info(
-            "client %s stopped reading for %ss (BRIDGE_CLIENT_STALL_TIMEOUT); connection reset",
-            _address(conn.client),
-            self.settings.client_stall_timeout,
-        )
-        # Reset, not a graceful close: that would wait for a client that is not reading,
-        # and the unsent bytes would linger in the kernel.
-        with contextlib.suppress(OSError):  # the client may have reset it already
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.sock.shutdown(socket.SHUT_RD)
-
     def admit(self, app, environ, start_response):
         """WSGI middleware around the app: mark a request served beyond capacity, and start its
         body's deadline (or end the head's, when it has no body)."""
@@ -345,14 +315,7 @@ class ThreadWorker(gthread.ThreadWorker):
         state.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
         if state.over_capacity is not None:
             environ[OVER_CAPACITY] = state.over_capacity
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        if length or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-            timeout = self.settings.client_body_timeout
-            state.deadline = (time.monotonic() + timeout, "BRIDGE_CLIENT_BODY_TIMEOUT")
-            environ["wsgi.input"] = _Body(environ["wsgi.input"], state, length or None, timeout)
-            start_response = _closing_if_cut(state, start_response)
-        else:
-            state.deadline = None
+        start_response = self.deadlines.reading_body(state, environ, start_response)
         environ[CLOSES_ANSWERS] = True
         environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
@@ -450,62 +413,6 @@ class _FreeingAtEnd:
             self._free()
 
 
-class _Body:
-    """wsgi.input that ends the body's deadline at its last byte, and reads as a 408 in the
-    client's protocol once the deadline cut it short."""
-
-    def __init__(self, body, state, length, timeout):
-        self._body = body
-        self._state = state
-        self._left = length  # None: chunked, ends with an empty read
-        self._timeout = timeout
-
-    def read(self, size=None):
-        return self._checked(self._body.read, size)
-
-    def readline(self, size=None):
-        return self._checked(self._body.readline, size)
-
-    def readlines(self, hint=None):
-        return list(self)
-
-    def __iter__(self):
-        return iter(self.readline, b"")
-
-    def _checked(self, read, size):
-        try:
-            data = read(size)
-        except OSError:  # gunicorn's chunked reader, cut short
-            if not self._state.cut:
-                raise
-        if self._state.cut:
-            raise BridgeError(
-                "invalid_request",
-                f"the request body did not arrive within {self._timeout:g}s (BRIDGE_CLIENT_BODY_TIMEOUT)",
-                status=408,
-            ) from None
-        if self._left is not None:
-            self._left -= len(data)
-            done = self._left <= 0
-        else:
-            done = not data and size != 0
-        if done:
-            self._state.deadline = None
-        return data
-
-
-def _closing_if_cut(state, start_response):
-    """gunicorn's start_response, announcing `Connection: close` when the body's read was cut:
-    the connection cannot carry another request."""
-
-    def start(status, headers, exc_info=None):
-        if state.cut:
-            state.response.force_close()
-        return start_response(status, headers, exc_info)
-
-    return start
-
-
 def peer_closed(sock):
     """Whether the client has closed its side (nginx never half-closes a request it still wants).
     Only a closed side counts, never bytes to read: a kept-alive connection may hold the client's
@@ -513,13 +420,3 @@ def peer_closed(sock):
     poll = select.poll()
     poll.register(sock, select.POLLRDHUP)
     return bool(poll.poll(0))
-
-
-def _timeval(seconds):
-    """A struct timeval for SO_SNDTIMEO."""
-    whole = int(seconds)
-    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
-
-
-def _address(client):
-    return client[0] if isinstance(client, tuple) else client

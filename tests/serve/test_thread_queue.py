@@ -7,7 +7,7 @@ from concurrent import futures
 
 import prometheus_client
 
-from bridge.serve.thread_queue import QUEUED, SPARE, THREAD, ThreadQueue
+from bridge.serve.thread_queue import SPARE, THREAD, WAITING, ThreadQueue
 
 
 def queue(threads=2, timeout=2.0):
@@ -30,7 +30,7 @@ def may_wait():
 def test_requests_take_the_free_threads_then_wait_in_arrival_order():
     threads = queue(threads=2)
     assert [threads.take(name, 0.0, may_wait) for name in "ab"] == [THREAD, THREAD]
-    assert [threads.take(name, 0.1, may_wait) for name in "cd"] == [QUEUED, QUEUED]
+    assert [threads.take(name, 0.1, may_wait) for name in "cd"] == [WAITING, WAITING]
     assert threads.busy == 2 and waiting(threads) == 2
     assert threads.free().conn == "c"  # the oldest: the freed thread is c's at once
     assert threads.busy == 2 and waiting(threads) == 1
@@ -44,7 +44,7 @@ def test_a_freed_thread_goes_to_the_waiting_request_not_to_a_newcomer():
     threads.take("a", 0.0, may_wait)
     threads.take("b", 0.0, may_wait)
     assert threads.free().conn == "b"
-    assert threads.take("c", 0.0, may_wait) == QUEUED  # b holds the thread: c waits behind it
+    assert threads.take("c", 0.0, may_wait) == WAITING  # b holds the thread: c waits behind it
 
 
 def test_only_a_request_that_finds_every_thread_busy_is_asked_whether_it_may_wait():
