@@ -37,14 +37,14 @@ class ConnState:
     # loop for each request (enqueue_req), set by the thread that took it out of the queue.
     waited: bool = False
 
-    # -- the answer, and a stream's hand-over to the stream loop --
+    # -- the answer, and a stream's hand-over to the stream loop (bridge/serve/handover.py) --
     # gunicorn's Response: set by the request thread (admit); read by it and the stream loop.
     response: object = None
-    # The app's answer as the worker iterates it (_FreeingAtEnd): set by the request thread
+    # The app's answer as the worker iterates it (handover.Answer): set by the request thread
     # (admit); closed and cleared by a stream's closer thread (StreamLoop.finish).
     answer: object = None
-    # The Parking of a stream its request thread handed over (park): read by the main loop
-    # (finish_request: to the stream loop, not the poller) and the stream loop (adopt);
-    # cleared by a closer thread when the stream ends (unparked) and by the main loop
-    # for each request.
+    # The Parking of a stream its request thread handed over (handover.park): read by the
+    # main loop (finish_request: to the stream loop, not the poller) and the stream loop
+    # (adopt); cleared by a closer thread when the stream ends (unparked) and by the main
+    # loop for each request.
     parking: object = None

@@ -3,12 +3,12 @@
 A stream that keeps its request thread costs that thread a wake-up per upstream event, and
 each wake-up takes the worker's GIL from every other thread: with hundreds of paced streams
 on a worker, the wake-ups, not the events, are where the CPU goes. So once a stream waits
-for its upstream for the first time, its request thread hands it here (bridge/serve/worker.py) and
-goes back to the pool. This loop waits for all the parked streams' upstream sockets in one
-epoll, and for each one that is readable (or whose wait is over) it resumes the stream's
-answer - the relay generator (streaming.py) and the WSGI layers around it - until the relay
-waits again, writing what it yields to the client without blocking. One wake-up then carries
-the events of every stream that has one.
+for its upstream for the first time, its request thread hands it here and goes back to the
+pool (bridge/serve/handover.py: the hand-over's contract). This loop waits for all the
+parked streams' upstream sockets in one epoll, and for each one that is readable (or whose
+wait is over) it resumes the stream's answer - the relay generator (streaming.py) and the
+WSGI layers around it - until the relay waits again, writing what it yields to the client
+without blocking. One wake-up then carries the events of every stream that has one.
 
 The relay yields its Parking where it would wait: the loop resumes it with `ready` set when
 the upstream socket is readable, or unset once the wait's timeout is over (the relay then

@@ -71,7 +71,8 @@ from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from .connection import ConnState
 from .deadlines import Deadlines
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
-from .stream_loop import Parking, StreamLoop
+from .handover import Answer, Parked, park
+from .stream_loop import StreamLoop
 from .thread_queue import THREAD, WAITING, ThreadQueue
 
 GUNICORN_VERSION = "27.0.1"
@@ -96,7 +97,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def get_thread_pool(self):
         """The queue counts BRIDGE_THREADS requests busy; the pool has as many threads again,
         started only when needed, for threads that counted their request free before its last
-        write (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
+        write (handover.Answer) and are still in it, to a client that may read slowly: the request
         started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
         return futures.ThreadPoolExecutor(2 * self.cfg.threads)
@@ -272,8 +273,8 @@ class ThreadWorker(gthread.ThreadWorker):
         except BlockingIOError:  # a send outlasted SO_SNDTIMEO
             self.deadlines.reset_stalled(conn)
             return False
-        except _Parked:
-            self.park(conn)
+        except Parked:
+            park(conn.state)
             return False
         return keepalive
 
@@ -294,25 +295,12 @@ class ThreadWorker(gthread.ThreadWorker):
         with contextlib.suppress(OSError):  # the client is gone
             util.write_nonblock(client, f"{head}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
 
-    def park(self, conn):
-        """The answer waits for its upstream: its head goes out now, from this thread, and the
-        rest from the stream loop once finish_request hands the connection over."""
-        state = conn.state
-        answer = state.answer
-        try:
-            state.response.send_headers()  # no-op once the first bytes went out
-        except BaseException:
-            answer.parking = None
-            answer.close()
-            raise
-        state.parking = answer.parking
-
     def admit(self, app, environ, start_response):
         """WSGI middleware around the app: mark a request served beyond capacity, and start its
         body's deadline (or end the head's, when it has no body)."""
         conn = self.serving.conn
         state = conn.state
-        state.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
+        state.response = start_response.__self__  # gunicorn's Response, for park and the stream loop
         if state.over_capacity is not None:
             environ[OVER_CAPACITY] = state.over_capacity
         start_response = self.deadlines.reading_body(state, environ, start_response)
@@ -320,7 +308,7 @@ class ThreadWorker(gthread.ThreadWorker):
         environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
-        state.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), state.response)
+        state.answer = Answer(app(environ, start_response), partial(self.free, conn), state.response)
         return state.answer
 
     def is_parent_alive(self):
@@ -367,50 +355,6 @@ class _Page:
         """(status, reason) of the page's `HTTP/1.1 417 Expectation Failed`."""
         _, status, reason = self.written.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
         return int(status), reason
-
-
-class _Parked(BaseException):
-    """Raised through gthread's handle_request when the answer's relay waits in the stream loop:
-    not an Exception, which gthread would take for the app's error and close the connection."""
-
-
-class _FreeingAtEnd:
-    """The app's answer, calling `free` as its last chunk goes to gunicorn's `response` (known
-    by its Content-Length; else at its end, or when closed before it), and raising _Parked
-    when the relay yields its Parking (the stream loop iterates `chunks` then)."""
-
-    def __init__(self, body, free, response):
-        self._body = body
-        self.chunks = iter(body)
-        self._free = free
-        self._response = response
-        self.parking = None  # the Parking it yielded: the stream loop closes it, not gthread
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        try:
-            item = next(self.chunks)
-        except StopIteration:
-            self._free()
-            raise
-        if item.__class__ is Parking:
-            self.parking = item
-            raise _Parked
-        length = self._response.response_length
-        if length is not None and self._response.sent + len(item) >= length:
-            self._free()  # before the write: once the client has it all, its next request may come
-        return item
-
-    def close(self):
-        if self.parking is not None:
-            return
-        try:
-            if hasattr(self._body, "close"):
-                self._body.close()
-        finally:
-            self._free()
 
 
 def peer_closed(sock):
