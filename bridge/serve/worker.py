@@ -4,31 +4,26 @@ gthread hands every connection to a pool of BRIDGE_THREADS threads. An open stre
 thread for its whole length, and when all are held a new request - a health check too - waits
 silently in the pool's queue until a stream ends. It reads a request's head and body with
 blocking reads and no deadline, and on SIGTERM keeps its listening sockets open until the
-drain is over, so the kernel queues new connections that nobody accepts. This worker changes:
+drain is over, so the kernel queues new connections that nobody accepts. This worker keeps
+gthread's main loop and threads; its overrides hand each change to an object of its own:
 
-- Capacity: a request that finds every thread busy waits for one, holding none, in arrival
-  order, for at most BRIDGE_QUEUE_TIMEOUT: the thread that frees next starts it at once
-  (free()). Past that wait (or its head's deadline) it is served by one of SPARE_THREADS
-  threads instead, with OVER_CAPACITY in its environ, and the app (bridge/policy/admission.py)
-  answers it at once with a 503 and `retry-after`, in the client's protocol. Health checks
-  and scrapes (GET of the app's `always_answered` paths, told by peeking at the head no
-  thread has read yet) never wait: they go to the spare threads at once, where the app
-  answers them as usual. A request whose client closed while it waited is dropped unread,
-  so nothing goes upstream for it. The wait is bounded by gunicorn's worker_connections: a waiting
-  request is an accepted connection, and the worker accepts no more beyond that many.
-- Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
-  A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
-  kept-alive connection's next byte), and its body within BRIDGE_CLIENT_BODY_TIMEOUT of the
-  head: whole deadlines, so a client sending a byte a second is cut all the same. The main
-  loop, which wakes every second, shuts the reading side of a late request's socket: a late
-  head is closed quietly, a late body is answered 408 in the client's protocol.
-- Streams: a stream's relay that waits for its upstream raises _Parked out of gthread's
-  handle_request (the answer's head goes out first), and the connection goes to the
-  worker's stream loop (bridge/serve/stream_loop.py) instead of back to the poller; the loop gives
-  it back, as a finished request, when the stream ends. The thread is free meanwhile.
-- Write stalls: client sockets have a send timeout of BRIDGE_CLIENT_STALL_TIMEOUT (and the
-  stream loop the same deadline), so a client that stops reading is cut with one log line,
-  not a traceback.
+- Capacity (ThreadQueue, thread_queue.py): a request that finds every thread busy waits for
+  one, holding none, in arrival order, for at most BRIDGE_QUEUE_TIMEOUT: the thread that
+  frees next starts it at once. Past that wait (or its head's deadline) it is served by one
+  of SPARE_THREADS threads instead, with OVER_CAPACITY in its environ, and the app
+  (bridge/policy/admission.py) answers it at once with a 503 and `retry-after`, in the
+  client's protocol. Health checks and scrapes (GET of the app's `always_answered` paths,
+  told by peeking at the head no thread has read yet) never wait: they go to the spare
+  threads at once, where the app answers them as usual. A request whose client closed while
+  it waited is dropped unread, so nothing goes upstream for it. The wait is bounded by
+  gunicorn's worker_connections: a waiting request is an accepted connection, and the worker
+  accepts no more beyond that many.
+- Read deadlines and write stalls (Deadlines, deadlines.py): a new connection waits for its
+  first byte on the poller, holding no thread; a request whose head or body is late is cut,
+  and a client that stops reading is reset.
+- Streams (handover.py, stream_loop.py): a stream's relay that waits for its upstream leaves
+  its thread, and the connection goes to the worker's stream loop instead of back to the
+  poller; the loop gives it back, as a finished request, when the stream ends.
 - Stop: the worker takes the connections the kernel already queued and closes its listening
   sockets at once (the master closed its own copy before signalling), so new connections are
   refused, which nginx answers with an immediate 502, while open requests drain as before.
@@ -36,19 +31,22 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   A worker whose master died stops the same way.
 - gunicorn's own answers (a bad request line or header, an unmet `Expect`) are JSON errors.
 
+What the worker keeps per connection is one ConnState (connection.py), attached where it
+first sees the connection, each field with the threads that write it.
+
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
 handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi, handle_error
 (the base Worker's: it writes its page with util.write_error, which calls the socket's
-gettimeout and sendall, status line first) and
-wait_for_and_dispatch_events (its main loop's wait, called with at most 1 s), uses its pending_conns,
-keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
-initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
-finish_request reads it), and Response's start_response,
-send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
-the Response is the start_response an app gets: its __self__), and that handle_request lets
-a BaseException through after its `finally`. tests/serve/test_worker.py fails on any other gunicorn version:
-read the new gthread.py against this list before changing GUNICORN_VERSION.
+gettimeout and sendall, status line first) and wait_for_and_dispatch_events (its main loop's
+wait, called with at most 1 s), uses its tpool, pending_conns, keepalived_conns, nr_conns,
+poller, method_queue, accept and _keepalive_after, TConn's initialized, data_ready, timeout,
+is_http2, sock, client and parser (its unreader's buf, as gthread's finish_request reads it),
+and Response's start_response, send_headers, response_length, chunked, sent, force_close and
+should_close (a bound method of the Response is the start_response an app gets: its
+__self__), and that handle_request lets a BaseException through after its `finally`.
+tests/serve/test_worker.py fails on any other gunicorn version: read the new gthread.py
+against this list before changing GUNICORN_VERSION.
 """
 
 import contextlib
@@ -88,7 +86,7 @@ class ThreadWorker(gthread.ThreadWorker):
         self.deadlines = None  # read deadlines and the send timeout (bridge/serve/deadlines.py)
         self.always_answered = ()  # request heads that never wait: health checks and scrapes
         self.head_peek = 0  # bytes of a head enough to tell them
-        self.queue_wait = None  # its metric (bridge/serve/observability.py), once the app is loaded
+        self.queue_wait = None  # the queue's wait metric (bridge/serve/observability.py), once the app is loaded
         self.spare = None
         self.settings = None
         self.serving = threading.local()  # the connection this thread serves, for admit()
@@ -97,8 +95,8 @@ class ThreadWorker(gthread.ThreadWorker):
     def get_thread_pool(self):
         """The queue counts BRIDGE_THREADS requests busy; the pool has as many threads again,
         started only when needed, for threads that counted their request free before its last
-        write (handover.Answer) and are still in it, to a client that may read slowly: the request
-        started on their count must not wait in the pool's queue behind them."""
+        write (handover.Answer) and are still in it, to a client that may read slowly: the
+        request started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
         return futures.ThreadPoolExecutor(2 * self.cfg.threads)
 
@@ -135,11 +133,11 @@ class ThreadWorker(gthread.ThreadWorker):
         if placed != WAITING:
             self.serve(conn, placed == THREAD)
 
-    def serve(self, conn, holds_thread, waited=0.0):
-        """Hand the request to a request thread (counted busy by the queue) or to a spare one, saying
-        how long it was let wait for a thread (for the refusal's text)."""
+    def serve(self, conn, holds_thread, allowed=0.0):
+        """Hand the request to a request thread (counted busy by the queue) or to a spare one,
+        saying how long it was let wait for a thread (for the refusal's text)."""
         conn.state.holds_thread = holds_thread
-        conn.state.over_capacity = None if holds_thread else waited
+        conn.state.over_capacity = None if holds_thread else allowed
         future = (self.tpool if holds_thread else self.spare).submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
@@ -236,7 +234,7 @@ class ThreadWorker(gthread.ThreadWorker):
         try:
             self.waited_for(waited, "refused", now)
         finally:
-            self.serve(waited.conn, holds_thread=False, waited=waited.allowed)
+            self.serve(waited.conn, holds_thread=False, allowed=waited.allowed)
 
     def waited_for(self, waited, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
