@@ -3,12 +3,12 @@
 A stream that keeps its request thread costs that thread a wake-up per upstream event, and
 each wake-up takes the worker's GIL from every other thread: with hundreds of paced streams
 on a worker, the wake-ups, not the events, are where the CPU goes. So once a stream waits
-for its upstream for the first time, its request thread hands it here (bridge/serve/worker.py) and
-goes back to the pool. This loop waits for all the parked streams' upstream sockets in one
-epoll, and for each one that is readable (or whose wait is over) it resumes the stream's
-answer - the relay generator (streaming.py) and the WSGI layers around it - until the relay
-waits again, writing what it yields to the client without blocking. One wake-up then carries
-the events of every stream that has one.
+for its upstream for the first time, its request thread hands it here and goes back to the
+pool (bridge/serve/handover.py: the hand-over's contract). This loop waits for all the
+parked streams' upstream sockets in one epoll, and for each one that is readable (or whose
+wait is over) it resumes the stream's answer - the relay generator (streaming.py) and the
+WSGI layers around it - until the relay waits again, writing what it yields to the client
+without blocking. One wake-up then carries the events of every stream that has one.
 
 The relay yields its Parking where it would wait: the loop resumes it with `ready` set when
 the upstream socket is readable, or unset once the wait's timeout is over (the relay then
@@ -91,7 +91,7 @@ class Parking:
         """Take the stream over (in the loop's thread) from the request thread that parked it."""
         self._open = True
         self._conn = conn
-        self._chunks = conn.answer.chunks
+        self._chunks = conn.state.answer.chunks
         self._out = b""
         self._watching = None
         self._ending = False
@@ -123,14 +123,14 @@ class Parking:
         if self._watching is self._upstream:
             self._resume()
         else:
-            self._loop.worker.reset_stalled(self._conn)
+            self._loop.worker.deadlines.reset_stalled(self._conn)
             self._close(keepalive=False)
 
     def _resume(self):
         """Run the answer until the relay waits again, ends, or a write must wait for the client."""
         if self._queued:  # its turn comes from the loop's queue: not its socket's or a timer's call
             return
-        response = self._conn.response
+        response = self._conn.state.response
         while True:
             try:
                 item = next(self._chunks)
@@ -193,18 +193,18 @@ class Parking:
         if not self._flush():
             return
         if self._ending:
-            self._close(keepalive=not self._conn.response.should_close())
+            self._close(keepalive=not self._conn.state.response.should_close())
         else:  # caught up: a later write that must wait starts a new stall timer
             self._watch(self._upstream, selectors.EVENT_READ)
             self._resume()
 
     def _end(self):
         self._ending = True
-        if self._conn.response.chunked:
+        if self._conn.state.response.chunked:
             self._out = _END
             if not self._flush():
                 return
-        self._close(keepalive=not self._conn.response.should_close())
+        self._close(keepalive=not self._conn.state.response.should_close())
 
     def release(self):
         """Give its place in the loop back: its relay has ended (parked or not, whatever happened)."""
@@ -275,7 +275,7 @@ class StreamLoop:
 
     def finish(self, conn, keepalive):
         """Close a stream's answer and hand its connection back to the worker, whatever happens."""
-        answer = conn.answer
+        answer = conn.state.answer
         answer.parking = None
         try:
             answer.close()
@@ -283,7 +283,7 @@ class StreamLoop:
             log.exception("Error closing a stream")
             keepalive = False
         finally:
-            conn.answer = None  # what the answer holds goes with it
+            conn.state.answer = None  # what the answer holds goes with it
             self.worker.unparked(conn, keepalive)
 
     def later(self, parking):
@@ -306,7 +306,7 @@ class StreamLoop:
                 conn = self._incoming.get_nowait()
             except queue.Empty:
                 return
-            _guarded(conn.parking, conn.parking.start, conn)
+            _guarded(conn.state.parking, conn.state.parking.start, conn)
 
     def _run(self):
         """Turn after turn: each ready stream's step, then each stream that had events left after

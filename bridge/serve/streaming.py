@@ -13,7 +13,7 @@ full) it waits in poll() in its own thread.
 Back-pressure comes with either: while the client does not read, the relay is not resumed
 (or its thread is stuck in the server's write) and reads nothing more, so a stalled client
 holds the socket buffers, not the stream; after BRIDGE_CLIENT_STALL_TIMEOUT the client is
-cut (bridge/serve/worker.py), and the upstream is closed. How the client's events, keep-alives
+cut (bridge/serve/deadlines.py), and the upstream is closed. How the client's events, keep-alives
 and end look on the wire is its protocol's Framing.
 """
 

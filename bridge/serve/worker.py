@@ -4,31 +4,26 @@ gthread hands every connection to a pool of BRIDGE_THREADS threads. An open stre
 thread for its whole length, and when all are held a new request - a health check too - waits
 silently in the pool's queue until a stream ends. It reads a request's head and body with
 blocking reads and no deadline, and on SIGTERM keeps its listening sockets open until the
-drain is over, so the kernel queues new connections that nobody accepts. This worker changes:
+drain is over, so the kernel queues new connections that nobody accepts. This worker keeps
+gthread's main loop and threads; its overrides hand each change to an object of its own:
 
-- Capacity: a request that finds every thread busy waits for one, holding none, in arrival
-  order, for at most BRIDGE_QUEUE_TIMEOUT: the thread that frees next starts it at once
-  (free()). Past that wait (or its head's deadline) it is served by one of SPARE_THREADS
-  threads instead, with OVER_CAPACITY in its environ, and the app (bridge/policy/admission.py)
-  answers it at once with a 503 and `retry-after`, in the client's protocol. Health checks
-  and scrapes (GET of the app's `always_answered` paths, told by peeking at the head no
-  thread has read yet) never wait: they go to the spare threads at once, where the app
-  answers them as usual. A request whose client closed while it waited is dropped unread,
-  so nothing goes upstream for it. The wait is bounded by gunicorn's worker_connections: a waiting
-  request is an accepted connection, and the worker accepts no more beyond that many.
-- Read deadlines: a new connection waits for its first byte on the poller, holding no thread.
-  A request's head must be in within BRIDGE_CLIENT_HEADER_TIMEOUT of the connection (or of a
-  kept-alive connection's next byte), and its body within BRIDGE_CLIENT_BODY_TIMEOUT of the
-  head: whole deadlines, so a client sending a byte a second is cut all the same. The main
-  loop, which wakes every second, shuts the reading side of a late request's socket: a late
-  head is closed quietly, a late body is answered 408 in the client's protocol.
-- Streams: a stream's relay that waits for its upstream raises _Parked out of gthread's
-  handle_request (the answer's head goes out first), and the connection goes to the
-  worker's stream loop (bridge/serve/stream_loop.py) instead of back to the poller; the loop gives
-  it back, as a finished request, when the stream ends. The thread is free meanwhile.
-- Write stalls: client sockets have a send timeout of BRIDGE_CLIENT_STALL_TIMEOUT (and the
-  stream loop the same deadline), so a client that stops reading is cut with one log line,
-  not a traceback.
+- Capacity (ThreadQueue, thread_queue.py): a request that finds every thread busy waits for
+  one, holding none, in arrival order, for at most BRIDGE_QUEUE_TIMEOUT: the thread that
+  frees next starts it at once. Past that wait (or its head's deadline) it is served by one
+  of SPARE_THREADS threads instead, with OVER_CAPACITY in its environ, and the app
+  (bridge/policy/admission.py) answers it at once with a 503 and `retry-after`, in the
+  client's protocol. Health checks and scrapes (GET of the app's `always_answered` paths,
+  told by peeking at the head no thread has read yet) never wait: they go to the spare
+  threads at once, where the app answers them as usual. A request whose client closed while
+  it waited is dropped unread, so nothing goes upstream for it. The wait is bounded by
+  gunicorn's worker_connections: a waiting request is an accepted connection, and the worker
+  accepts no more beyond that many.
+- Read deadlines and write stalls (Deadlines, deadlines.py): a new connection waits for its
+  first byte on the poller, holding no thread; a request whose head or body is late is cut,
+  and a client that stops reading is reset.
+- Streams (handover.py, stream_loop.py): a stream's relay that waits for its upstream leaves
+  its thread, and the connection goes to the worker's stream loop instead of back to the
+  poller; the loop gives it back, as a finished request, when the stream ends.
 - Stop: the worker takes the connections the kernel already queued and closes its listening
   sockets at once (the master closed its own copy before signalling), so new connections are
   refused, which nginx answers with an immediate 502, while open requests drain as before.
@@ -36,28 +31,29 @@ drain is over, so the kernel queues new connections that nobody accepts. This wo
   A worker whose master died stops the same way.
 - gunicorn's own answers (a bad request line or header, an unmet `Expect`) are JSON errors.
 
+What the worker keeps per connection is one ConnState (connection.py), attached where it
+first sees the connection, each field with the threads that write it.
+
 Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
 handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi, handle_error
 (the base Worker's: it writes its page with util.write_error, which calls the socket's
-gettimeout and sendall, status line first) and
-wait_for_and_dispatch_events (its main loop's wait, called with at most 1 s), uses its pending_conns,
-keepalived_conns, nr_conns, poller, method_queue, accept and _keepalive_after, TConn's
-initialized, data_ready, timeout, is_http2, sock and parser (its unreader's buf, as gthread's
-finish_request reads it), and Response's start_response,
-send_headers, headers_sent, chunked, sent, force_close and should_close (a bound method of
-the Response is the start_response an app gets: its __self__), and that handle_request lets
-a BaseException through after its `finally`. tests/serve/test_worker.py fails on any other gunicorn version:
-read the new gthread.py against this list before changing GUNICORN_VERSION.
+gettimeout and sendall, status line first) and wait_for_and_dispatch_events (its main loop's
+wait, called with at most 1 s), uses its tpool, pending_conns, keepalived_conns, nr_conns,
+poller, method_queue, accept and _keepalive_after, TConn's initialized, data_ready, timeout,
+is_http2, sock, client and parser (its unreader's buf, as gthread's finish_request reads it),
+and Response's start_response, send_headers, response_length, chunked, sent, force_close and
+should_close (a bound method of the Response is the start_response an app gets: its
+__self__), and that handle_request lets a BaseException through after its `finally`.
+tests/serve/test_worker.py fails on any other gunicorn version: read the new gthread.py
+against this list before changing GUNICORN_VERSION.
 """
 
-import collections
 import contextlib
 import json
 import select
 import selectors
 import socket
-import struct
 import threading
 import time
 from concurrent import futures
@@ -70,8 +66,12 @@ from gunicorn.workers import gthread
 # Only light imports here: the gunicorn master imports this module to find the worker class,
 # before the app (and its metrics, which need PROMETHEUS_MULTIPROC_DIR set) are loaded.
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError
+from .connection import ConnState
+from .deadlines import Deadlines
 from .environ import CLOSES_ANSWERS, OVER_CAPACITY, STREAM_LOOP, THREADS
-from .stream_loop import Parking, StreamLoop
+from .handover import Answer, Parked, park
+from .stream_loop import StreamLoop
+from .thread_queue import THREAD, WAITING, ThreadQueue
 
 GUNICORN_VERSION = "27.0.1"
 # Threads for what arrives while every request thread is busy: each answer takes a
@@ -82,24 +82,21 @@ SPARE_THREADS = 4
 class ThreadWorker(gthread.ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.busy = 0  # requests held by the pool's threads, spare ones not counted
-        self.busy_lock = threading.Lock()  # taken by the main loop, given back by request threads
-        self.in_threads = set()  # connections a thread serves or waits for, watched for read deadlines
-        self.waiting = collections.deque()  # connections waiting for a thread, oldest first (busy_lock)
-        self.queue_timeout = 0.0  # BRIDGE_QUEUE_TIMEOUT, shortened when the worker stops
+        self.queue = None  # the request threads' count and the requests waiting for one (ThreadQueue)
+        self.deadlines = None  # read deadlines and the send timeout (bridge/serve/deadlines.py)
         self.always_answered = ()  # request heads that never wait: health checks and scrapes
         self.head_peek = 0  # bytes of a head enough to tell them
-        self.queued = self.waited = None  # their metrics (bridge/serve/observability.py), once the app is loaded
+        self.queue_wait = None  # the queue's wait metric (bridge/serve/observability.py), once the app is loaded
         self.spare = None
         self.settings = None
         self.serving = threading.local()  # the connection this thread serves, for admit()
         self.streams = None  # the stream loop (bridge/serve/stream_loop.py), when streams may park
 
     def get_thread_pool(self):
-        """`busy` counts BRIDGE_THREADS requests; the pool has as many threads again, started only
-        when needed, for threads that counted their request free before its last write
-        (_FreeingAtEnd) and are still in it, to a client that may read slowly: the request
-        started on their count must not wait in the pool's queue behind them."""
+        """The queue counts BRIDGE_THREADS requests busy; the pool has as many threads again,
+        started only when needed, for threads that counted their request free before its last
+        write (handover.Answer) and are still in it, to a client that may read slowly: the
+        request started on their count must not wait in the pool's queue behind them."""
         self.spare = futures.ThreadPoolExecutor(SPARE_THREADS, thread_name_prefix="spare")
         return futures.ThreadPoolExecutor(2 * self.cfg.threads)
 
@@ -113,12 +110,13 @@ class ThreadWorker(gthread.ThreadWorker):
             )
         bridge = self.wsgi.extensions["bridge"]
         self.settings = bridge.settings  # the bridge app's, read and validated once
-        self.queue_timeout = self.settings.queue_timeout
+        self.deadlines = Deadlines(self.settings, self.log)
         self.always_answered = tuple(f"GET {path}{end}".encode() for path in bridge.always_answered for end in " ?")
         self.head_peek = max(map(len, self.always_answered))
         from .observability import QUEUE_WAIT, QUEUED
 
-        self.queued, self.waited = QUEUED, QUEUE_WAIT
+        self.queue = ThreadQueue(self.cfg.threads, self.settings.queue_timeout, QUEUED)
+        self.queue_wait = QUEUE_WAIT
         if self.settings.streams_per_worker and not self.cfg.is_ssl:  # the loop writes to plain sockets only
             self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
@@ -128,30 +126,18 @@ class ThreadWorker(gthread.ThreadWorker):
         if not conn.initialized and not conn.data_ready:
             self.wait_for_first_byte(conn, now)
             return
-        # A new connection's head deadline runs from its accept (wait_for_first_byte).
-        head_deadline = conn.timeout if not conn.initialized else now + self.settings.client_header_timeout
-        conn.deadline = (head_deadline, "BRIDGE_CLIENT_HEADER_TIMEOUT")
-        conn.parking = None
-        conn.waiting_since = None
-        conn.waited = False
-        self.in_threads.add(conn)
-        with self.busy_lock:
-            takes = self.busy < self.cfg.threads
-            if takes:
-                self.busy += 1
-            elif self.queue_timeout and not self.answered_at_once(conn):
-                conn.waiting_since = now
-                conn.wait_until = now + self.queue_timeout
-                self.waiting.append(conn)
-                self.queued.inc()
-                return
-        self.serve(conn, takes)
+        self.deadlines.reading_head(conn, now)
+        conn.state.parking = None
+        conn.state.waited = False
+        placed = self.queue.take(conn, now, lambda: not self.answered_at_once(conn))
+        if placed != WAITING:
+            self.serve(conn, placed == THREAD)
 
-    def serve(self, conn, holds_thread, waited=0.0):
-        """Hand the request to a request thread (its `busy` taken) or to a spare one, saying
-        how long it was let wait for a thread (for the refusal's text)."""
-        conn.holds_thread = holds_thread
-        conn.over_capacity = None if holds_thread else waited
+    def serve(self, conn, holds_thread, allowed=0.0):
+        """Hand the request to a request thread (counted busy by the queue) or to a spare one,
+        saying how long it was let wait for a thread (for the refusal's text)."""
+        conn.state.holds_thread = holds_thread
+        conn.state.over_capacity = None if holds_thread else allowed
         future = (self.tpool if holds_thread else self.spare).submit(self.handle, conn)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
@@ -171,17 +157,16 @@ class ThreadWorker(gthread.ThreadWorker):
     def wait_for_and_dispatch_events(self, timeout):
         """Wake for the oldest waiting request's deadline too, not only at the 1 s tick: murder_pending
         refuses it right after."""
-        with self.busy_lock:
-            if self.waiting:
-                timeout = min(timeout, max(self.waiting[0].wait_until - time.monotonic(), 0.0))
+        expiry = self.queue.next_expiry()
+        if expiry is not None:
+            timeout = min(timeout, max(expiry - time.monotonic(), 0.0))
         super().wait_for_and_dispatch_events(timeout)
 
     def wait_for_first_byte(self, conn, now):
         """Park a new connection on the poller until it sends something, as gthread parks one
         that sent nothing for 5 s: idle connections must not hold the threads that count."""
-        conn.deadline = conn.cut = conn.over_capacity = None
-        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.settings.client_stall_timeout))
-        conn.timeout = now + self.settings.client_header_timeout  # murder_pending closes it then
+        conn.state = ConnState()  # the one place: every connection starts here
+        self.deadlines.connected(conn, now)  # murder_pending closes it at its `timeout`
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
@@ -211,8 +196,8 @@ class ThreadWorker(gthread.ThreadWorker):
         return True
 
     def finish_request(self, conn, fs):
-        self.in_threads.discard(conn)
-        if conn.parking is not None:  # its thread is done with it: the stream loop takes it over
+        self.deadlines.done(conn)
+        if conn.state.parking is not None:  # its thread is done with it: the stream loop takes it over
             self.streams.adopt(conn)
             return
         super().finish_request(conn, fs)
@@ -220,7 +205,7 @@ class ThreadWorker(gthread.ThreadWorker):
     def unparked(self, conn, keepalive):
         """A parked stream's end (from the stream loop): the connection back to the main loop,
         as if its thread had ended the request."""
-        conn.parking = None
+        conn.state.parking = None
         done = futures.Future()
         try:
             done.set_result(self._keepalive_after(conn, keepalive))
@@ -235,50 +220,31 @@ class ThreadWorker(gthread.ThreadWorker):
         super().murder_pending()
         now = time.monotonic()
         late = []
-        for conn in self.in_threads:
-            deadline = conn.deadline  # once: a request thread may change it meanwhile
-            if deadline is None or deadline[0] > now:
-                continue
-            with self.busy_lock:  # still waiting: its head is late all the same
-                if conn.waiting_since is not None and conn in self.waiting:
-                    self.waiting.remove(conn)
-                    late.append(conn)
-            self.cut(conn, deadline[1])  # before any thread may take it
-        with self.busy_lock:
-            while self.waiting and self.waiting[0].wait_until <= now:
-                late.append(self.waiting.popleft())
-        for conn in late:
-            self.refuse(conn, now)
+        for conn, setting in self.deadlines.late(now):
+            waited = self.queue.withdraw(conn)  # still waiting: its head is late all the same
+            if waited is not None:
+                late.append(waited)
+            self.deadlines.cut(conn, setting)  # before any thread may take it
+        late += self.queue.expire(now)
+        for waited in late:
+            self.refuse(waited, now)
 
-    def refuse(self, conn, now):
+    def refuse(self, waited, now):
         """A request out of the queue that no thread took in time: to the spare threads, for the 503."""
-        allowed = conn.wait_until - conn.waiting_since  # BRIDGE_QUEUE_TIMEOUT, or less once stopping
         try:
-            self.waited_for(conn, "refused", now)
+            self.waited_for(waited, "refused", now)
         finally:
-            self.serve(conn, holds_thread=False, waited=allowed)
+            self.serve(waited.conn, holds_thread=False, allowed=waited.allowed)
 
-    def waited_for(self, conn, outcome, now):
+    def waited_for(self, waited, outcome, now):
         """Count a wait over, by the one thread that took the request out of the queue."""
-        self.queued.dec()
-        self.waited.labels(outcome).observe(now - conn.waiting_since)
-        conn.waiting_since = None
-        conn.waited = True
-
-    def cut(self, conn, setting):
-        """Stop reading a late request: its thread's read returns at once, as if the client had
-        stopped sending (the head parser gives up quietly, the body reads as a 408); the
-        writing side stays open for that answer."""
-        conn.cut = setting
-        conn.deadline = None
-        self.log.info("client %s: request not in within %s; connection closed", _address(conn.client), setting)
-        with contextlib.suppress(OSError):  # the client is gone already
-            conn.sock.shutdown(socket.SHUT_RD)
+        self.queue_wait.labels(outcome).observe(now - waited.since)
+        waited.conn.state.waited = True
 
     def handle(self, conn):
         self.serving.conn = conn
         try:
-            if conn.waited and peer_closed(conn.sock):  # its client left while it waited
+            if conn.state.waited and peer_closed(conn.sock):  # its client left while it waited
                 return False
             return super().handle(conn)
         finally:
@@ -288,27 +254,25 @@ class ThreadWorker(gthread.ThreadWorker):
         """Count the request's thread free: when the answer's last byte is handed to gunicorn,
         before the client can see the end (its next request must not find the thread busy),
         or when handle() returns. Not from finish_request: the main loop runs that later.
-        The oldest waiting request, if any, takes the thread over (and its `busy`) at once."""
-        if conn.holds_thread:
-            conn.holds_thread = False
-            with self.busy_lock:
-                if not self.waiting:
-                    self.busy -= 1
-                    return
-                waiting = self.waiting.popleft()
+        The oldest waiting request, if any, takes the thread over (still counted busy) at once."""
+        if conn.state.holds_thread:
+            conn.state.holds_thread = False
+            waited = self.queue.free()
+            if waited is None:
+                return
             try:
-                self.waited_for(waiting, "served", time.monotonic())
+                self.waited_for(waited, "served", time.monotonic())
             finally:  # served whatever the metrics do, or the thread and the request would be lost
-                self.serve(waiting, holds_thread=True)
+                self.serve(waited.conn, holds_thread=True)
 
     def handle_request(self, req, conn):
         try:
             keepalive = super().handle_request(req, conn)
         except BlockingIOError:  # a send outlasted SO_SNDTIMEO
-            self.reset_stalled(conn)
+            self.deadlines.reset_stalled(conn)
             return False
-        except _Parked:
-            self.park(conn)
+        except Parked:
+            park(conn.state)
             return False
         return keepalive
 
@@ -329,52 +293,21 @@ class ThreadWorker(gthread.ThreadWorker):
         with contextlib.suppress(OSError):  # the client is gone
             util.write_nonblock(client, f"{head}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
 
-    def park(self, conn):
-        """The answer waits for its upstream: its head goes out now, from this thread, and the
-        rest from the stream loop once finish_request hands the connection over."""
-        answer = conn.answer
-        try:
-            conn.response.send_headers()  # no-op once the first bytes went out
-        except BaseException:
-            answer.parking = None
-            answer.close()
-            raise
-        conn.parking = answer.parking
-
-    def reset_stalled(self, conn):
-        """Cut a client that stopped reading for BRIDGE_CLIENT_STALL_TIMEOUT."""
-        self.log.info(
-            "client %s stopped reading for %ss (BRIDGE_CLIENT_STALL_TIMEOUT); connection reset",
-            _address(conn.client),
-            self.settings.client_stall_timeout,
-        )
-        # Reset, not a graceful close: that would wait for a client that is not reading,
-        # and the unsent bytes would linger in the kernel.
-        with contextlib.suppress(OSError):  # the client may have reset it already
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.sock.shutdown(socket.SHUT_RD)
-
     def admit(self, app, environ, start_response):
         """WSGI middleware around the app: mark a request served beyond capacity, and start its
         body's deadline (or end the head's, when it has no body)."""
         conn = self.serving.conn
-        conn.response = start_response.__self__  # gunicorn's Response, for park() and the stream loop
-        if conn.over_capacity is not None:
-            environ[OVER_CAPACITY] = conn.over_capacity
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        if length or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-            timeout = self.settings.client_body_timeout
-            conn.deadline = (time.monotonic() + timeout, "BRIDGE_CLIENT_BODY_TIMEOUT")
-            environ["wsgi.input"] = _Body(environ["wsgi.input"], conn, length or None, timeout)
-            start_response = _closing_if_cut(conn, start_response)
-        else:
-            conn.deadline = None
+        state = conn.state
+        state.response = start_response.__self__  # gunicorn's Response, for park and the stream loop
+        if state.over_capacity is not None:
+            environ[OVER_CAPACITY] = state.over_capacity
+        start_response = self.deadlines.reading_body(state, environ, start_response)
         environ[CLOSES_ANSWERS] = True
         environ[THREADS] = self.cfg.threads
         if self.streams is not None and not conn.is_http2:
             environ[STREAM_LOOP] = self.streams
-        conn.answer = _FreeingAtEnd(app(environ, start_response), partial(self.free, conn), conn.response)
-        return conn.answer
+        state.answer = Answer(app(environ, start_response), partial(self.free, conn), state.response)
+        return state.answer
 
     def is_parent_alive(self):
         """A worker whose master died stops as on SIGTERM (its waits shortened, its listeners
@@ -395,11 +328,7 @@ class ThreadWorker(gthread.ThreadWorker):
         have closed theirs the kernel refuses new connections instead of queueing them.
         Requests waiting for a thread keep waiting, served or refused before half the drain
         (graceful_timeout) is over, so that none is still waiting when the worker exits."""
-        with self.busy_lock:
-            self.queue_timeout = min(self.queue_timeout, self.cfg.graceful_timeout / 2)
-            until = time.monotonic() + self.queue_timeout
-            for conn in self.waiting:
-                conn.wait_until = min(conn.wait_until, until)
+        self.queue.shorten(self.cfg.graceful_timeout / 2, time.monotonic())
         for listener in self.sockets:
             listener.setblocking(False)
             while select.select([listener], [], [], 0)[0]:
@@ -426,106 +355,6 @@ class _Page:
         return int(status), reason
 
 
-class _Parked(BaseException):
-    """Raised through gthread's handle_request when the answer's relay waits in the stream loop:
-    not an Exception, which gthread would take for the app's error and close the connection."""
-
-
-class _FreeingAtEnd:
-    """The app's answer, calling `free` as its last chunk goes to gunicorn's `response` (known
-    by its Content-Length; else at its end, or when closed before it), and raising _Parked
-    when the relay yields its Parking (the stream loop iterates `chunks` then)."""
-
-    def __init__(self, body, free, response):
-        self._body = body
-        self.chunks = iter(body)
-        self._free = free
-        self._response = response
-        self.parking = None  # the Parking it yielded: the stream loop closes it, not gthread
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        try:
-            item = next(self.chunks)
-        except StopIteration:
-            self._free()
-            raise
-        if item.__class__ is Parking:
-            self.parking = item
-            raise _Parked
-        length = self._response.response_length
-        if length is not None and self._response.sent + len(item) >= length:
-            self._free()  # before the write: once the client has it all, its next request may come
-        return item
-
-    def close(self):
-        if self.parking is not None:
-            return
-        try:
-            if hasattr(self._body, "close"):
-                self._body.close()
-        finally:
-            self._free()
-
-
-class _Body:
-    """wsgi.input that ends the body's deadline at its last byte, and reads as a 408 in the
-    client's protocol once the deadline cut it short."""
-
-    def __init__(self, body, conn, length, timeout):
-        self._body = body
-        self._conn = conn
-        self._left = length  # None: chunked, ends with an empty read
-        self._timeout = timeout
-
-    def read(self, size=None):
-        return self._checked(self._body.read, size)
-
-    def readline(self, size=None):
-        return self._checked(self._body.readline, size)
-
-    def readlines(self, hint=None):
-        return list(self)
-
-    def __iter__(self):
-        return iter(self.readline, b"")
-
-    def _checked(self, read, size):
-        try:
-            data = read(size)
-        except OSError:  # gunicorn's chunked reader, cut short
-            if not self._conn.cut:
-                raise
-        if self._conn.cut:
-            raise BridgeError(
-                "invalid_request",
-                f"the request body did not arrive within {self._timeout:g}s (BRIDGE_CLIENT_BODY_TIMEOUT)",
-                status=408,
-            ) from None
-        if self._left is not None:
-            self._left -= len(data)
-            done = self._left <= 0
-        else:
-            done = not data and size != 0
-        if done:
-            self._conn.deadline = None
-        return data
-
-
-def _closing_if_cut(conn, start_response):
-    """gunicorn's start_response, announcing `Connection: close` when the body's read was cut:
-    the connection cannot carry another request."""
-
-    def start(status, headers, exc_info=None):
-        if conn.cut:
-            conn.response.force_close()
-        return start_response(status, headers, exc_info)
-
-    return start
-
-
 def peer_closed(sock):
     """Whether the client has closed its side (nginx never half-closes a request it still wants).
     Only a closed side counts, never bytes to read: a kept-alive connection may hold the client's
@@ -533,13 +362,3 @@ def peer_closed(sock):
     poll = select.poll()
     poll.register(sock, select.POLLRDHUP)
     return bool(poll.poll(0))
-
-
-def _timeval(seconds):
-    """A struct timeval for SO_SNDTIMEO."""
-    whole = int(seconds)
-    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
-
-
-def _address(client):
-    return client[0] if isinstance(client, tuple) else client
