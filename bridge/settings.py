@@ -75,7 +75,7 @@ class Settings:
     client_stall_timeout: float = 60.0
     client_header_timeout: float = 10.0
     client_body_timeout: float = 60.0
-    queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (bridge/serve/worker.py)
+    queue_timeout: float = 2.0  # a request finding every thread busy waits this long for one (serve/thread_queue.py)
     max_requests_per_client: int | None = (
         None  # None: half of BRIDGE_THREADS with several client keys (policy/admission.py)
     )
