@@ -2,7 +2,7 @@
 
 from flask import Blueprint
 
-from ..protocols import UPSTREAM_CHAT
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_RESPONSES
 from ..protocols.errors import OPENAI
 from ..protocols.schemas import openai as schema
 from ..serve.streaming import CHAT_SSE
@@ -10,7 +10,7 @@ from ..translate.anthropic_response import openai_overflow
 from ..translate.chat_to_messages.request import to_messages_request
 from ..translate.chat_to_messages.response import to_chat_completion
 from ..translate.chat_to_messages.stream import StreamTranslator
-from .http import forward, large_body_slot, pass_through, read_json, route_for
+from .http import forward, large_body_slot, pass_through, read_json, route_for, unpaired
 
 bp = Blueprint("chat_to_messages", __name__)
 
@@ -21,10 +21,12 @@ def create_chat_completion():
     with large_body_slot():
         body = read_json()
         route = route_for(OPENAI, body)
+        if route.protocol == UPSTREAM_RESPONSES:
+            raise unpaired(route, body, "/v1/chat/completions")
         if route.protocol != UPSTREAM_CHAT:
             body = schema.validate_chat(body)
     if route.protocol == UPSTREAM_CHAT:
-        return pass_through(route, body, OPENAI)
+        return pass_through(route, body)
     return forward(
         route,
         lambda deployment: to_messages_request(body, deployment.settings),

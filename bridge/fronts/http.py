@@ -12,11 +12,11 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..gateway import failover, passthrough, upstream
 from ..policy import admission, limits
-from ..protocols import json_codec, ratelimit
-from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, json_codec, ratelimit
+from ..protocols.errors import BridgeError, invalid
 from ..serve import observability
 from ..serve.environ import STREAM_LOOP
-from ..serve.streaming import ANTHROPIC_SSE, CHAT_SSE, relay
+from ..serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, relay
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -193,16 +193,17 @@ def forward(route, prepare, stream_translator, translate_body, framing, reword, 
 
 
 _PASSED_THROUGH = {
-    ANTHROPIC: ("messages_passthrough", passthrough.AnthropicRelay, ANTHROPIC_SSE),
-    OPENAI: ("chat_passthrough", passthrough.ChatRelay, CHAT_SSE),
+    UPSTREAM_MESSAGES: ("messages_passthrough", passthrough.AnthropicRelay, ANTHROPIC_SSE),
+    UPSTREAM_CHAT: ("chat_passthrough", passthrough.ChatRelay, CHAT_SSE),
+    UPSTREAM_RESPONSES: ("responses_passthrough", passthrough.ResponsesRelay, RESPONSES_SSE),
 }
 
 
-def pass_through(route, body, client_protocol, path=None):
+def pass_through(route, body, path=None):
     """Forward the client's body untranslated to a route of its own protocol (passthrough.py),
     to its generation endpoint or `path`."""
-    direction, relay_class, framing = _PASSED_THROUGH[client_protocol]
-    passthrough.validate(body, client_protocol)
+    direction, relay_class, framing = _PASSED_THROUGH[route.protocol]
+    passthrough.validate(body, route.protocol)
     observability.current().direction = direction
     return forward(
         route,
@@ -218,6 +219,16 @@ def pass_through(route, body, client_protocol, path=None):
 
 def _same(error):
     return error
+
+
+def unpaired(route, body, endpoint):
+    """The 400 for a model whose route speaks a protocol `endpoint` is not translated to."""
+    return invalid(
+        f"model {body['model'][:200]!r} is served by route {route.name!r}, whose upstream speaks "
+        f"{route.protocol}, which bridge does not translate {endpoint} to: call the model through "
+        "another endpoint, or route it to another deployment",
+        param="model",
+    )
 
 
 def route_for(client_protocol, body):

@@ -1,8 +1,5 @@
-"""POST /v1/responses, served by an Anthropic Messages upstream; nothing is stored.
-
-A model whose route goes to an OpenAI Chat upstream is refused with a 400 naming the route:
-Responses -> Messages -> Chat would chain two lossy translations, and the reasoning items this
-front hands Codex carry Anthropic's signed thinking, which a Chat upstream never produces.
+"""POST /v1/responses: translated for an Anthropic route, passed through for a Responses one;
+nothing is stored.
 
 Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
 (tests/fixtures/clients/codex-0.171.0/CODEX.md §5): a 429 keeps the upstream's `retry-after`
@@ -14,15 +11,15 @@ retries a 503 at once only with it, else 30 times over 25 s), and a context over
 from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
-from ..protocols import UPSTREAM_MESSAGES
-from ..protocols.errors import OPENAI, BridgeError, invalid
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from ..protocols.errors import OPENAI, BridgeError
 from ..protocols.schemas.responses import validate_responses
 from ..serve.streaming import RESPONSES_SSE
 from ..translate.anthropic_response import openai_overflow
 from ..translate.responses_to_messages.request import to_messages_request
 from ..translate.responses_to_messages.response import to_response
 from ..translate.responses_to_messages.stream import StreamTranslator
-from .http import forward, large_body_slot, read_json, route_for
+from .http import forward, large_body_slot, pass_through, read_json, route_for, unpaired
 
 bp = Blueprint("responses_to_messages", __name__)
 
@@ -40,14 +37,12 @@ def create_response():
     with large_body_slot():
         body = read_json("input")
         route = route_for(OPENAI, body)
-        if route.protocol != UPSTREAM_MESSAGES:
-            raise invalid(
-                f"model {body['model']!r} is served by route {route.name!r}, whose upstream speaks "
-                f"{route.protocol}: bridge serves /v1/responses from Anthropic routes only; call this model "
-                "through /v1/chat/completions, or route it to an Anthropic deployment",
-                param="model",
-            )
-        body = validate_responses(body)
+        if route.protocol == UPSTREAM_CHAT:
+            raise unpaired(route, body, "/v1/responses")
+        if route.protocol == UPSTREAM_MESSAGES:
+            body = validate_responses(body)
+    if route.protocol == UPSTREAM_RESPONSES:
+        return pass_through(route, body)
     return forward(
         route,
         lambda deployment: to_messages_request(body, deployment.settings),

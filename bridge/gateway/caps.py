@@ -5,8 +5,15 @@ and each refuses a larger request outright. A pure function of the upstream body
 serves every pair.
 """
 
-from ..protocols import UPSTREAM_CHAT
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
 from ..translate.anthropic_request import MIN_THINKING_BUDGET
+
+# Each upstream protocol's output-token limits.
+_OUTPUT_LIMITS = {
+    UPSTREAM_CHAT: ("max_completion_tokens", "max_tokens"),
+    UPSTREAM_MESSAGES: ("max_tokens",),
+    UPSTREAM_RESPONSES: ("max_output_tokens",),
+}
 
 
 def cap_max_tokens(body, protocol, cap):
@@ -18,13 +25,13 @@ def cap_max_tokens(body, protocol, cap):
     """
     if not cap:
         return body
-    fields = ("max_completion_tokens", "max_tokens") if protocol == UPSTREAM_CHAT else ("max_tokens",)
+    fields = _OUTPUT_LIMITS[protocol]
     capped = {field: cap for field in fields if _whole(body.get(field)) and body[field] > cap}
     if not capped:
         return body
     body = {**body, **capped}
     thinking = body.get("thinking")
-    if protocol != UPSTREAM_CHAT and isinstance(thinking, dict) and _whole(thinking.get("budget_tokens")):
+    if protocol == UPSTREAM_MESSAGES and isinstance(thinking, dict) and _whole(thinking.get("budget_tokens")):
         if thinking["budget_tokens"] >= cap:
             body["thinking"] = {**thinking, "budget_tokens": max(MIN_THINKING_BUDGET, cap // 2)}
     return body

@@ -26,12 +26,11 @@ that stops before its upstream reported them.
 
 import dataclasses
 
-from ..protocols import UPSTREAM_CHAT
-from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, from_anthropic, invalid
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, from_anthropic, from_openai, invalid
 from ..translate import translator
-from ..translate.messages_to_chat.response import error_in_body
 from ..translate.model_map import map_model
-from ..translate.tokens import chat_input_tokens, size_tokens, text_size
+from ..translate.tokens import chat_input_tokens, responses_input_tokens, size_tokens, text_size
 
 
 @dataclasses.dataclass
@@ -39,17 +38,22 @@ class Context:
     model: str  # as the client asked for it
     stream: bool
     dropped: tuple = ()  # nothing is dropped; http.answer reports this
-    input_tokens: int = None  # a Chat stream's input as bridge estimates it, for when no usage comes
+    input_tokens: int = None  # an OpenAI stream's input as bridge estimates it, for when no usage comes
     hide_usage: bool = False  # the usage bridge asked for, which the client did not
 
 
-# The fields the bridge reads, per client protocol: everything else is the upstream's to judge
+# The fields the bridge reads, per protocol: everything else is the upstream's to judge
 # (a Messages body without max_tokens too: Anthropic says so in its own words).
-_TOKEN_FIELDS = {ANTHROPIC: ("max_tokens",), OPENAI: ("max_tokens", "max_completion_tokens")}
+_TOKEN_FIELDS = {
+    UPSTREAM_MESSAGES: ("max_tokens",),
+    UPSTREAM_CHAT: ("max_tokens", "max_completion_tokens"),
+    UPSTREAM_RESPONSES: ("max_output_tokens",),
+}
 
 
 def validate(body, protocol):
-    """The checks pass-through needs; the model was checked when its route was found."""
+    """The checks pass-through needs (`protocol`: the client's and the upstream's); the model was
+    checked when its route was found."""
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise invalid("stream: must be a boolean", param="stream")
     for field in _TOKEN_FIELDS[protocol]:
@@ -67,6 +71,8 @@ def to_upstream(body, deployment):
         context.input_tokens = chat_input_tokens(body)
         if deployment.settings.openai_stream_usage:
             _ask_for_usage(upstream_body, context)
+    elif context.stream and deployment.protocol == UPSTREAM_RESPONSES:
+        context.input_tokens = responses_input_tokens(body)  # its usage comes only with its last event
     return upstream_body, context
 
 
@@ -88,8 +94,8 @@ def check_answer(body, protocol):
         raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
     if protocol == ANTHROPIC and body.get("type") == "error":
         raise from_anthropic(body)
-    if protocol == OPENAI and body.get("error"):
-        raise error_in_body(body)
+    if protocol == OPENAI and body.get("error") and body.get("status") != "failed":  # a failed response is an answer
+        raise from_openai(body)
 
 
 class _Relay(translator.StreamTranslator):
@@ -151,7 +157,7 @@ class ChatRelay(_Relay):
         if not isinstance(payload, dict):
             raise BridgeError("api_error", "upstream sent a stream chunk that is not an object", status=502)
         if payload.get("error"):
-            self._failed(payload, error_in_body(payload))
+            self._failed(payload, from_openai(payload))
         choices = payload.get("choices")
         if type(choices) is list:
             for choice in choices:
@@ -179,6 +185,51 @@ class ChatRelay(_Relay):
             )
         self.done = True
         return []
+
+    def estimate(self):
+        return self.context.input_tokens, size_tokens(self.relayed)
+
+
+# The events that end a Responses stream, and the deltas that carry its output.
+_RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
+_RESPONSES_DELTAS = {
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+}
+
+
+class ResponsesRelay(_Relay):
+    """A Responses stream, which ends with its response's last state (completed, incomplete or failed).
+
+    An `error` event is the upstream's failure, relayed as it came; a `response.failed` is an
+    answer that says it failed, relayed whole as the stream's end.
+    """
+
+    protocol = OPENAI
+
+    def feed(self, event_name, payload):
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if not isinstance(kind, str):
+            raise BridgeError("api_error", "upstream sent a stream event that is not a typed object", status=502)
+        if kind in _RESPONSES_DELTAS:
+            delta = payload.get("delta")
+            if type(delta) is str:
+                self.relayed += len(delta) if delta.isascii() else text_size(delta)
+        elif kind == "error":
+            self._failed(payload, from_openai({"error": payload}))
+        self.done = kind in _RESPONSES_ENDS
+        return [payload]
+
+    def finish(self):
+        if self.done:
+            return []
+        raise BridgeError(
+            "api_error", "upstream stream ended before response.completed; the answer is incomplete", status=502
+        )
 
     def estimate(self):
         return self.context.input_tokens, size_tokens(self.relayed)

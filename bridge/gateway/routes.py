@@ -32,13 +32,13 @@ from ..protocols.errors import BridgeError
 from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting, named_file, read_text
 from ..translate.capabilities import check_fields
 
-# Kept out until its upstream exists: the name is reserved, the error says so.
-_PLANNED = (UPSTREAM_RESPONSES,)
-# Each protocol's generation and model-list paths, after the base URL.
-GENERATE = {UPSTREAM_CHAT: "/chat/completions", UPSTREAM_MESSAGES: "/v1/messages"}
-MODELS = {UPSTREAM_CHAT: "/models", UPSTREAM_MESSAGES: "/v1/models"}
+PROTOCOLS = (UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES)
+# Each protocol's generation and model-list paths, after the base URL (OpenAI's two share a
+# base URL: https://api.openai.com/v1, Azure's .../openai/v1 or .../openai with an api-version).
+GENERATE = {UPSTREAM_CHAT: "/chat/completions", UPSTREAM_MESSAGES: "/v1/messages", UPSTREAM_RESPONSES: "/responses"}
+MODELS = {UPSTREAM_CHAT: "/models", UPSTREAM_MESSAGES: "/v1/models", UPSTREAM_RESPONSES: "/models"}
 _AUTH_STYLES = ("bearer", "api-key", "x-api-key", "none")
-_DEFAULT_AUTH = {UPSTREAM_CHAT: "bearer", UPSTREAM_MESSAGES: "x-api-key"}
+_DEFAULT_AUTH = {UPSTREAM_CHAT: "bearer", UPSTREAM_MESSAGES: "x-api-key", UPSTREAM_RESPONSES: "bearer"}
 _UNRESERVED = "-._~"  # characters a query value keeps unquoted
 # Where a credential goes: no extra header may carry one, since the file never holds keys.
 _CREDENTIAL_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization", "cookie"}
@@ -251,10 +251,8 @@ def _deployment(item, where, settings, environ):
     where = f'{where} ("{name}")'
     _known(item, _DEPLOYMENT_FIELDS, where)
     protocol = item.get("protocol")
-    if protocol in _PLANNED:
-        raise SettingsError(f"{where}: protocol {protocol} is not supported yet")
-    if protocol not in (UPSTREAM_CHAT, UPSTREAM_MESSAGES):
-        raise SettingsError(f"{where}: protocol must be {UPSTREAM_CHAT} or {UPSTREAM_MESSAGES}, got {protocol!r}")
+    if protocol not in PROTOCOLS:
+        raise SettingsError(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     base_url = _url(f"{where}: base_url", _text(item, "base_url", where, required=True))
     auth = item.get("auth", _DEFAULT_AUTH[protocol])
     if auth not in _AUTH_STYLES:

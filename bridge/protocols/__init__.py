@@ -7,4 +7,4 @@ upstream's protocol is a deployment's `protocol` in the routes file, one of the 
 
 UPSTREAM_CHAT = "openai-chat"
 UPSTREAM_MESSAGES = "anthropic"
-UPSTREAM_RESPONSES = "openai-responses"  # reserved in the routes file until its upstream exists
+UPSTREAM_RESPONSES = "openai-responses"

@@ -138,6 +138,26 @@ def from_anthropic(payload):
     )
 
 
+def from_openai(payload):
+    """An OpenAI error an upstream sent inside a 200 (`{"error": ...}`: a body or a Chat stream's
+    chunk) as a BridgeError; a known kind keeps its own status (429 for a rate limit)."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message") or "no message"
+        if isinstance(error.get("code"), str):
+            message = f"{message} ({error['code']})"
+        kind = kind_for_type(error.get("type"))
+    else:
+        message, kind = str(error or payload)[:500], "api_error"
+    detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None
+    return BridgeError(
+        kind,
+        relayed_message(f"upstream failed: {message}"),
+        status=502 if kind == "api_error" else None,
+        upstream_detail=detail,
+    )
+
+
 def kind_for_status(status):
     """The error kind an upstream HTTP status stands for."""
     return _KIND_OF_STATUS.get(status) or ("api_error" if status >= 500 else "invalid_request")

@@ -132,6 +132,56 @@ def chat_input_tokens(body):
     return total
 
 
+def responses_input_tokens(body):
+    """Estimated input tokens of a Responses request as its client wrote it (unvalidated, as
+    chat_input_tokens): instructions, input items and tools; an item or part of an unknown shape
+    counts as its JSON."""
+    total = REPLY_TOKENS + (text_tokens(body["instructions"]) if isinstance(body.get("instructions"), str) else 0)
+    items = body.get("input")
+    if isinstance(items, str):
+        return total + MESSAGE_TOKENS + text_tokens(items) + _responses_tools_tokens(body)
+    for item in _listed(items):
+        total += MESSAGE_TOKENS + (_item_tokens(item) if isinstance(item, dict) else json_tokens(item))
+    return total + _responses_tools_tokens(body)
+
+
+def _responses_tools_tokens(body):
+    total = sum(
+        TOOL_TOKENS + (_tool_tokens(t) if isinstance(t, dict) else json_tokens(t)) for t in _listed(body.get("tools"))
+    )
+    text = body.get("text")
+    return total + (json_tokens(text["format"]) if isinstance(text, dict) and text.get("format") else 0)
+
+
+# A Responses input item's text fields, by item type (the rest of an item is ids and statuses).
+_ITEM_TEXTS = {
+    "function_call": ("name", "arguments"),
+    "custom_tool_call": ("name", "input"),
+    "function_call_output": ("output",),
+    "custom_tool_call_output": ("output",),
+}
+
+
+def _item_tokens(item):
+    kind = item.get("type", "message")
+    if kind == "message":
+        return _chat_content_tokens(item.get("content"))
+    if kind == "reasoning":
+        summary = [part.get("text") for part in _listed(item.get("summary")) if isinstance(part, dict)]
+        encrypted = item.get("encrypted_content")
+        # The encrypted reasoning stands for the reasoning the model wrote, about its own size again.
+        return sum(text_tokens(text) for text in summary if isinstance(text, str)) + (
+            text_tokens(encrypted) if isinstance(encrypted, str) else 0
+        )
+    fields = _ITEM_TEXTS.get(kind)
+    if fields is None:
+        return json_tokens(item)
+    total = 0
+    for value in map(item.get, fields):
+        total += text_tokens(value) if isinstance(value, str) else _chat_content_tokens(value)
+    return total
+
+
 def _tool_tokens(tool):
     """An Anthropic tool, or a Chat tool's function: its name, description, and the rest (the
     schema) as JSON."""
@@ -158,8 +208,12 @@ def _chat_message_tokens(message):
     return total
 
 
+# Chat's text part, and the Responses API's.
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
 def _chat_content_tokens(content):
-    """Tokens of a Chat message's content: a string, or a list of parts."""
+    """Tokens of a Chat message's (or Responses item's) content: a string, or a list of parts."""
     if content is None:
         return 0
     if isinstance(content, str):
@@ -169,9 +223,9 @@ def _chat_content_tokens(content):
     total = 0
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
             total += text_tokens(part["text"])
-        elif kind == "image_url":
+        elif kind in ("image_url", "input_image"):
             total += IMAGE_TOKENS
         elif kind == "file" and isinstance(part.get("file"), dict) and isinstance(part["file"].get("file_data"), str):
             total += PDF_PAGE_TOKENS * _pdf_pages(part["file"]["file_data"].partition("base64,")[2])

@@ -9,6 +9,7 @@ from bench.processes import ROOT
 from bridge import settings as settings_module
 from bridge.gateway import routes
 from bridge.gateway.failover import Balancer
+from bridge.gateway.routes import GENERATE
 from bridge.protocols.errors import ANTHROPIC, OPENAI, BridgeError
 from bridge.translate.model_map import map_model
 
@@ -99,6 +100,23 @@ def test_the_per_upstream_switches_are_the_deployments_own():
     assert deployment.settings.openai_stream_usage is False and deployment.settings.openai_reasoning_effort is True
 
 
+def test_a_responses_deployment_authenticates_and_posts_as_openai_does():
+    """OpenAI's Responses API shares its base URL with Chat (Azure's too, in either URL style)."""
+    responses = {"name": "codex", "protocol": "openai-responses", "base_url": "https://api.openai.com/v1"}
+    deployment = table({"routes": [{"models": ["x"], "deployments": [responses]}]}).routes[0].deployments[0]
+    assert deployment.auth == "bearer"
+    assert deployment.url(GENERATE[deployment.protocol]) == "https://api.openai.com/v1/responses"
+    azure = {
+        **responses,
+        "base_url": "https://r.openai.azure.com/openai",
+        "query": {"api-version": "2025-04-01-preview"},
+    }
+    deployment = table({"routes": [{"models": ["x"], "deployments": [azure]}]}).routes[0].deployments[0]
+    assert deployment.url(GENERATE[deployment.protocol]) == (
+        "https://r.openai.azure.com/openai/responses?api-version=2025-04-01-preview"
+    )
+
+
 def test_a_key_can_come_from_a_file(tmp_path):
     path = tmp_path / "key"
     path.write_text("file-secret\n")
@@ -117,11 +135,16 @@ BAD = {
     ),
     "unknown protocol": (
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "protocol": "grpc"}]}]},
-        'routes[0] ("x").deployments[0] ("claude"): protocol must be openai-chat or anthropic',
+        'routes[0] ("x").deployments[0] ("claude"): protocol must be one of openai-chat, anthropic, '
+        "openai-responses, got 'grpc'",
     ),
-    "responses upstream, not yet": (
-        {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "protocol": "openai-responses"}]}]},
-        "protocol openai-responses is not supported yet",
+    "a Chat switch on a Responses deployment": (
+        {
+            "routes": [
+                {"models": ["x"], "deployments": [{**AZURE, "protocol": "openai-responses", "stream_usage": False}]}
+            ]
+        },
+        '("azure-east"): stream_usage applies to openai-chat deployments only',
     ),
     "base URL with a key in it": (
         {"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "base_url": "https://u:k@h"}]}]},

@@ -6,12 +6,11 @@ import tracemalloc
 
 import pytest
 
-from bridge.protocols.errors import BridgeError
+from bridge.protocols.errors import BridgeError, from_openai
 from bridge.translate.messages_to_chat.response import (
     INVALID_ARGUMENTS_KEY,
     anthropic_overflow,
     client_tool_id,
-    error_in_body,
     to_anthropic_message,
     upstream_tool_id,
     usage,
@@ -417,7 +416,7 @@ def test_an_overflow_inside_a_200_is_one_too():
 
 
 def test_a_string_error_in_a_200_is_read_as_its_message():
-    error = error_in_body({"error": "the input length exceeds the context length"})
+    error = from_openai({"error": "the input length exceeds the context length"})
     assert anthropic_overflow(error, lambda: 9).message == "prompt is too long: 9 tokens > 9 maximum"
 
 

@@ -33,7 +33,7 @@ import re
 import uuid
 
 from ...protocols import json_codec, overflow, shapes
-from ...protocols.errors import BridgeError, invalid, kind_for_type, relayed_message
+from ...protocols.errors import BridgeError, from_openai, invalid
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -46,7 +46,7 @@ def to_anthropic_message(completion, context):
     if not isinstance(completion, dict):
         raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
     if completion.get("error"):
-        raise error_in_body(completion)
+        raise from_openai(completion)
     shapes.chat_completion(completion)
     choice = only_choice(completion.get("choices"))
     message = json_object(choice.get("message"))
@@ -88,26 +88,6 @@ def to_anthropic_message(completion, context):
         **stop,
         "usage": usage(completion.get("usage")),
     }
-
-
-def error_in_body(payload):
-    """An error the upstream sent inside a 200 (a body or a stream event) as a BridgeError."""
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        message = error.get("message") or "no message"
-        if isinstance(error.get("code"), str):
-            message = f"{message} ({error['code']})"
-        kind = kind_for_type(error.get("type"))
-    else:
-        message, kind = str(error or payload)[:500], "api_error"
-    detail = error if isinstance(error, dict) else {"message": error} if isinstance(error, str) else None
-    # A known kind keeps its own status (429 for a rate limit); anything else is a bad gateway.
-    return BridgeError(
-        kind,
-        relayed_message(f"upstream failed: {message}"),
-        status=502 if kind == "api_error" else None,
-        upstream_detail=detail,
-    )
 
 
 # Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and

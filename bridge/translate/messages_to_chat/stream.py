@@ -30,7 +30,7 @@ Lifecycle (the Messages stream grammar, as the anthropic SDK's accumulator reads
 import dataclasses
 
 from ...protocols import shapes
-from ...protocols.errors import ANTHROPIC, BridgeError
+from ...protocols.errors import ANTHROPIC, BridgeError, from_openai
 from .. import translator
 from ..tokens import text_tokens
 from ..translator import DONE
@@ -68,7 +68,7 @@ class StreamTranslator(translator.StreamTranslator):
         if text is not None:  # the usual chunk: nothing below applies to it
             return self._text(text) if text else []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
-            error = response.error_in_body(payload)
+            error = from_openai(payload)
             raise response.anthropic_overflow(error, lambda: self.context.input_tokens)
         if payload == DONE:
             return self._end_message()
