@@ -4,6 +4,9 @@ Deployments are picked by smooth weighted round-robin (nginx's: weights 5, 1, 1 
 a a b a c a a, never five a in a row). A deployment that refused the connection, timed
 out connecting, or answered 429 or 5xx cools down for the routes file's
 `cooldown_seconds`: it is tried only after every other deployment, until the time is up.
+A backup (`tier` 2 and up) takes no share of the rotation: it is picked only when every
+deployment of the tiers before it is cooling down, and tried within a call only after them
+(weights can only make a fallback rare, 1000:1 still sends it one call in 1,001).
 This state is per worker process (gunicorn's workers do not share it): each worker
 finds out for itself, at the cost of one failed attempt.
 
@@ -52,18 +55,19 @@ class Balancer:
         self._cool_until = {}  # deployment name -> clock time its cool-down ends
 
     def order(self, route):
-        """The route's deployments in the order to try them: the next weighted pick among
-        those not cooling down, the others of them, then those cooling down, soonest back first."""
+        """The route's deployments in the order to try them: the next weighted pick among those
+        of the first tier with any not cooling down, the others of them, those of the later
+        tiers not cooling down (tier by tier), then those cooling down, soonest back first."""
         deployments = route.deployments
         if len(deployments) == 1:
             return list(deployments)
         with self._lock:
             now = self._clock()
-            ready = [d for d in deployments if self._cool_until.get(d.name, 0) <= now]
+            ready = sorted((d for d in deployments if self._cool_until.get(d.name, 0) <= now), key=_tier)
             cooling = sorted((d for d in deployments if d not in ready), key=lambda d: self._cool_until[d.name])
             if not ready:
                 return cooling
-            first = self._pick(ready)
+            first = self._pick([d for d in ready if d.tier == ready[0].tier])
         return [first, *(d for d in ready if d is not first), *cooling]
 
     def _pick(self, ready):
@@ -78,6 +82,10 @@ class Balancer:
     def cool_down(self, deployment):
         with self._lock:
             self._cool_until[deployment.name] = self._clock() + self.cooldown
+
+
+def _tier(deployment):
+    return deployment.tier
 
 
 def moves_on(error):

@@ -61,6 +61,7 @@ _DEPLOYMENT_FIELDS = {
     "capabilities",
     "web_search",
     "weight",
+    "tier",
 }
 # Per-deployment switches that are global settings for the default routes.
 _OPENAI_SWITCHES = {
@@ -84,6 +85,7 @@ class Deployment:
     query: str = ""  # encoded, without the `?`
     max_tokens: int = 0  # cap on the upstream body's max_tokens; 0: none
     weight: int = 1
+    tier: int = 1  # 2 and up: a backup, called only while every deployment of the tiers before fails
     key_source: str = ""  # where the key comes from, for an operator's log line: never the key
     # The settings its translation reads: the model map naming its upstream model, and the
     # per-upstream switches (openai_max_tokens_param, ...).
@@ -317,6 +319,7 @@ def _deployment(item, where, settings, environ):
         query="&".join(f"{quote(k, safe=_UNRESERVED)}={quote(v, safe=_UNRESERVED)}" for k, v in query),
         max_tokens=_whole(item, "max_tokens", where, 0),
         weight=_whole(item, "weight", where, 1, minimum=1),
+        tier=_whole(item, "tier", where, 1, minimum=1),
         key_source=_key_source(name, item),
         settings=own,
     )

@@ -25,12 +25,12 @@ def refusing():
     server.close()
 
 
-def routed(start_bridge, *upstreams, cooldown=600, retries=2, **settings):
+def routed(start_bridge, *upstreams, cooldown=600, retries=2, tiers=(), **settings):
     """A bridge whose model `claude` is served by one Anthropic deployment per upstream, named
-    a, b, c in order (the order a first call tries them in)."""
+    a, b, c in order (the order a first call tries them in), in `tiers` (1 for each by default)."""
     deployments = [
-        {"name": name, "protocol": "anthropic", "base_url": upstream.url}
-        for name, upstream in zip("abc", upstreams, strict=False)
+        {"name": name, "protocol": "anthropic", "base_url": upstream.url, "tier": tier}
+        for name, upstream, tier in zip("abc", upstreams, (*tiers, 1, 1, 1), strict=False)
     ]
     document = {"cooldown_seconds": cooldown, "routes": [{"models": ["claude"], "deployments": deployments}]}
     return start_bridge(BRIDGE_ROUTES=json.dumps(document), BRIDGE_RETRIES=retries, **settings)
@@ -68,6 +68,25 @@ def test_a_call_passes_a_refused_connection_and_a_429_and_succeeds_on_the_third(
     for _ in range(3):
         assert ask(live).choices[0].message.content
     assert len(other_fake.requests) == 1 and len(fake.requests) == 4
+
+
+def test_a_backup_deployment_serves_only_while_the_one_before_it_is_throttled(start_bridge, other_fake, fake):
+    """Anthropic's API first, the company's second account when it throttles: no call reaches the
+    backup while the primary answers, every call does while it cools down, then none again."""
+    live = routed(start_bridge, fake, other_fake, tiers=(1, 2), cooldown=2)
+    fake.default = other_fake.default = fixture(TEXT)
+    for _ in range(4):
+        assert ask(live).choices[0].message.content
+    assert len(fake.requests) == 4 and other_fake.requests == []
+
+    fake.reply(fixture("anthropic/error_429.json"))
+    for _ in range(3):
+        assert ask(live).choices[0].message.content
+    assert len(fake.requests) == 5 and len(other_fake.requests) == 3, "the 429'd call and the two after it"
+
+    wait_for(lambda: ask(live) and len(fake.requests) == 6, "the primary back after its cool-down", timeout=10)
+    served = len(other_fake.requests)
+    assert ask(live).choices[0].message.content and len(other_fake.requests) == served
 
 
 def test_a_stream_moves_on_too_before_its_first_byte(start_bridge, other_fake, fake):

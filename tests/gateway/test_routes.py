@@ -251,10 +251,10 @@ class Clock:
         return self.now
 
 
-def route_of(*weights):
+def route_of(*weights, tiers=None):
     deployments = tuple(
-        routes.Deployment(name, "anthropic", "http://h", weight=weight)
-        for name, weight in zip("abc"[: len(weights)], weights, strict=True)
+        routes.Deployment(name, "anthropic", "http://h", weight=weight, tier=tier)
+        for name, weight, tier in zip("abc"[: len(weights)], weights, tiers or [1] * len(weights), strict=True)
     )
     return routes.Route("r", ("m",), "anthropic", deployments)
 
@@ -287,6 +287,27 @@ def test_when_every_deployment_cools_down_the_one_back_soonest_comes_first():
     assert [d.name for d in balancer.order(route)] == ["b", "a"]
 
 
+def test_a_backup_tier_takes_no_call_while_a_deployment_before_it_is_ready():
+    clock = Clock()
+    balancer, route = Balancer(30, clock), route_of(1, 1, 1000, tiers=[1, 1, 2])
+    a, b, c = route.deployments
+    assert {balancer.order(route)[0].name for _ in range(50)} == {"a", "b"}, "its weight counts only in its tier"
+    assert [d.name for d in balancer.order(route)][-1] == "c", "within a call, tried after its tier above"
+    balancer.cool_down(a)
+    assert {balancer.order(route)[0].name for _ in range(10)} == {"b"}
+    balancer.cool_down(b)
+    assert [d.name for d in balancer.order(route)] == ["c", "a", "b"], "the backup, then the soonest back"
+    clock.now += 30
+    assert {balancer.order(route)[0].name for _ in range(10)} == {"a", "b"}, "the tier above is back"
+
+
+def test_a_tier_is_a_whole_number_from_one():
+    deployment = table({"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "tier": 2}]}]}).routes[0].deployments[0]
+    assert deployment.tier == 2
+    with pytest.raises(settings_module.SettingsError, match=r'\("claude"\): tier must be a whole number of at least 1'):
+        table({"routes": [{"models": ["x"], "deployments": [{**CLAUDE, "tier": 0}]}]})
+
+
 def documented_routes(path, tmp_path):
     """The routes file example in a doc, loaded with the keys it names."""
     text = (ROOT / path).read_text()
@@ -294,13 +315,17 @@ def documented_routes(path, tmp_path):
     key = tmp_path / "azure-west.key"
     key.write_text("k")
     document = json.loads(text[start : text.index("```", start)].replace("/etc/bridge/azure-west.key", str(key)))
-    return table(document, {"ANTHROPIC_KEY": "a", "AZURE_EAST_KEY": "e"})
+    return table(
+        document, {"ANTHROPIC_KEY": "a", "ANTHROPIC_BACKUP_KEY": "b", "OPENAI_KEY": "o", "AZURE_EAST_KEY": "e"}
+    )
 
 
 def test_the_operator_guides_routes_example_loads_as_documented(tmp_path):
     loaded = documented_routes("docs/operator.md", tmp_path)
     assert loaded.route_for(ANTHROPIC, "claude-haiku-5-5").deployments[0].name == "vllm"
-    assert loaded.route_for(OPENAI, "claude-opus-5-5").deployments[0].name == "anthropic"
+    claude = loaded.route_for(OPENAI, "claude-opus-5-5").deployments
+    assert [(d.name, d.tier) for d in claude] == [("anthropic", 1), ("anthropic-backup", 2)]
+    assert loaded.route_for(OPENAI, "gpt-5-codex").deployments[0].protocol == "openai-responses"
     assert [d.name for d in loaded.route_for(OPENAI, "gpt-4.1").deployments] == ["azure-east", "azure-west"]
 
 
