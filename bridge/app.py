@@ -61,7 +61,7 @@ def create_app(settings=None, table=None):
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
-    observability.install(app, settings, accounts.finished)
+    observability.install(app, settings, accounts.finished, accounts.priced)
 
     @app.get("/healthz")
     def healthz():
@@ -78,7 +78,10 @@ def create_app(settings=None, table=None):
         kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
         record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
-            record.client = auth.authenticate(settings, request.headers) or None
+            key = auth.authenticate(settings, request.headers)
+            if key is not None:
+                auth.identify(record, key, request.headers)
+            record.session = observability.session_of(request.headers)
 
     admission.install(app, settings, _UNAUTHENTICATED, accounts)
 

@@ -11,7 +11,10 @@ import hashlib
 import hmac
 
 from ..protocols import UPSTREAM_MESSAGES
-from ..protocols.errors import BridgeError
+from ..protocols.errors import BridgeError, invalid
+from ..settings import LABEL
+
+USER_HEADER = "x-bridge-user"  # the user a trusted key's client names (settings.ClientKey.trusted)
 
 
 def client_credential(headers):
@@ -26,20 +29,35 @@ def client_credential(headers):
 
 
 def authenticate(settings, headers):
-    """Return the client key's name ('' when no keys are configured), or raise a 401."""
+    """Return the client key (settings.ClientKey; None when no keys are configured), or raise a 401."""
     if not settings.client_keys:
-        return ""
+        return None
     credential = client_credential(headers)
     if credential is None:
         raise BridgeError("authentication", "missing API key: send it as `x-api-key` or `Authorization: Bearer`")
     digest = hashlib.sha256(credential.encode()).digest()
-    name = None
+    found = None
     for key in settings.client_keys:
-        if hmac.compare_digest(digest, key.digest) and name is None:
-            name = key.name
-    if name is None:
+        if hmac.compare_digest(digest, key.digest) and found is None:
+            found = key
+    if found is None:
         raise BridgeError("authentication", "invalid API key")
-    return name
+    return found
+
+
+def identify(record, key, headers):
+    """Fill in the record's client, team and user from its key; a trusted key's client may name
+    the user with `x-bridge-user` (a 400 when it is no name: it becomes a Redis key's part)."""
+    record.client = key.name
+    record.team = key.team or key.name
+    record.user = key.user or None
+    named = headers.get(USER_HEADER)
+    if named is not None and key.trusted:
+        if not LABEL.match(named):
+            raise invalid(
+                f"{USER_HEADER} must be 1 to 64 letters, digits or ._@+- (starting with one of the first two)"
+            )
+        record.user = named
 
 
 def _forwarded(settings, headers, own_key):
