@@ -97,6 +97,7 @@ class Settings:
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
     budgets: tuple = ()  # Budget, one per scope and name (BRIDGE_BUDGETS)
     redis_url: str = ""
+    redis_keys: bool = False  # client keys also held in Redis, managed with `bridge keys` (policy/keys.py)
     redis_timeout: float = 0.25
     redis_failure: str = "open"
     reserve_output_tokens: int = 8192  # of a call's max output, what admission reserves at most (usage.py)
@@ -108,6 +109,11 @@ class Settings:
     pool_size: int = 1280
     streams_per_worker: int = 1000
     log_level: str = "INFO"
+
+    @property
+    def checks_keys(self):
+        """Clients must present a key: BRIDGE_CLIENT_KEYS names some, or keys are held in Redis."""
+        return bool(self.client_keys) or self.redis_keys
 
     def __repr__(self):
         # Keys never reach a log line, even through a debug print of settings.
@@ -429,6 +435,7 @@ _PARSERS = {
     "BRIDGE_CLIENT_LIMITS": ("client_limits", _client_limits),
     "BRIDGE_BUDGETS": ("budgets", _budgets),
     "BRIDGE_REDIS_URL": ("redis_url", _redis_url),
+    "BRIDGE_REDIS_KEYS": ("redis_keys", _flag),
     "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
     "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
     "BRIDGE_RESERVE_OUTPUT_TOKENS": ("reserve_output_tokens", lambda n, v: _number(n, v, int, 0)),
@@ -484,13 +491,13 @@ def load(environ=None):
             fields[field] = parse(variable, raw)
     settings = Settings(**fields)
     holds_key = settings.openai_api_key or settings.anthropic_api_key
-    if holds_key and not settings.client_keys and not settings.allow_open_relay:
+    if holds_key and not settings.checks_keys and not settings.allow_open_relay:
         raise SettingsError(
             "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
             "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
             "if the network in front of the bridge already restricts who can call it."
         )
-    if settings.max_requests_per_client and not settings.client_keys:
+    if settings.max_requests_per_client and not settings.checks_keys:
         raise SettingsError(
             "BRIDGE_MAX_REQUESTS_PER_CLIENT counts requests by client key, but BRIDGE_CLIENT_KEYS is empty: "
             "without client keys the bridge cannot tell clients apart. Set BRIDGE_CLIENT_KEYS, or leave it at 0."
@@ -500,6 +507,8 @@ def load(environ=None):
 
 
 def _check_limits(settings):
+    if settings.redis_keys and not settings.redis_url:
+        raise SettingsError("BRIDGE_REDIS_KEYS holds client keys in Redis: set BRIDGE_REDIS_URL")
     if settings.budgets and not settings.redis_url:
         raise SettingsError(
             "BRIDGE_BUDGETS needs Redis: set BRIDGE_REDIS_URL. Spend is shared by every worker and VM only "
@@ -512,13 +521,13 @@ def _check_limits(settings):
             "BRIDGE_CLIENT_LIMITS needs Redis: set BRIDGE_REDIS_URL. The limits hold across gunicorn's "
             "workers and across VMs only through a shared store; the bridge keeps no per-worker ones."
         )
-    if not settings.client_keys:
+    if not settings.checks_keys:
         raise SettingsError(
             "BRIDGE_CLIENT_LIMITS counts by client key, but BRIDGE_CLIENT_KEYS is empty: "
             "without client keys the bridge cannot tell clients apart."
         )
     names = {key.name for key in settings.client_keys}
-    for client, _ in settings.client_limits:
+    for client, _ in settings.client_limits if not settings.redis_keys else ():
         if client != "*" and client not in names:
             known = ", ".join(sorted(names)) or "none: BRIDGE_CLIENT_KEYS is empty"
             raise SettingsError(f"BRIDGE_CLIENT_LIMITS: client {client!r} is no client key name (known: {known})")

@@ -412,7 +412,7 @@ def _check_unique(table, where):
 def _check_relay(table, settings):
     """A key held with no client keys is an open relay, as settings.load says for the defaults."""
     holding = [deployment.name for route in table.routes for deployment in route.deployments if deployment.key]
-    if holding and not settings.client_keys and not settings.allow_open_relay:
+    if holding and not settings.checks_keys and not settings.allow_open_relay:
         raise SettingsError(
             f"BRIDGE_ROUTES: deployment {holding[0]} holds an upstream key but BRIDGE_CLIENT_KEYS is empty: "
             "anyone who can reach the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or "

@@ -299,7 +299,7 @@ class Accounts:
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        checks = self.limits or self.budgets
+        checks = self.limits or self.budgets or settings.redis_keys
         self._admit = self.redis.register_script(_ADMIT) if checks else None
         self._release = self.redis.register_script(_RELEASE) if checks else None
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
@@ -310,7 +310,7 @@ class Accounts:
         by what they hold, or a 503 when Redis cannot say and the bridge fails closed. Reserve
         what a `call` (its body: raw bytes, parsed) may cost, to settle at the request's end."""
         client = record.client
-        limits = self.limits.get(client) or self.limits.get("*")
+        limits = getattr(record.key, "limits", None) or self.limits.get(client) or self.limits.get("*")
         budgets = self._budgets_of(record) if client is not None else ()
         if (limits is None and not budgets) or client is None:
             record.admitted = True
@@ -379,8 +379,10 @@ class Accounts:
     def _budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
         found = []
+        own = getattr(record.key, "budget", None)  # a key from Redis (keys.py) may have its own
         for scope, name in (("key", record.client), ("team", record.team), ("user", record.user)):
             budget = self.budgets.get((scope, name)) or self.budgets.get((scope, "*")) if name else None
+            budget = own if scope == "key" and own is not None else budget
             if budget is not None:
                 found.append((budget, name))
         return found

@@ -111,6 +111,7 @@ class Record:
         self.method = method
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
+        self.key = None  # the client key (settings.ClientKey, policy/keys.StoredKey)
         self.team = self.user = self.session = None  # the key's team, the user (policy/auth.py), a session id
         self.cost = None  # dollars, once written (None: no price for what was used, policy/prices.py)
         self.model = self.upstream_model = None
