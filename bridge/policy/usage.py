@@ -407,7 +407,10 @@ class Accounts:
 
     def priced(self, record):
         """Dollars the tokens counted for `record` cost (Record.finish puts them in the access
-        line), or None, counted, when what it used has no price."""
+        line), or None, counted, when what it used has no price; None for a call that used none
+        (a health check, a refused request)."""
+        if record.tokens == (None, None):
+            return None
         counts = prices.split(record.upstream_usage or record.usage, record.tokens)
         price = self.prices.get(record.deployment) or prices.default_price(record.upstream_model)
         cost = prices.cost(price, counts)

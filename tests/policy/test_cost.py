@@ -8,6 +8,7 @@ import time
 
 import pytest
 import redis
+import requests
 
 from bench.processes import wait_for
 from bridge import settings as settings_module
@@ -145,6 +146,16 @@ def test_a_model_with_no_price_has_no_cost_and_is_counted_never_zero(priced, fak
     wait_for(lambda: spend(redis_server), "the spend written")
     assert spend(redis_server)["alice|platform|-|other|unpriced"] == "1"
     assert "alice|platform|-|other|micros" not in spend(redis_server)
+
+
+def test_a_call_that_used_no_tokens_has_no_cost_and_is_not_counted_unpriced(priced, fake):
+    live = priced(model="our-finetune")
+    before = metric(live, "bridge_unpriced_requests_total")
+    with access_lines() as lines:
+        requests.get(f"{live.url}/healthz")
+        wait_for(lambda: lines, "the access line")
+    assert lines[0]["route"] == "/healthz" and lines[0]["cost_usd"] is None
+    assert metric(live, "bridge_unpriced_requests_total") == before
 
 
 def test_a_trusted_keys_client_names_its_user_and_another_keys_cannot(priced, fake, redis_server):
