@@ -10,8 +10,9 @@ from ..protocols.errors import ANTHROPIC
 from ..protocols.schemas import anthropic as schema
 from ..serve import observability
 from ..serve.streaming import ANTHROPIC_SSE
+from ..translate.messages_client import anthropic_overflow
 from ..translate.messages_to_chat.request import to_chat_request
-from ..translate.messages_to_chat.response import anthropic_overflow, to_anthropic_message
+from ..translate.messages_to_chat.response import to_anthropic_message
 from ..translate.messages_to_chat.stream import StreamTranslator
 from ..translate.tokens import count_tokens
 from .http import forward, json_response, large_body_slot, pass_through, read_json, route_for, unpaired
