@@ -97,6 +97,42 @@ def upstream_name(name, names):
     return names[name]
 
 
+def function_tools(body, names, dropped):
+    """The client's tools an OpenAI upstream gets, as (upstream name, tool): every one inline.
+
+    Anthropic's server tools (web search...) are a 400: an OpenAI upstream cannot run them.
+    Tool search (Claude Code 2.1.332) loads tools on Anthropic's servers: `defer_loading` is
+    named as dropped, and the `DeferredToolPlaceholder` that only keeps it on is not sent,
+    where a model could only call it by mistake.
+    """
+    tools = []
+    for i, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") not in (None, "custom"):
+            raise invalid(
+                f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
+                "OpenAI-compatible upstream cannot run it",
+                f"tools.{i}.type",
+            )
+        if "defer_loading" in tool:
+            dropped.append("tools.defer_loading")  # every tool goes upstream inline
+        if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
+            dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
+            continue
+        tools.append((upstream_name(tool["name"], names), tool))
+    return tools
+
+
+def tool_choice(choice, names, tools):
+    """Anthropic's tool_choice as OpenAI's mode: auto, required (`any`), none, or ("function",
+    the upstream name of the one tool to call), which must be one of `tools`."""
+    kind = choice["type"]
+    if kind == "tool":
+        if not any(tool["name"] == choice["name"] for _, tool in tools):
+            raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
+        return "function", names[choice["name"]]
+    return {"auto": "auto", "any": "required", "none": "none"}[kind]
+
+
 def object_parameters(schema):
     """OpenAI refuses an object schema without `properties` (MCP's argument-less tools send one)."""
     return schema if "properties" in schema else {**schema, "properties": {}}

@@ -52,9 +52,9 @@ import re
 from ...protocols import json_codec
 from ...protocols.errors import invalid
 from ..messages_client import (
-    DEFERRED_TOOL_PLACEHOLDER,
     UNENFORCED,
     content_blocks,
+    function_tools,
     hashed_user,
     marks_cache,
     object_parameters,
@@ -62,6 +62,7 @@ from ..messages_client import (
     requested_effort,
     require_answered,
     system_texts,
+    tool_choice,
     upstream_name,
     upstream_tool_id,
 )
@@ -300,46 +301,28 @@ def _flattened(parts):
 
 
 def _tools(body, names, dropped):
-    tools, declared = [], set()
-    for i, tool in enumerate(body.get("tools") or []):
-        if tool.get("type") not in (None, "custom"):
-            raise invalid(
-                f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
-                "OpenAI-compatible upstream cannot run it",
-                f"tools.{i}.type",
-            )
-        if "defer_loading" in tool:
-            dropped.append("tools.defer_loading")  # every tool goes upstream inline
-        if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
-            dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
-            continue
-        declared.add(tool["name"])
-        function = {"name": upstream_name(tool["name"], names), "parameters": object_parameters(tool["input_schema"])}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        if tool.get("strict") is True:
-            function["strict"] = True
-        tools.append({"type": "function", "function": function})
+    tools = function_tools(body, names, dropped)
     choice = body.get("tool_choice")
     if not tools:
         if choice:
             dropped.append("tool_choice")
         return {}
-    out = {"tools": tools}
+    out = {"tools": [_chat_tool(name, tool) for name, tool in tools]}
     if choice:
-        out["tool_choice"] = _tool_choice(choice, names, declared)
+        mode = tool_choice(choice, names, tools)
+        out["tool_choice"] = mode if isinstance(mode, str) else {"type": "function", "function": {"name": mode[1]}}
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
 
 
-def _tool_choice(choice, names, declared):
-    kind = choice["type"]
-    if kind == "tool":
-        if choice["name"] not in declared:
-            raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
-        return {"type": "function", "function": {"name": names[choice["name"]]}}
-    return {"auto": "auto", "any": "required", "none": "none"}[kind]
+def _chat_tool(name, tool):
+    function = {"name": name, "parameters": object_parameters(tool["input_schema"])}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    if tool.get("strict") is True:
+        function["strict"] = True
+    return {"type": "function", "function": function}
 
 
 # -- sampling and the rest -------------------------------------------------------------
