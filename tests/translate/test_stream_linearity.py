@@ -22,8 +22,14 @@ from bridge.protocols import sse
 from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
+from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesOnResponses
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
-from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context, responses_to_messages_context
+from tests.helpers.contexts import (
+    chat_to_messages_context,
+    messages_to_chat_context,
+    messages_to_responses_context,
+    responses_to_messages_context,
+)
 
 pytestmark = pytest.mark.slow  # seconds of CPU: make test-fast leaves it out (setup.cfg)
 
@@ -73,6 +79,22 @@ def chat_stream(delta, count, opening=(), closing=()):
             *map(chunk, closing),
             chunk({}, "stop"),
             sse.encode("[DONE]"),
+        ]
+    )
+
+
+def responses_stream(item, delta, count):
+    """A Responses upstream's stream: response.created; one output `item` with `delta` events
+    (their type) `count` times, the item done; response.completed."""
+    response = {"id": "resp_1", "status": "in_progress", "output": []}
+    at = {"output_index": 0, "item_id": item["id"]}
+    return b"".join(
+        [
+            _event("response.created", response=response),
+            _event("response.output_item.added", item=item, **at),
+            _event(delta, delta=PIECE, content_index=0, summary_index=0, **at) * count,
+            _event("response.output_item.done", item=item, **at),
+            _event("response.completed", response={**response, "status": "completed"}),
         ]
     )
 
@@ -167,13 +189,37 @@ STREAMS = {
         ANTHROPIC_SSE,
         {"delta": call({"arguments": PIECE}), "closing": [call({"name": "lookup"})]},
     ),
+    "messages-on-responses-text": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        ({"type": "message", "id": "msg_1", "content": []}, "response.output_text.delta"),
+    ),
+    "messages-on-responses-summary": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        (
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+            "response.reasoning_summary_text.delta",
+        ),
+    ),
+    "messages-on-responses-arguments": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        (
+            {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f"},
+            "response.function_call_arguments.delta",
+        ),
+    ),
     "passthrough-messages": (lambda: AnthropicRelay(PassThroughContext("m", True)), ANTHROPIC_SSE, TEXT),
     "passthrough-chat": (lambda: ChatRelay(PassThroughContext("m", True)), CHAT_SSE, {"content": PIECE}),
 }
 
 
 def upstream_body(shape, count):
-    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, or Chat deltas."""
+    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, Chat deltas, or
+    a Responses item and its delta event."""
+    if isinstance(shape, tuple) and isinstance(shape[1], str):
+        return responses_stream(*shape, count)
     if isinstance(shape, tuple):
         return anthropic_stream(*shape, count)
     if "start" in shape:
