@@ -327,3 +327,20 @@ def test_a_bad_request_is_a_400_in_anthropics_shape_and_nothing_goes_upstream(li
         headers=ANTHROPIC_HEADERS,
     )
     assert is_anthropic_error(answer, 400, "invalid_request_error") and not other_fake.requests
+
+
+def test_a_deployments_capabilities_say_its_model_has_no_encrypted_reasoning(start_bridge, other_fake):
+    """An Azure deployment of gpt-4o under a name of its own: OpenAI would refuse the include."""
+    other_fake.rules = ResponsesRules()
+    deployment = {
+        "name": "azure-4o",
+        "protocol": "openai-responses",
+        "base_url": f"{other_fake.url}/v1",
+        "model": "prod-chat",
+        "capabilities": {"encrypted_reasoning": False},
+    }
+    live = start_bridge(BRIDGE_ROUTES=json.dumps({"routes": [{"models": ["claude-*"], "deployments": [deployment]}]}))
+    other_fake.reply(fixture("openai/responses_text.json"))
+    create(anthropic_client(live.url), extra_body={"temperature": 0.5})
+    sent = other_fake.last.body
+    assert "include" not in sent and "reasoning" not in sent and sent["temperature"] == 0.5
