@@ -175,7 +175,7 @@ class FakeTokenEndpoint:
             self.public_key.verify(unb64(signature), f"{head}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
         except (ValueError, InvalidSignature):
             return False
-        return json.loads(unb64(claims))["aud"] == self.url
+        return "https://www.googleapis.com/auth/cloud-platform" in json.loads(unb64(claims)).get("scope", "")
 
 
 class FakeVertex:

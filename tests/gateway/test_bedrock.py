@@ -6,6 +6,8 @@ through, the openai SDK translated, and AnthropicBedrock as the reference for th
 import base64
 import json
 import os
+import pickle
+import re
 import subprocess
 import sys
 
@@ -391,3 +393,54 @@ def test_bridge_check_probes_the_bedrock_deployment_with_its_credentials(bedrock
     assert failed.returncode == 1 and "failing: bedrock-east" in failed.stdout
     assert "HTTP 403 (the credentials were refused" in failed.stdout
     assert "wrong-secret" not in failed.stdout + failed.stderr and SECRET_KEY not in ok.stdout + ok.stderr
+
+
+# -- the routes file ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"cloud": "azure"}, "cloud must be one of bedrock, vertex"),
+        ({"base_url": "https://example.com"}, "a bedrock deployment takes no base_url"),
+        ({"api_key_env": "KEY"}, "a bedrock deployment takes no api_key_env"),
+        ({"project": "p"}, "a bedrock deployment takes no project"),
+        ({"region": None}, "region is required for a Bedrock deployment"),
+        ({"protocol": "openai-chat"}, "a bedrock deployment speaks anthropic, not openai-chat"),
+        ({"model": None}, "model is required"),
+    ],
+)
+def test_a_bedrock_deployment_s_mistakes_are_named(bedrock, fields, message):
+    from bridge import settings
+    from bridge.gateway import routes
+
+    entry = {k: v for k, v in {**deployment(bedrock), **fields}.items() if v is not None}
+    document = {"routes": [{"models": ["c"], "deployments": [entry]}]}
+    with pytest.raises(settings.SettingsError, match=re.escape(message)):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}))
+
+
+def test_a_cloud_field_on_an_api_deployment_and_credentials_without_client_keys_are_refused(bedrock):
+    from bridge import settings
+    from bridge.gateway import routes
+
+    api = {"name": "a", "protocol": "anthropic", "base_url": bedrock.url, "region": REGION}
+    with pytest.raises(settings.SettingsError, match="region applies to a cloud deployment only"):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps({"routes": [{"models": ["c"], "deployments": [api]}]})}))
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(bedrock)]}]}
+    with pytest.raises(settings.SettingsError, match="holds an upstream key or cloud credentials"):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps(document)}))
+
+
+def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_it(bedrock):
+    """gunicorn's master hands workers the configuration `bridge check --pickle` wrote."""
+    from bridge.gateway import routes
+
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(bedrock)]}]}
+    environ = {"BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}
+    _, table = pickle.loads(pickle.dumps(routes.configuration(environ)))
+    cloud = table.routes[0].deployments[0].cloud
+    url = f"{bedrock.url}/model/{MODEL}/invoke"
+    headers = cloud.sign("POST", url, {"content-type": "application/json"}, b"{}")
+    bedrock.reply(json_reply({"ok": True}))
+    assert requests.post(url, data=b"{}", headers=headers).status_code == 200
