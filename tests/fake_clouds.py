@@ -83,6 +83,7 @@ class FakeBedrock:
         self.server.default = self._answer
         self.url = self.server.url
         self.requests = self.server.requests
+        self.default = None  # a function of the Recorded request giving a Reply, once the queue is empty
         self._queue = []
 
     def reply(self, *replies):
@@ -91,6 +92,7 @@ class FakeBedrock:
     def reset(self):
         self.server.reset()
         self.server.default = self._answer
+        self.default = None
         self._queue.clear()
 
     def close(self):
@@ -100,7 +102,12 @@ class FakeBedrock:
         refusal = self.refusal(recorded)
         if refusal:
             return bedrock_error(403, "InvalidSignatureException", refusal)
-        reply = self._queue.pop(0) if self._queue else bedrock_error(500, "InternalServerException", "none queued")
+        if self._queue:
+            reply = self._queue.pop(0)
+        elif self.default is not None:
+            reply = self.default(recorded)
+        else:
+            reply = bedrock_error(500, "InternalServerException", "none queued")
         if recorded.path.endswith("/invoke-with-response-stream") and reply.events and reply.status == 200:
             if not reply.headers.get("content-type", "").startswith(EVENTSTREAM):
                 return as_eventstream(reply)

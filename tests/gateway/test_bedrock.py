@@ -230,15 +230,18 @@ def test_the_openai_sdk_streams_a_response_with_reasoning_through_bedrock(live, 
 
 
 def test_a_wrong_secret_is_refused_by_the_signature_check_and_is_the_operators_problem(
-    start_bridge, bedrock, monkeypatch
+    start_bridge, bedrock, monkeypatch, caplog
 ):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     live = started(start_bridge, deployment(bedrock))
-    response = requests.post(
-        f"{live.url}/v1/messages",
-        headers={"x-api-key": CLIENT_KEY},
-        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI},
-    )
+    with caplog.at_level("WARNING", logger="bridge.gateway.upstream"):
+        response = requests.post(
+            f"{live.url}/v1/messages",
+            headers={"x-api-key": CLIENT_KEY},
+            json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI},
+        )
+    assert "check the AWS credentials (botocore's default chain) of deployment bedrock-east" in caplog.text
+    assert "no key held" not in caplog.text and "not-the-secret" not in caplog.text
     assert bedrock.requests[-1].headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID")
     assert response.status_code == 502, response.text
     assert "credentials were refused" in response.json()["error"]["message"]
