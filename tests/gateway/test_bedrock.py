@@ -16,6 +16,7 @@ import openai
 import pytest
 import requests
 
+from bench.processes import wait_for
 from tests.fake_clouds import (
     ACCESS_KEY,
     EVENTSTREAM,
@@ -26,9 +27,10 @@ from tests.fake_clouds import (
     bedrock_error,
     chunk,
     exception,
+    frame,
     sse_data,
 )
-from tests.fake_upstream import Reply, fixture, json_reply, messages_stream
+from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply, messages_stream
 from tests.helpers.recorded import recorded, recorded_events
 from tests.helpers.servers import anthropic_client, openai_client
 
@@ -447,3 +449,77 @@ def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_i
     headers = cloud.sign("POST", url, {"content-type": "application/json"}, b"{}")
     bedrock.reply(json_reply({"ok": True}))
     assert requests.post(url, data=b"{}", headers=headers).status_code == 200
+
+
+def test_the_fakes_frames_are_botocores_test_vectors_byte_for_byte():
+    """tests/fake_clouds.frame writes what AWS's format says (PROVENANCE.md: botocore's vectors)."""
+    vectors = FIXTURES / "bedrock"
+    assert (
+        frame({"content-type": "application/json"}, b"{'foo':'bar'}")
+        == (vectors / "eventstream_one_string_header.bin").read_bytes()
+    )
+    error_frame = frame({":message-type": "error", ":error-code": "code", ":error-message": "message"}, b"")
+    assert error_frame == (vectors / "eventstream_error_message.bin").read_bytes()
+
+
+def test_an_error_frame_is_an_error_of_the_stream():
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1 << 20)
+    recorded_frame = (FIXTURES / "bedrock" / "eventstream_error_message.bin").read_bytes()
+    with pytest.raises(BridgeError, match="Bedrock code: message"):
+        decoder.feed(recorded_frame[:20])
+        decoder.feed(recorded_frame[20:])
+
+
+def test_a_frame_larger_than_the_event_limit_is_refused_before_it_is_whole():
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1000)
+    large = chunk({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x" * 5000}})
+    with pytest.raises(BridgeError, match="larger than 1000 bytes"):
+        decoder.feed(large[:2000])
+
+
+def test_credentials_near_their_expiry_are_refreshed_by_botocore_before_a_call(
+    start_bridge, bedrock, monkeypatch, tmp_path
+):
+    """A credential_process profile (as SSO or a vault hands out short-lived keys): credentials
+    that expire within botocore's refresh window are fetched again before the next signature."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    runs = tmp_path / "runs"
+    script = tmp_path / "credentials.py"
+    script.write_text(
+        "import datetime, json, sys\n"
+        f"open({str(runs)!r}, 'a').write('run\\n')\n"
+        "expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)\n"
+        f"print(json.dumps({{'Version': 1, 'AccessKeyId': {ACCESS_KEY!r}, 'SecretAccessKey': {SECRET_KEY!r},\n"
+        f"  'SessionToken': {SESSION_TOKEN!r}, 'Expiration': expires.isoformat()}}))\n"
+    )
+    (tmp_path / "aws-config").write_text(f"[profile vault]\ncredential_process = {sys.executable} {script}\n")
+    live = started(start_bridge, deployment(bedrock, aws_profile="vault"))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    for _ in range(3):
+        bedrock.reply(fixture("anthropic/text.json"))
+        assert client.messages.create(model="claude-opus-5", max_tokens=8, messages=HI).content
+    assert len(runs.read_text().splitlines()) >= 4, "fetched at start-up, then again before each call"
+
+
+def test_a_deployments_cap_and_the_access_line_hold_for_bedrock(start_bridge, bedrock):
+    from tests.helpers.servers import access_lines
+
+    live = started(start_bridge, deployment(bedrock, max_tokens=100), BRIDGE_LOG_LEVEL="INFO")
+    bedrock.reply(messages_stream("Hi"))
+    with access_lines() as lines:
+        stream = openai_client(live.url, api_key=CLIENT_KEY).chat.completions.create(
+            model="claude-opus-5", messages=HI, max_tokens=4000, stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hi"
+        wait_for(lambda: lines, "the access line")
+    assert bedrock.requests[-1].body["max_tokens"] == 100
+    [line] = lines
+    assert (line["deployment"], line["upstream_model"]) == ("bedrock-east", MODEL)
+    assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (100, 10, "reported")

@@ -3,6 +3,7 @@ fake aiplatform endpoint that takes only live tokens of a fake OAuth token endpo
 google-auth reaches with a service account's signed JWT (tests/fake_clouds.py). The SDKs are the
 clients, AnthropicVertex the reference for the bodies."""
 
+import concurrent.futures
 import json
 import time
 
@@ -245,3 +246,49 @@ def test_bridge_check_probes_the_vertex_deployment(google, vertex, fake):
     denied = subprocess.run([sys.executable, "-m", "bridge.cli", "check"], env=env, capture_output=True, text=True)
     assert denied.returncode == 1 and "failing: vertex-east5" in denied.stdout
     assert "ya29." not in ok.stdout + denied.stdout and "PRIVATE KEY" not in ok.stdout + denied.stdout
+
+
+def test_application_default_credentials_serve_when_no_file_is_named(start_bridge, google, vertex, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(google[2]))
+    entry = {k: v for k, v in deployment(google).items() if k != "credentials_file"}
+    live = started(start_bridge, entry)
+    vertex.reply(fixture("anthropic/text.json"))
+    assert (
+        anthropic_client(live.url, api_key=CLIENT_KEY)
+        .messages.create(model="claude-opus-5", max_tokens=8, messages=HI)
+        .content
+    )
+
+
+def test_many_calls_at_once_on_an_expired_token_refresh_it_once(start_bridge, google, vertex):
+    tokens, _, _ = google
+    tokens.lifetime = 226  # valid for about a second (google-auth refreshes 225 s early)
+    live = started(start_bridge, deployment(google))
+    vertex.reply(fixture("anthropic/text.json"))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    client.messages.create(model="claude-opus-5", max_tokens=8, messages=HI)
+    time.sleep(1.5)
+    before = len(tokens.server.requests)
+    vertex.reply(*[fixture("anthropic/text.json") for _ in range(8)])
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(lambda _: client.messages.create(model="claude-opus-5", max_tokens=8, messages=HI), range(8))
+        )
+    assert all(answer.content for answer in answers)
+    assert len(tokens.server.requests) - before == 1, "one token request for the eight calls"
+
+
+@pytest.mark.parametrize(
+    "region, host",
+    [
+        ("global", "https://aiplatform.googleapis.com"),
+        ("us", "https://aiplatform.us.rep.googleapis.com"),
+        ("europe-west1", "https://europe-west1-aiplatform.googleapis.com"),
+    ],
+)
+def test_each_region_has_its_endpoint(region, host):
+    from bridge.gateway.vertex import Vertex
+
+    url, body, _ = Vertex("acme", region).request("/v1/messages", {"model": MODEL, "stream": True}, {}, True)
+    assert url == f"{host}/v1/projects/acme/locations/{region}/publishers/anthropic/models/{MODEL}:streamRawPredict"
+    assert body == {"stream": True, "anthropic_version": "vertex-2023-10-16"}
