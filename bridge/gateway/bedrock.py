@@ -126,7 +126,10 @@ class Bedrock:
         if betas:
             body.setdefault("anthropic_beta", betas)
         if path == COUNT_TOKENS:
-            invoke = json_codec.dumps({"max_tokens": 1, **body})  # an InvokeModel body needs max_tokens
+            # An InvokeModel body needs max_tokens, and more of them than a thinking budget.
+            thinking = body.get("thinking")
+            budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+            invoke = json_codec.dumps({"max_tokens": budget + 1 if isinstance(budget, int) else 1, **body})
             body = {"input": {"invokeModel": {"body": base64.b64encode(invoke).decode()}}}
             return f"{self.base_url}/model/{model}/count-tokens", body, headers
         action = "invoke-with-response-stream" if stream else "invoke"

@@ -179,9 +179,8 @@ def test_an_inference_profile_arn_is_one_path_segment(start_bridge, bedrock):
 
 def test_count_tokens_goes_to_bedrock_count_tokens_with_the_invoke_body(live, bedrock):
     bedrock.reply(json_reply({"inputTokens": 42}))
-    counted = anthropic_client(live.url, api_key=CLIENT_KEY).messages.count_tokens(
-        model="claude-opus-5", messages=HI, tools=[WEATHER]
-    )
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    counted = client.messages.count_tokens(model="claude-opus-5", messages=HI, tools=[WEATHER])
     assert counted.input_tokens == 42
     sent = bedrock.requests[-1]
     assert sent.path == f"/model/{MODEL}/count-tokens"
@@ -192,6 +191,12 @@ def test_count_tokens_goes_to_bedrock_count_tokens_with_the_invoke_body(live, be
         "tools": [WEATHER],
         "anthropic_version": "bedrock-2023-05-31",
     }
+
+    bedrock.reply(json_reply({"inputTokens": 50}))
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    assert client.messages.count_tokens(model="claude-opus-5", messages=HI, thinking=thinking).input_tokens == 50
+    invoke = json.loads(base64.b64decode(bedrock.requests[-1].body["input"]["invokeModel"]["body"]))
+    assert invoke["max_tokens"] == 2049, "InvokeModel wants more output tokens than the thinking budget"
 
 
 # -- translated: the openai SDK ----------------------------------------------------------------

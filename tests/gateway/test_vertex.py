@@ -5,6 +5,7 @@ clients, AnthropicVertex the reference for the bodies."""
 
 import concurrent.futures
 import json
+import pickle
 import time
 
 import anthropic
@@ -292,3 +293,13 @@ def test_each_region_has_its_endpoint(region, host):
     url, body, _ = Vertex("acme", region).request("/v1/messages", {"model": MODEL, "stream": True}, {}, True)
     assert url == f"{host}/v1/projects/acme/locations/{region}/publishers/anthropic/models/{MODEL}:streamRawPredict"
     assert body == {"stream": True, "anthropic_version": "vertex-2023-10-16"}
+
+
+def test_the_configuration_a_reload_pickles_gets_tokens_in_the_worker_that_unpickles_it(google, vertex):
+    from bridge.gateway import routes
+
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(google)]}]}
+    environ = {"BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}
+    _, table = pickle.loads(pickle.dumps(routes.configuration(environ)))
+    headers = table.routes[0].deployments[0].cloud.sign("POST", vertex.url, {}, b"{}")
+    assert headers["authorization"].split()[1] in google[0].issued
