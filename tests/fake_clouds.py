@@ -78,6 +78,7 @@ class FakeBedrock:
 
     def __init__(self, access_key=ACCESS_KEY, secret_key=SECRET_KEY, token=SESSION_TOKEN, region=REGION):
         self.credentials = (access_key, secret_key, token)
+        self.betas = None  # the beta flags the model takes (None: any); another is a 400, as Bedrock's
         self.region = region
         self.server = FakeUpstream()
         self.server.default = self._answer
@@ -92,7 +93,7 @@ class FakeBedrock:
     def reset(self):
         self.server.reset()
         self.server.default = self._answer
-        self.default = None
+        self.default = self.betas = None
         self._queue.clear()
 
     def close(self):
@@ -102,6 +103,9 @@ class FakeBedrock:
         refusal = self.refusal(recorded)
         if refusal:
             return bedrock_error(403, "InvalidSignatureException", refusal)
+        unknown = set((recorded.body or {}).get("anthropic_beta", ())) - set(self.betas or ())
+        if self.betas is not None and isinstance(recorded.body, dict) and unknown:
+            return bedrock_error(400, "ValidationException", "invalid beta flag")
         if self._queue:
             reply = self._queue.pop(0)
         elif self.default is not None:

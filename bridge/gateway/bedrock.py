@@ -5,7 +5,9 @@ What differs from Anthropic's own API, all of it here:
   or /count-tokens on bedrock-runtime.{region}.amazonaws.com (or the deployment's endpoint_url,
   a VPC endpoint);
 - the body: no `model` nor `stream` (the path says both), `anthropic_version` bedrock-2023-05-31,
-  and the client's `anthropic-beta` header values as the body's `anthropic_beta` list;
+  and the client's `anthropic-beta` header values as the body's `anthropic_beta` list (only
+  those of the deployment's `betas`, when it names them: Bedrock refuses a whole call for one
+  flag it does not know, and which it knows differs by model);
   count_tokens wraps that body, base64, in CountTokens' {"input": {"invokeModel": {"body"}}}
   and answers {"inputTokens"}, given back as Anthropic's {"input_tokens"};
 - the credential: AWS Signature V4 by botocore's signer over the exact bytes sent, with the
@@ -30,7 +32,7 @@ from ..protocols.sse import Event
 from ..settings import SettingsError, _url
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
-FIELDS = ("region", "endpoint_url", "aws_profile")
+FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
 COUNT_TOKENS = "/v1/messages/count_tokens"
 # Exception frames of a stream (and x-amzn-ErrorType of an answer): the kind, the status a
 # client is told.
@@ -62,10 +64,11 @@ class Bedrock:
 
     kind = "bedrock"
 
-    def __init__(self, region, endpoint_url=None, aws_profile=None):
+    def __init__(self, region, endpoint_url=None, aws_profile=None, betas=None):
         self.region = region
         self.base_url = endpoint_url or f"https://bedrock-runtime.{region}.amazonaws.com"
         self.aws_profile = aws_profile
+        self.betas = betas  # the beta flags passed on; None: all the client sends
         self._credentials = None  # botocore's, resolved once per process (see __getstate__)
         self._lock = threading.Lock()
 
@@ -81,15 +84,18 @@ class Bedrock:
         profile = item.get("aws_profile")
         if profile is not None and (not isinstance(profile, str) or not profile):
             raise SettingsError(f"{where}: aws_profile must name a profile of the shared AWS files")
+        betas = item.get("betas")
+        if betas is not None and (not isinstance(betas, list) or not all(isinstance(b, str) and b for b in betas)):
+            raise SettingsError(f"{where}: betas must be an array of beta flags (interleaved-thinking-2025-05-14, ...)")
         if "model" not in item:
             raise SettingsError(f"{where}: model is required: the Bedrock model id or inference-profile ARN")
-        cloud = cls(region, endpoint, profile)
+        cloud = cls(region, endpoint, profile, None if betas is None else frozenset(betas))
         cloud.credentials(where)  # found now, or the configuration is refused
         return cloud
 
     def __getstate__(self):
         """Pickled (bridge check --pickle) without the process's credentials and lock."""
-        return {"region": self.region, "base_url": self.base_url, "aws_profile": self.aws_profile}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_credentials", "_lock")}
 
     def __setstate__(self, state):
         self.__dict__.update(state, _credentials=None, _lock=threading.Lock())
@@ -122,6 +128,7 @@ class Bedrock:
         body.pop("stream", None)
         body.setdefault("anthropic_version", ANTHROPIC_VERSION)
         betas = [beta.strip() for beta in headers.get("anthropic-beta", "").split(",") if beta.strip()]
+        betas = [beta for beta in betas if self.betas is None or beta in self.betas]
         headers = {k: v for k, v in headers.items() if k not in ("anthropic-version", "anthropic-beta")}
         if betas:
             body.setdefault("anthropic_beta", betas)

@@ -528,3 +528,18 @@ def test_a_deployments_cap_and_the_access_line_hold_for_bedrock(start_bridge, be
     [line] = lines
     assert (line["deployment"], line["upstream_model"]) == ("bedrock-east", MODEL)
     assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (100, 10, "reported")
+
+
+def test_a_deployments_betas_keep_the_flags_bedrock_refuses_away(start_bridge, bedrock):
+    """Bedrock refuses a whole call for one beta flag its model does not know."""
+    bedrock.betas = {"interleaved-thinking-2025-05-14"}
+    call = {"model": "claude-opus-5", "max_tokens": 8, "messages": HI}
+    flags = {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}
+    every = started(start_bridge, deployment(bedrock))
+    with pytest.raises(anthropic.BadRequestError, match="invalid beta flag"):
+        anthropic_client(every.url, api_key=CLIENT_KEY).messages.create(**call, extra_headers=flags)
+
+    chosen = started(start_bridge, deployment(bedrock, betas=["interleaved-thinking-2025-05-14"]))
+    bedrock.reply(fixture("anthropic/text.json"))
+    anthropic_client(chosen.url, api_key=CLIENT_KEY).messages.create(**call, extra_headers=flags)
+    assert bedrock.requests[-1].body["anthropic_beta"] == ["interleaved-thinking-2025-05-14"]
