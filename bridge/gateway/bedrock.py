@@ -34,7 +34,7 @@ from ..settings import SettingsError, _url
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
 COUNT_TOKENS = "/v1/messages/count_tokens"
-# Exception frames of a stream (and x-amzn-ErrorType of an answer): the kind, the status a
+# Exception frames of a stream: the kind of error each is, and the status a
 # client is told.
 _EXCEPTIONS = {
     "throttlingException": ("rate_limit", 429),
@@ -44,8 +44,6 @@ _EXCEPTIONS = {
     "validationException": ("invalid_request", 400),
     "modelTimeoutException": ("timeout", 504),
 }
-# A throttled stream's client is told to wait this long (seconds), as Bedrock says nothing.
-RETRY_AFTER = "1"
 
 
 def _botocore():
@@ -251,13 +249,5 @@ def _event(message):
 
 def stream_error(name, message):
     """A Bedrock exception (a stream's frame) as the bridge's error of the same kind."""
-    from requests.structures import CaseInsensitiveDict  # what ratelimit.py reads; routes.py loads no requests
-
     kind, status = _EXCEPTIONS.get(name[:1].lower() + name[1:], ("api_error", 502))
-    return BridgeError(
-        kind,
-        f"Bedrock {name}: {message[:1000]}",
-        status=status,
-        upstream_status=status,
-        upstream_headers=CaseInsensitiveDict({"retry-after": RETRY_AFTER}) if kind == "rate_limit" else None,
-    )
+    return BridgeError(kind, f"Bedrock {name}: {message[:1000]}", status=status, upstream_status=status)

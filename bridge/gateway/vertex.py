@@ -111,21 +111,18 @@ class Vertex:
     def token(self):
         """A bearer token valid for a while yet: google-auth's `valid` is false from a few
         minutes before it expires, and one thread refreshes it while the others wait."""
-        credentials = self.credentials()
-        if credentials.valid:
-            return credentials.token
-        with self._lock:
-            if not credentials.valid:
-                google = _google_auth()
-                try:
-                    credentials.refresh(google.auth.transport.requests.Request())
-                except google.auth.exceptions.GoogleAuthError as error:
-                    raise BridgeError(
-                        "api_error",
-                        f"the bridge could not refresh its Google credentials ({type(error).__name__})",
-                        status=502,
-                    ) from None
-            return credentials.token
+        try:
+            credentials = self.credentials()
+            if credentials.valid:
+                return credentials.token
+            with self._lock:
+                if not credentials.valid:
+                    credentials.refresh(_google_auth().auth.transport.requests.Request())
+                return credentials.token
+        except Exception as error:  # a refused key, the token endpoint or metadata server unreachable
+            raise BridgeError(
+                "api_error", f"the bridge could not refresh its Google credentials ({type(error).__name__})", status=502
+            ) from None
 
     def request(self, path, body, headers, stream):
         """(URL, body, headers) of an Anthropic call `path` (/v1/messages, its count_tokens) on Vertex."""
