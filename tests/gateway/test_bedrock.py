@@ -543,3 +543,31 @@ def test_a_deployments_betas_keep_the_flags_bedrock_refuses_away(start_bridge, b
     bedrock.reply(fixture("anthropic/text.json"))
     anthropic_client(chosen.url, api_key=CLIENT_KEY).messages.create(**call, extra_headers=flags)
     assert bedrock.requests[-1].body["anthropic_beta"] == ["interleaved-thinking-2025-05-14"]
+
+
+def test_credentials_that_cannot_be_refreshed_send_the_call_to_the_next_deployment(
+    start_bridge, bedrock, fake, monkeypatch, tmp_path
+):
+    """Nothing was sent: the call goes on to Anthropic's API, and the log says why."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    runs = tmp_path / "runs"
+    script = tmp_path / "credentials.py"
+    script.write_text(  # short-lived keys once, then the vault is gone
+        "import datetime, json, pathlib, sys\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "if runs.exists(): sys.exit('vault unreachable')\n"
+        "runs.write_text('run')\n"
+        "expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)\n"
+        f"print(json.dumps({{'Version': 1, 'AccessKeyId': {ACCESS_KEY!r}, 'SecretAccessKey': {SECRET_KEY!r},\n"
+        f"  'SessionToken': {SESSION_TOKEN!r}, 'Expiration': expires.isoformat()}}))\n"
+    )
+    (tmp_path / "aws-config").write_text(f"[profile vault]\ncredential_process = {sys.executable} {script}\n")
+    anthropic_api = {"name": "anthropic-api", "protocol": "anthropic", "base_url": fake.url, "tier": 2}
+    live = started(start_bridge, deployment(bedrock, aws_profile="vault"), anthropic_api, BRIDGE_RETRIES=1)
+    fake.reply(fixture("anthropic/text.json"))
+    message = anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(
+        model="claude-opus-5", max_tokens=8, messages=HI
+    )
+    assert message.content[0].text == recorded("anthropic/text.json")["content"][0]["text"]
+    assert not bedrock.requests and len(fake.requests) == 1
