@@ -32,6 +32,8 @@ from . import settings as settings_module
 from .gateway import routes
 from .gateway.upstream import transport_error
 from .policy import auth, keys, usage
+from .protocols.errors import BridgeError
+from .translate.model_map import map_model
 
 _SECRETS = ("openai_api_key", "anthropic_api_key")
 _TIMEOUT = 5.0
@@ -197,6 +199,11 @@ def check(offline=False, pickled=False):
     print("upstreams:")
     failing = []
     for deployment in table.deployments():
+        if deployment.cloud is not None:
+            ok, verdict, url = probe_cloud(settings, deployment)
+            failing += [] if ok else [deployment.name]
+            print(f"  {deployment.name} ({deployment.cloud.kind}): POST {url} -> {verdict}")
+            continue
         url = deployment.url(routes.MODELS[deployment.protocol])
         ok, verdict = probe(url, auth.upstream_headers(settings, deployment, {}), bool(deployment.key))
         if not ok:
@@ -241,6 +248,30 @@ def shown(settings):
         elif field.name == "model_map":
             value = json.dumps(dict(value))
         yield field.name, value
+
+
+def probe_cloud(settings, deployment):
+    """(ok, verdict, URL) of a Bedrock or Vertex deployment: its credentials, then a token count
+    (free) of one word on its model, signed as a call is. Neither a key nor a token is printed."""
+    method, url, body = deployment.cloud.probe(map_model(deployment.settings.model_map, "probe"))
+    data = json.dumps(body).encode()
+    try:
+        headers = deployment.cloud.sign(method, url, {"content-type": "application/json"}, data)
+    except (BridgeError, settings_module.SettingsError) as error:
+        return False, f"credentials failed ({error})", url
+    session = requests.Session()
+    session.trust_env = False
+    try:
+        response = session.post(url, data=data, headers=headers, timeout=_TIMEOUT, allow_redirects=False)
+    except requests.RequestException as exc:
+        return False, f"unreachable ({transport_error(exc).message})", url
+    finally:
+        session.close()
+    status = response.status_code
+    if status < 300:
+        return True, f"reachable, HTTP {status}, credentials accepted", url
+    refused = " (the credentials were refused, or lack the permission)" if status in (401, 403) else ""
+    return False, f"reachable but HTTP {status}{refused}", url
 
 
 def probe(url, headers, holds_key):

@@ -53,6 +53,7 @@ class Recorded:
     headers: dict
     body: object
     peer: tuple = None  # the bridge's end of the connection it came on
+    raw: bytes = b""  # the body's bytes as they came (a signature is over them)
 
 
 def split_events(raw):
@@ -506,7 +507,7 @@ def _handler(fake):
             except ValueError:
                 body = raw
             recorded = Recorded(
-                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address, raw
             )
             fake.requests.append(recorded)
             reply = fake._next(recorded)

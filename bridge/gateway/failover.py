@@ -111,16 +111,22 @@ def send(state, route, prepare, passthrough=False, path=None):
         body = cap_max_tokens(body, deployment.protocol, deployment.max_tokens)
         headers = auth.upstream_headers(state.settings, deployment, request.headers, passthrough)
         record.deployment = deployment.name
+        url = deployment.url(path or GENERATE[deployment.protocol])
+        cloud = deployment.cloud  # Bedrock, Vertex: their own URL, body and signature
+        if cloud is not None:
+            record.upstream_model = body.get("model")
+            url, body, headers = cloud.request(path or GENERATE[deployment.protocol], body, headers, context.stream)
         try:
             response = state.upstream.request(
                 "POST",
-                deployment.url(path or GENERATE[deployment.protocol]),
+                url,
                 headers,
                 body,
                 stream=context.stream,
                 retries=0 if several else None,
                 held=auth.held_credential(state.settings, deployment),
                 client=client,
+                sign=cloud.sign if cloud is not None else None,
             )
         except BridgeError as error:
             observability.attempted(deployment.name, _outcome(error))

@@ -87,7 +87,7 @@ def held_credential(settings, deployment):
     client's: a key the deployment holds, or none where the bridge checks client keys. An
     upstream's 401/403 is then the operator's problem (upstream.refused_credentials); None
     when the credential, or its lack, is the client's own."""
-    if deployment.key:
+    if deployment.key or deployment.cloud is not None:
         return deployment.key_source
     if settings.checks_keys:
         return f"{deployment.key_source} (no key held)"

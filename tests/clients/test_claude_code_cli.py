@@ -185,6 +185,69 @@ def test_a_tool_search_result_reaches_the_model_on_the_first_try(claude, fake):
     assert {"WebFetch", "ToolSearch"} <= set(tool_names(body)), tool_names(body)
 
 
+# Beta flags Bedrock takes (the supported list of AWS's Anthropic request parameters, in part).
+BEDROCK_BETAS = {
+    "claude-code-20250219",
+    "interleaved-thinking-2025-05-14",
+    "context-management-2025-06-27",
+    "context-1m-2025-08-07",
+    "effort-2025-11-24",
+    "tool-search-tool-2025-10-19",
+}
+
+
+def test_a_prompt_reaches_claude_on_bedrock_signed_and_its_stream_comes_back(
+    claude_cli, start_bridge, monkeypatch, tmp_path
+):
+    """Claude Code through the bridge to a Bedrock deployment (tests/fake_clouds.py): its Messages
+    requests go on as InvokeModelWithResponseStream, SigV4-signed (the fake refuses any other),
+    and the event-stream frames come back to it as its own SSE."""
+    from tests.fake_clouds import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, FakeBedrock
+    from tests.fake_upstream import json_reply, messages_stream
+
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+        ("AWS_SESSION_TOKEN", SESSION_TOKEN),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", str(tmp_path / "aws-config")),
+        ("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials")),
+    ):
+        monkeypatch.setenv(name, value)
+    bedrock = FakeBedrock()
+    try:
+
+        def answer(request):
+            if request.path.endswith("/invoke-with-response-stream"):
+                return messages_stream("Hi there, from Bedrock.")
+            if request.path.endswith("/count-tokens"):
+                return json_reply({"inputTokens": 10})
+            return fixture("anthropic/text.json")
+
+        bedrock.default = answer
+        bedrock.betas = BEDROCK_BETAS  # Claude Code sends more, which Bedrock would refuse: the route keeps them back
+        deployment = {
+            "name": "bedrock",
+            "cloud": "bedrock",
+            "region": REGION,
+            "endpoint_url": bedrock.url,
+            "model": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "betas": sorted(BEDROCK_BETAS),
+        }
+        routes = {"routes": [{"models": ["claude-*"], "deployments": [deployment]}]}
+        live = start_bridge(BRIDGE_ROUTES=json.dumps(routes), BRIDGE_CLIENT_KEYS="cc:sk-ant-dummy-key-for-tests")
+        run = ClaudeCode(claude_cli, live.url, tmp_path).run("say hi")
+        assert run.stdout.strip() == "Hi there, from Bedrock.", run.transcript
+        assert run.api_errors == [], run.transcript
+        streamed = [r for r in bedrock.requests if r.path.endswith("/invoke-with-response-stream")]
+        assert streamed and all(r.body["anthropic_version"] == "bedrock-2023-05-31" for r in streamed)
+        assert any(r.body.get("tools") and "say hi" in json.dumps(r.body["messages"]) for r in streamed)
+        assert all(bedrock.refusal(r) is None for r in bedrock.requests), "every request signed"
+        assert {b for r in streamed for b in r.body.get("anthropic_beta", ())} <= BEDROCK_BETAS
+    finally:
+        bedrock.close()
+
+
 # -- on an OpenAI Responses upstream ------------------------------------------------------------
 
 
