@@ -36,8 +36,8 @@ Tools and the rest
   (the Responses API takes a missing `strict` as true, and refuses most schemas then).
 - `tool_choice`: auto, `any` is `required`, none, a named tool `{"type": "function", "name"}`;
   `disable_parallel_tool_use` is `parallel_tool_calls: false`.
-- `max_tokens` is `max_output_tokens` (OpenAI's minimum, 16, where it asks for less: Claude
-  Code's one-token probe), which bounds reasoning and answer together as Anthropic's bounds
+- `max_tokens` is `max_output_tokens` (OpenAI's minimum, 16, where it asks for less, named:
+  Claude Code's one-token probe), which bounds reasoning and answer together as Anthropic's bounds
   thinking and answer.
 - Reasoning (models that reason): `output_config.effort` (a `role:"system"` message's too) is
   `reasoning.effort`, Claude Code's `max` as `xhigh`; else a thinking budget picks low /
@@ -129,6 +129,8 @@ def to_responses_request(body, settings):
     out["input"] = items
     if "max_tokens" in body:  # count_tokens has none
         out["max_output_tokens"] = max(body["max_tokens"], MIN_OUTPUT_TOKENS)  # a deployment's cap: caps.py
+        if body["max_tokens"] < MIN_OUTPUT_TOKENS:
+            dropped.append("max_tokens")  # not sent as asked
     out["store"] = False
     if reasons:
         out["include"] = [ENCRYPTED_REASONING]
