@@ -353,9 +353,11 @@ class ResponsesRules:
             if kind not in self.ITEM_TYPES:
                 return _invalid_value(kind, self.ITEM_TYPES, f"input[{index}].type")
             # Nothing is stored under store:false, so an id (an item_reference's too) can only
-            # name an item that is not there.
+            # name an item that is not there; but a reasoning item carrying its encrypted_content
+            # is read from that, its id kept (what Codex sends; vercel/ai#7543 met the other case).
             stored = item.get("id")
-            if body.get("store") is False and stored:
+            carried = item.get("type") == "reasoning" and item.get("encrypted_content")
+            if body.get("store") is False and stored and not carried:
                 return _openai_error(
                     404,
                     f"Item with id '{stored}' not found. Items are not persisted when `store` is set to false. "

@@ -53,7 +53,7 @@ BROKEN = {
         "unknown_parameter",
     ),
     "an item id with store false": (
-        {"model": "gpt-5", "input": [*HI, REASONING_ITEM], "store": False},
+        {"model": "gpt-5", "input": [*HI, {**REASONING_ITEM, "encrypted_content": None}], "store": False},
         openai.NotFoundError,
         404,
         "Item with id 'rs_0123' not found. Items are not persisted when `store` is set to false. "
@@ -130,6 +130,8 @@ def test_an_unknown_item_or_tool_type_is_an_invalid_value(ruled, client, where, 
 
 def test_store_true_keeps_item_ids_and_other_models_keep_temperature(ruled, client):
     client.responses.create(model="gpt-5", input=[*HI, REASONING_ITEM], store=True)
+    ruled.reply(json_reply(responses_answer("Again")))
+    client.responses.create(model="gpt-5", input=[*HI, REASONING_ITEM], store=False)  # carried, not stored
     ruled.reply(json_reply(responses_answer("Again")))
 
     assert client.responses.create(model="gpt-4.1", input="hi", temperature=0.2).output_text == "Again"
