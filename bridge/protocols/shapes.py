@@ -9,7 +9,8 @@ translators read them as absent. Only the fields some translator reads are check
 check costs a few dict lookups per answer or stream event.
 
 One entry point per shape: anthropic_message and anthropic_event for a Messages upstream
-(both OpenAI fronts), chat_completion and chat_chunk for a Chat upstream.
+(both OpenAI fronts), chat_completion and chat_chunk for a Chat upstream, responses_answer
+and responses_item for a Responses upstream.
 """
 
 from .errors import BridgeError, from_anthropic
@@ -19,6 +20,11 @@ MAX_COUNT = 2**53
 ANTHROPIC_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 CHAT_COUNTS = ("prompt_tokens", "completion_tokens", "prompt_cache_hit_tokens")
 CHAT_DETAIL_COUNTS = ("cached_tokens", "cache_write_tokens")
+RESPONSES_COUNTS = ("input_tokens", "output_tokens", "total_tokens")
+RESPONSES_DETAIL_COUNTS = {
+    "input_tokens_details": ("cached_tokens", "cache_write_tokens"),
+    "output_tokens_details": ("reasoning_tokens",),
+}
 
 # Anthropic content block type -> (field, type, required) for each field a translator reads.
 _BLOCK_FIELDS = {
@@ -241,6 +247,60 @@ def _tool_call(call, where, path):
     if function is not None:
         _field(function, "name", str, where, path + ".function.")
         _field(function, "arguments", (str, dict), where, path + ".function.")
+
+
+# -- OpenAI Responses -------------------------------------------------------------------------
+
+
+def responses_answer(response, where="answer"):
+    """A Response (a body, or the one a stream's last event carries): its state, output items and usage."""
+    if type(response) is not dict:
+        raise _malformed(where, "response", "an object", response)
+    _field(response, "id", str, where)
+    _field(response, "status", str, where)
+    _field(response, "incomplete_details", dict, where)
+    _field(response, "error", dict, where)
+    for position, item in enumerate(_field(response, "output", list, where) or ()):
+        responses_item(item, where, f"output.{position}")
+    usage = _field(response, "usage", dict, where)
+    if usage is not None:
+        _counts(usage, RESPONSES_COUNTS, where, "usage")
+        for name, counts in RESPONSES_DETAIL_COUNTS.items():
+            details = _field(usage, name, dict, where, "usage.")
+            if details is not None:
+                _counts(details, counts, where, f"usage.{name}")
+
+
+def responses_item(item, where, path):
+    """An output item at `path`: the fields of its type that a translator reads."""
+    if type(item) is not dict:
+        raise _malformed(where, path, "an object", item)
+    kind = _field(item, "type", str, where, path + ".")
+    for name, expected, required in _ITEM_FIELDS.get(kind, ()):
+        value = item.get(name)
+        if type(value) is not expected and (required or value is not None):
+            raise _malformed(where, f"{path}.{name}", _TYPE_NAMES[expected], value)
+    for name in _ITEM_PARTS.get(kind, ()):
+        for position, part in enumerate(item.get(name) or ()):
+            if type(part) is not dict:
+                raise _malformed(where, f"{path}.{name}.{position}", "an object", part)
+            for field in ("text", "refusal"):
+                _field(part, field, str, where, f"{path}.{name}.{position}.")
+
+
+# Responses output item type -> (field, type, required) for each field a translator reads.
+_ITEM_FIELDS = {
+    "message": (("content", list, False),),
+    "function_call": (("call_id", str, True), ("name", str, True), ("arguments", str, False)),
+    "reasoning": (
+        ("id", str, False),
+        ("summary", list, False),
+        ("content", list, False),
+        ("encrypted_content", str, False),
+    ),
+}
+# ... and its lists of parts, each an object whose text (or refusal) is a string.
+_ITEM_PARTS = {"message": ("content",), "reasoning": ("summary", "content")}
 
 
 # -- the checks -----------------------------------------------------------------------------
