@@ -21,9 +21,15 @@ from bridge.gateway.passthrough import Context as PassThroughContext
 from bridge.protocols import sse
 from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
+from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatOnResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
-from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context, responses_to_messages_context
+from tests.helpers.contexts import (
+    chat_to_messages_context,
+    chat_to_responses_context,
+    messages_to_chat_context,
+    responses_to_messages_context,
+)
 
 pytestmark = pytest.mark.slow  # seconds of CPU: make test-fast leaves it out (setup.cfg)
 
@@ -73,6 +79,20 @@ def chat_stream(delta, count, opening=(), closing=()):
             *map(chunk, closing),
             chunk({}, "stop"),
             sse.encode("[DONE]"),
+        ]
+    )
+
+
+def responses_stream(item, delta, count):
+    """response.created; one output item, its `delta` event `count` times; its end; response.completed."""
+    response = {"id": "resp_1", "status": "completed", "output": [], "usage": {}}
+    return b"".join(
+        [
+            _event("response.created", response={**response, "status": "in_progress"}),
+            _event("response.output_item.added", output_index=0, item=item),
+            _event(delta, output_index=0, summary_index=0, delta=PIECE) * count,
+            _event("response.output_item.done", output_index=0, item=item),
+            _event("response.completed", response=response),
         ]
     )
 
@@ -151,6 +171,24 @@ STREAMS = {
         RESPONSES_SSE,
         tool("apply_patch", key="patch"),
     ),
+    "chat-on-responses-text": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        {"item": {"type": "message", "content": []}, "event": "response.output_text.delta"},
+    ),
+    "chat-on-responses-summary": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        {"item": {"type": "reasoning", "summary": []}, "event": "response.reasoning_summary_text.delta"},
+    ),
+    "chat-on-responses-tool": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        {
+            "item": {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": ""},
+            "event": "response.function_call_arguments.delta",
+        },
+    ),
     "messages-text": (lambda: MessagesFront(messages_to_chat_context(stream=True)), ANTHROPIC_SSE, {"content": PIECE}),
     "messages-reasoning": (
         lambda: MessagesFront(messages_to_chat_context(stream=True)),
@@ -173,9 +211,12 @@ STREAMS = {
 
 
 def upstream_body(shape, count):
-    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, or Chat deltas."""
+    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, Chat deltas, or a
+    Responses output item."""
     if isinstance(shape, tuple):
         return anthropic_stream(*shape, count)
+    if "item" in shape:
+        return responses_stream(shape["item"], shape["event"], count)
     if "start" in shape:
         return anthropic_stream(count=count, **shape)
     if "delta" in shape:
