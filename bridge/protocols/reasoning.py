@@ -62,23 +62,3 @@ def _decoded(text, start):
     a client's encrypted_content, however large, costs its bytes, not copies of its text too."""
     pieces = (text[at : at + _SLICE] for at in range(start, len(text), _SLICE))
     return b"".join(base64.urlsafe_b64decode(piece + "=" * (-len(piece) % 4)) for piece in pieces)
-
-
-# Temporary stand-in for helper msgresp's reasoning-item signature; replaced when it lands.
-_ITEM_PREFIX = "bridge.rs0."
-
-
-def reasoning_signature(item):
-    kept = {name: item[name] for name in ("type", "id", "summary", "encrypted_content") if name in item}
-    raw = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
-    return _ITEM_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def reasoning_item(value):
-    if not isinstance(value, str) or not value.startswith(_ITEM_PREFIX):
-        return None
-    try:
-        item = loads_decoded(_decoded(value, len(_ITEM_PREFIX)), "a reasoning signature")
-    except (binascii.Error, ValueError):
-        return None
-    return item if isinstance(item, dict) and item.get("type") == "reasoning" else None
