@@ -353,10 +353,10 @@ class ResponsesRules:
             if kind not in self.ITEM_TYPES:
                 return _invalid_value(kind, self.ITEM_TYPES, f"input[{index}].type")
             # Nothing is stored under store:false, so an id (an item_reference's too) can only
-            # name an item that is not there; but a reasoning item carrying its encrypted_content
-            # is read from that, its id kept (what Codex sends; vercel/ai#7543 met the other case).
+            # name an item that is not there; but a reasoning item that carries its encrypted
+            # content is sent whole, its id with it (the API requires one), as Codex sends it.
             stored = item.get("id")
-            carried = item.get("type") == "reasoning" and item.get("encrypted_content")
+            carried = kind == "reasoning" and item.get("encrypted_content")
             if body.get("store") is False and stored and not carried:
                 return _openai_error(
                     404,

@@ -11,6 +11,14 @@ from tests.helpers.recorded import RESPONSES_STREAMS, recorded, recorded_events
 
 HI = [{"role": "user", "content": "Say hi"}]
 REASONING_ITEM = {"type": "reasoning", "id": "rs_0123", "summary": [], "encrypted_content": "gAAAAB-opaque"}
+# An answer's message as a client echoes it, its id with it.
+ECHOED_MESSAGE = {
+    "type": "message",
+    "id": "msg_0123",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Hi!", "annotations": []}],
+}
 
 
 @pytest.fixture
@@ -53,6 +61,15 @@ BROKEN = {
         "unknown_parameter",
     ),
     "an item id with store false": (
+        {"model": "gpt-5", "input": [*HI, ECHOED_MESSAGE], "store": False},
+        openai.NotFoundError,
+        404,
+        "Item with id 'msg_0123' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input.",
+        "input",
+        None,
+    ),
+    "a reasoning item without its encrypted content, with store false": (
         {"model": "gpt-5", "input": [*HI, {**REASONING_ITEM, "encrypted_content": None}], "store": False},
         openai.NotFoundError,
         404,
@@ -128,10 +145,14 @@ def test_an_unknown_item_or_tool_type_is_an_invalid_value(ruled, client, where, 
     assert {"input": "'function_call_output'", "tools": "'function'"}[where] in refused.value.body["message"]
 
 
+def test_a_reasoning_item_carrying_its_encrypted_content_goes_with_its_id_under_store_false(ruled, client):
+    """As Codex sends it back: OpenAI's stateless reasoning needs the item whole, id included."""
+    response = client.responses.create(model="gpt-5", input=[*HI, REASONING_ITEM], store=False)
+    assert response.output_text == "Hi!" and ruled.last.body["input"][1] == REASONING_ITEM
+
+
 def test_store_true_keeps_item_ids_and_other_models_keep_temperature(ruled, client):
     client.responses.create(model="gpt-5", input=[*HI, REASONING_ITEM], store=True)
-    ruled.reply(json_reply(responses_answer("Again")))
-    client.responses.create(model="gpt-5", input=[*HI, REASONING_ITEM], store=False)  # carried, not stored
     ruled.reply(json_reply(responses_answer("Again")))
 
     assert client.responses.create(model="gpt-4.1", input="hi", temperature=0.2).output_text == "Again"
