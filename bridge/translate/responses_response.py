@@ -17,14 +17,14 @@ Responses upstream share (pure functions).
 
 import collections
 
-from ..protocols.errors import KINDS, from_openai
+from ..protocols.errors import KINDS, from_openai, kind_for_type
 
 # Between the parts of reasoning text (and, on the Chat front, between reasoning items).
 PART_SEPARATOR = "\n\n"
 REASONING_PARTS = {"summary": "summary_text", "content": "reasoning_text"}
 
 # A failed Response's error code -> its kind; codes about the input are the client's
-# (invalid_prompt, invalid_image..., image_too_large...), any other is api_error.
+# (invalid_prompt, invalid_image..., image_too_large...), any other is what its type says.
 _FAILURE_KINDS = {
     "rate_limit_exceeded": "rate_limit",
     "insufficient_quota": "rate_limit",
@@ -61,8 +61,10 @@ def failure(error):
     error = error if isinstance(error, dict) else {}
     code = error.get("code")
     kind = _FAILURE_KINDS.get(code)
+    if kind is None and isinstance(code, str) and code.startswith(_INPUT_CODES):
+        kind = "invalid_request"
     if kind is None:
-        kind = "invalid_request" if isinstance(code, str) and code.startswith(_INPUT_CODES) else "api_error"
+        kind = kind_for_type(error.get("type"))  # an error event's own type, if any; else api_error
     return from_openai({"error": {**error, "type": KINDS[kind].openai}})
 
 

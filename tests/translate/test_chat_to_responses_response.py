@@ -156,4 +156,4 @@ def test_a_failed_context_overflow_is_context_length_exceeded_on_messages():
 def test_a_malformed_answer_is_a_502_naming_the_field(change, field):
     with pytest.raises(BridgeError) as caught:
         translate({**responses_answer("Hi"), **change})
-    assert caught.value.status == 502 and f"answer: {field} must be" in caught.value.message
+    assert caught.value.status == 502 and f"response: {field} must be" in caught.value.message

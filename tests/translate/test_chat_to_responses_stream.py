@@ -205,7 +205,7 @@ def test_a_stream_cut_short_is_an_error_never_a_stop():
                 ("x", {"type": "response.output_item.added", "output_index": 0, "item": {"type": "message"}}),
                 ("x", {"type": "response.output_text.delta", "output_index": 0, "delta": 7}),
             ],
-            "delta must be str",
+            "delta must be a string",
         ),
     ],
 )

@@ -32,7 +32,7 @@ FINISH_REASONS = {"max_output_tokens": "length", "content_filter": "content_filt
 
 def to_chat_completion(response, context):
     """One Response as one Chat choice."""
-    shapes.responses_answer(response)
+    shapes.responses_body(response)
     if response.get("status") == "failed":
         raise failure(response.get("error"))
     text, refusal, reasoning, signed, calls = [], [], [], [], []
@@ -45,7 +45,7 @@ def to_chat_completion(response, context):
                 elif part.get("type") == "refusal":
                     refusal.append(part.get("refusal") or "")
         elif kind == "function_call":
-            calls.append(tool_call(item["call_id"], item["name"], item.get("arguments") or ""))
+            calls.append(tool_call(item.get("call_id") or "", item.get("name") or "", item.get("arguments") or ""))
         elif kind == "reasoning":
             reasoning.append(reasoning_text(item))
             if item.get("encrypted_content"):

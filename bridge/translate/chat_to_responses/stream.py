@@ -1,194 +1,137 @@
 """OpenAI Responses stream events -> Chat Completions chunks (a small state machine).
 
-Each upstream event is translated as it comes: `response.created` is the role chunk;
-`output_text` deltas are `delta.content`, `refusal` deltas `delta.refusal`, reasoning
-summary (or raw reasoning text) deltas `delta.reasoning_content` (a blank line before each
-new part, as response.py joins them); a `function_call` item is the next Chat tool index
-(0, 1, ... over calls only), opened with its call_id and name, its argument deltas as they
-come. A reasoning item that carries `encrypted_content` is sent whole once it is done, as
-a `thinking_blocks` entry with an `index` (the openai SDK's accumulator merges list
-entries by it) whose signature is the item (protocols/reasoning.py); an item whose text
-came only in its `output_item.done` (no deltas) sends it then.
+The grammar (events in order, items by output_index, checks, errors) is responses_stream.py;
+this module says what each piece is for a Chat client, as it comes. `response.created` is the
+role chunk; `output_text` deltas are `delta.content`, `refusal` deltas `delta.refusal`,
+reasoning summary (or raw reasoning text) deltas `delta.reasoning_content` (a blank line
+before each new part, as response.py joins them); a `function_call` item is the next Chat tool
+index (0, 1, ... over calls only), opened with its call_id and name, then its argument deltas.
+A reasoning item that carries `encrypted_content` is sent whole once it is done (only
+output_item.done has its final encrypted_content), as a `thinking_blocks` entry with an
+`index` (the openai SDK's accumulator merges list entries by it) whose signature is the item;
+an item whose text or arguments came only with its end sends them then.
 
 `response.completed` / `response.incomplete` are the finish chunk (response.finish_reason)
 and, when the client asked for `stream_options.include_usage`, the usage-only chunk; the
-response ends there (`done`, then the Chat framing's `data: [DONE]`). `response.failed`
-and an `error` event are the client's error chunk (responses_response.failure; a context
-overflow with OpenAI's `context_length_exceeded` code); a stream that ends before its last
-event is an error, never a made-up stop.
+response ends there (`done`, then the Chat framing's `data: [DONE]`). `response.failed` and
+an `error` event are the client's error chunk, a context overflow with OpenAI's
+`context_length_exceeded` code; a stream that ends before its last event is an error, never
+a made-up stop.
 """
 
 import dataclasses
 
-from ...protocols import shapes
-from ...protocols.errors import OPENAI, BridgeError
-from .. import translator
+from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow
-from ..responses_response import PART_SEPARATOR, failure, reasoning_text
-from ..tokens import size_tokens, text_size
+from ..responses_response import PART_SEPARATOR, reasoning_text
+from ..responses_stream import Item, ResponsesStream
+from ..tokens import size_tokens
 from .response import chat_usage, completion_id, finish_reason, thinking_entry, tool_call
 
 
 @dataclasses.dataclass
-class _Item:
-    """One output item, remembered by its output_index from output_item.added to output_item.done."""
-
-    kind: str  # the item's type: message | function_call | reasoning | any other (left out)
-    tool_index: int = None  # Chat tool index, for a function_call
-    sent: bool = False  # some of its output went to the client
+class _Item(Item):
+    tool_index: int = None  # Chat tool index, for kind "function"
+    part: int = 0  # the summary part its reasoning text is in
 
 
-class StreamTranslator(translator.StreamTranslator):
-    """The Responses event grammar read into Chat chunks."""
+class StreamTranslator(ResponsesStream):
+    """The Responses event grammar (bridge/translate/responses_stream.py) read into Chat chunks."""
 
+    item_type = _Item
     protocol = OPENAI
 
     def __init__(self, context):
+        super().__init__()
         self.context = context
         self.head = None  # every chunk's fields before its choices, fixed at response.created
-        self.items = {}
         self.tool_calls = 0
         self.thinking_entries = 0
-        self.reasoning_at = None  # (output_index, part field, part index) of the reasoning text last sent
-
-    def feed(self, event_name, payload):
-        if self.done or not isinstance(payload, dict):
-            return []
-        kind = payload.get("type") or event_name
-        if kind == "error":  # its error object inside (as recorded), or the event itself (as documented)
-            raise openai_overflow(failure(payload["error"] if isinstance(payload.get("error"), dict) else payload))
-        handler = _HANDLERS.get(kind)
-        if handler is None:
-            return []  # keep-alives, annotations, event types newer than this code
-        if self.head is None and kind != "response.created":
-            raise _broken(f"upstream sent {kind!r} before response.created")
-        return handler(self, payload)
-
-    def finish(self):
-        if not self.done:
-            raise _broken("the upstream stream ended before response.completed")
-        return []
+        self.reasoning_at = None  # (output_index, part) of the reasoning text last sent
 
     def estimate(self):
         return self.context.input_tokens, size_tokens(self.relayed)
 
     # -- events ----------------------------------------------------------------------------
 
-    def _created(self, payload):
-        response = _field(payload, "response", dict) or {}
+    def reword(self, error):
+        return openai_overflow(error)
+
+    def on_response_start(self, response):
         self.head = {
-            "id": completion_id(response.get("id") if isinstance(response.get("id"), str) else None),
+            "id": completion_id(response.get("id")),
             "object": "chat.completion.chunk",
             "created": self.context.created,
             "model": self.context.model,
         }
         return [self._chunk({"role": "assistant", "content": ""})]
 
-    def _item_added(self, payload):
-        index, item = _index(payload), payload.get("item")
-        shapes.responses_item(item, _STREAM, "item")
-        state = self.items[index] = _Item(item.get("type"))
-        if state.kind != "function_call":
+    def on_item_start(self, item):
+        if item.kind != "function":
             return []
-        state.tool_index, self.tool_calls = self.tool_calls, self.tool_calls + 1
-        opened = self._chunk(
-            {"tool_calls": [{"index": state.tool_index, **tool_call(item["call_id"], item["name"], "")}]}
-        )
-        return [opened, *self._arguments(state, item.get("arguments"))]
+        item.tool_index, self.tool_calls = self.tool_calls, self.tool_calls + 1
+        call = tool_call(item.start.get("call_id") or "", item.start.get("name") or "", "")
+        return [
+            self._chunk({"tool_calls": [{"index": item.tool_index, **call}]}),
+            *self.on_arguments(item, item.start.get("arguments")),
+        ]
 
-    def _text(self, payload):
-        state, delta = self._delta(payload)
-        if state.kind != "message" or not delta:
+    def on_text(self, item, text):
+        return [self._chunk({"content": text})]
+
+    def on_refusal(self, item, text):
+        return [self._chunk({"refusal": text})]
+
+    def on_summary_part(self, item, summary_index):
+        item.part = summary_index
+        return []
+
+    def on_summary(self, item, text):
+        return self._reasoning(item, item.part, text)
+
+    def on_reasoning_text(self, item, text):
+        return self._reasoning(item, item.part, text)
+
+    def on_arguments(self, item, fragment):
+        if item.kind != "function" or not fragment:
             return []
-        state.sent = True
-        return [self._chunk({"content": delta})]
+        return [self._chunk({"tool_calls": [{"index": item.tool_index, "function": {"arguments": fragment}}]})]
 
-    def _refusal(self, payload):
-        state, delta = self._delta(payload)
-        if state.kind != "message" or not delta:
+    def on_item_done(self, item):
+        """What came only with the item's end: text or arguments without deltas, and a reasoning
+        item's thinking_blocks entry (its final encrypted_content is only here)."""
+        whole = item.done
+        if item.kind == "message" and not item.streamed:
+            return self._whole_message(whole)
+        if item.kind == "function" and not item.streamed:
+            return self.on_arguments(item, whole.get("arguments"))
+        if item.kind != "reasoning":
             return []
-        state.sent = True
-        return [self._chunk({"refusal": delta})]
-
-    def _function_arguments(self, payload):
-        state, delta = self._delta(payload)
-        return self._arguments(state, delta) if state.kind == "function_call" else []
-
-    def _summary(self, payload):
-        return self._reasoning(payload, "summary", payload.get("summary_index"))
-
-    def _reasoning_text(self, payload):
-        return self._reasoning(payload, "content", payload.get("content_index"))
-
-    def _item_done(self, payload):
-        index, item = _index(payload), payload.get("item")
-        shapes.responses_item(item, _STREAM, "item")
-        state = self.items.pop(index, None)
-        if state is None:
-            raise _broken(f"upstream ended output item {index}, which is not open")
-        out = []
-        if state.kind == "message" and not state.sent:
-            out += self._whole_message(item)
-        elif state.kind == "function_call" and not state.sent:
-            out += self._arguments(state, item.get("arguments"))
-        elif state.kind == "reasoning":
-            if not state.sent:
-                text = reasoning_text(item)
-                out += self._reasoning_chunk(state, (index, "whole", 0), text) if text else []
-            if item.get("encrypted_content"):
-                entry = {"index": self.thinking_entries, **thinking_entry(item, reasoning_text(item))}
-                self.thinking_entries += 1
-                out.append(self._chunk({"thinking_blocks": [entry]}))
+        text = reasoning_text(whole)
+        out = self._reasoning(item, "whole", text) if text and not item.streamed else []
+        if whole.get("encrypted_content"):
+            entry = {"index": self.thinking_entries, **thinking_entry(whole, text)}
+            self.thinking_entries += 1
+            out.append(self._chunk({"thinking_blocks": [entry]}))
         return out
 
-    def _ended(self, payload):
-        response = _field(payload, "response", dict) or {}
-        shapes.responses_answer(response, _STREAM)
+    def on_response_end(self, response):
         out = [self._chunk({}, finish_reason(response, self.tool_calls > 0))]
         if self.context.include_usage:
             out.append({**self.head, "choices": [], "usage": chat_usage(response.get("usage"))})
-        self.done = True
         return out
-
-    def _failed(self, payload):
-        response = _field(payload, "response", dict) or {}
-        raise openai_overflow(failure(response.get("error")))
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _delta(self, payload):
-        """(the open item an output delta is for, its text), the text counted as relayed output."""
-        index = _index(payload)
-        state = self.items.get(index)
-        if state is None:
-            raise _broken(f"upstream sent {payload.get('type')!r} for output item {index}, which is not open")
-        delta = _field(payload, "delta", str)
-        if delta:
-            self.relayed += len(delta) if delta.isascii() else text_size(delta)
-        return state, delta
-
-    def _arguments(self, state, fragment):
-        if not fragment:
-            return []
-        state.sent = True
-        return [self._chunk({"tool_calls": [{"index": state.tool_index, "function": {"arguments": fragment}}]})]
-
-    def _reasoning(self, payload, field, part):
-        state, delta = self._delta(payload)
-        if state.kind != "reasoning" or not delta:
-            return []
-        return self._reasoning_chunk(state, (_index(payload), field, part), delta)
-
-    def _reasoning_chunk(self, state, at, text):
-        """Reasoning text; a new part after earlier reasoning starts with a blank line."""
+    def _reasoning(self, item, part, text):
+        """Reasoning text; a new part after earlier reasoning starts with a blank line (response.py's join)."""
+        at = (item.index, part)
         if self.reasoning_at is not None and at != self.reasoning_at:
             text = PART_SEPARATOR + text
         self.reasoning_at = at
-        state.sent = True
         return [self._chunk({"reasoning_content": text})]
 
     def _whole_message(self, item):
-        """A message whose text came only with its end."""
         out = []
         for part in item.get("content") or []:
             if part.get("type") == "output_text" and part.get("text"):
@@ -199,38 +142,3 @@ class StreamTranslator(translator.StreamTranslator):
 
     def _chunk(self, delta, finish=None):
         return {**self.head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-
-
-_HANDLERS = {
-    "response.created": StreamTranslator._created,
-    "response.output_item.added": StreamTranslator._item_added,
-    "response.output_text.delta": StreamTranslator._text,
-    "response.refusal.delta": StreamTranslator._refusal,
-    "response.function_call_arguments.delta": StreamTranslator._function_arguments,
-    "response.reasoning_summary_text.delta": StreamTranslator._summary,
-    "response.reasoning_text.delta": StreamTranslator._reasoning_text,
-    "response.output_item.done": StreamTranslator._item_done,
-    "response.completed": StreamTranslator._ended,
-    "response.incomplete": StreamTranslator._ended,
-    "response.failed": StreamTranslator._failed,
-}
-_STREAM = "stream event"
-
-
-def _index(payload):
-    index = payload.get("output_index")
-    if type(index) is not int:
-        raise _broken(f"{payload.get('type')} has no integer output_index")
-    return index
-
-
-def _field(payload, name, kind):
-    value = payload.get(name)
-    if value is not None and not isinstance(value, kind):
-        raise _broken(f"{payload.get('type')}: {name} must be {kind.__name__}")
-    return value
-
-
-def _broken(message):
-    """An upstream stream that breaks the Responses event grammar: a bad gateway, not a client error."""
-    return BridgeError("api_error", f"upstream sent a malformed stream: {message}", status=502)
