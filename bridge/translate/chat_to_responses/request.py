@@ -57,6 +57,7 @@ from ...protocols import json_codec
 from ...protocols.reasoning import reasoning_item
 from ..capabilities import capabilities_of
 from ..model_map import map_model
+from ..responses_request import MIN_OUTPUT_TOKENS, function_tool, sampling, stateless
 from ..tokens import chat_input_tokens
 
 # Parameters with no Responses equivalent: named as dropped when set.
@@ -101,11 +102,8 @@ KNOWN = {
     *SAME,
     *HINTS,
 }
-# OpenAI refuses a max_output_tokens below this.
-MIN_OUTPUT_TOKENS = 16
 # OpenAI refuses a longer prompt_cache_key.
 MAX_CACHE_KEY = 64
-ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 @dataclasses.dataclass
@@ -140,12 +138,13 @@ def to_responses_request(body, settings):
     out["input"] = items
     out.update(tools_and_choice(body))
     out.update(text_options(body))
-    out.update(reasoning_and_sampling(body, caps.encrypted_reasoning, context))
+    out.update(reasoning(body, caps.encrypted_reasoning, context))
+    out.update(sampling(body, caps.encrypted_reasoning, context.dropped))
     out.update(output_limit(body, context))
     out.update(user_fields(body))
     if body.get("store"):
         context.dropped.append("store")
-    out["store"] = False
+    out.update(stateless(caps.encrypted_reasoning))
     if stream:
         out["stream"] = True
     return out, context
@@ -240,7 +239,8 @@ def _text(content):
 
 def tools_and_choice(body):
     """Function tools, and with them tool_choice and parallel_tool_calls."""
-    tools = [function_tool(tool["function"]) for tool in body.get("tools") or []]
+    specs = [tool["function"] for tool in body.get("tools") or []]
+    tools = [function_tool(f["name"], f.get("description"), f.get("parameters"), f.get("strict")) for f in specs]
     if not tools:
         return {}
     out = {"tools": tools}
@@ -252,16 +252,6 @@ def tools_and_choice(body):
     if body.get("parallel_tool_calls") is not None:
         out["parallel_tool_calls"] = body["parallel_tool_calls"]
     return out
-
-
-def function_tool(spec):
-    """A Chat function as a Responses function tool: `strict` off unless the client asked."""
-    tool = {"type": "function", "name": spec["name"]}
-    if spec.get("description"):
-        tool["description"] = spec["description"]
-    tool["parameters"] = spec.get("parameters") or {"type": "object", "properties": {}}
-    tool["strict"] = bool(spec.get("strict"))
-    return tool
 
 
 def text_options(body):
@@ -282,24 +272,15 @@ def text_options(body):
 # -- limits, reasoning, sampling -----------------------------------------------------------
 
 
-def reasoning_and_sampling(body, reasons, context):
-    """reasoning.effort and the encrypted reasoning on a model that reasons; temperature and
-    top_p on one that does not."""
-    out = {}
+def reasoning(body, reasons, context):
+    """reasoning.effort, with summaries, on a model that reasons; named as dropped on another."""
     effort = body.get("reasoning_effort")
-    if reasons:
-        out["include"] = [ENCRYPTED_REASONING]
-        if effort is not None:
-            out["reasoning"] = {"effort": effort, "summary": "auto"}
-    elif effort is not None:
+    if effort is None:
+        return {}
+    if not reasons:
         context.dropped.append("reasoning_effort")
-    for name in ("temperature", "top_p"):
-        if body.get(name) is not None:
-            if reasons:
-                context.dropped.append(name)
-            else:
-                out[name] = body[name]
-    return out
+        return {}
+    return {"reasoning": {"effort": effort, "summary": "auto"}}
 
 
 def output_limit(body, context):
