@@ -12,6 +12,7 @@ import openai
 import pytest
 import requests
 
+from bench.processes import wait_for
 from bridge import settings as settings_module
 from bridge.app import create_app
 from bridge.protocols import sse
@@ -20,7 +21,7 @@ from tests.fake_upstream import ResponsesRules, fixture, json_reply, responses_a
 from tests.helpers.accumulators import openai_fold
 from tests.helpers.contexts import chat_to_responses_context, translated
 from tests.helpers.recorded import RESPONSES_STREAMS, recorded, recorded_events
-from tests.helpers.servers import LiveBridge, bridge_env, openai_client
+from tests.helpers.servers import LiveBridge, access_lines, bridge_env, openai_client
 
 MODEL = "gpt-5-codex"
 USER = {"role": "user", "content": "What's the weather in Boston?"}
@@ -212,6 +213,29 @@ def test_parallel_tool_calls_stream_to_two_sdk_tool_calls(client, fake):
     with client.chat.completions.stream(model=MODEL, messages=[USER], tools=[CALCULATOR]) as stream:
         calls = stream.get_final_completion().choices[0].message.tool_calls
     assert [(c.id, json.loads(c.function.arguments)) for c in calls] == [("call_a", {"a": 1}), ("call_b", {"a": 2})]
+
+
+def test_the_access_line_names_the_pair_the_upstream_model_and_the_streams_usage(start_bridge, fake):
+    """The client asked for no usage; the upstream reported it in its last event, and that counts."""
+    live = start_bridge(BRIDGE_ROUTES=routes(fake, model="gpt-5.1-codex-max"), BRIDGE_LOG_LEVEL="INFO")
+    name = "openai/responses_reasoning_tool_call.sse"
+    fake.reply(fixture(name))
+    with access_lines() as lines:
+        list(openai_client(live.url).chat.completions.create(model=MODEL, messages=[USER], stream=True))
+        wait_for(lambda: lines, "the access line")
+    (line,) = lines
+    usage = final_response(name)["usage"]
+    assert (line["direction"], line["model"], line["upstream_model"]) == (
+        "chat_to_responses",
+        MODEL,
+        "gpt-5.1-codex-max",
+    )
+    assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (
+        usage["input_tokens"],
+        usage["output_tokens"],
+        "reported",
+    )
+    assert fake.last.body["model"] == "gpt-5.1-codex-max"
 
 
 def test_the_response_ends_at_done_even_when_the_upstream_holds_its_connection_open(start_bridge, fake):

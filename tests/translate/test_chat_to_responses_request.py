@@ -173,6 +173,14 @@ def test_reasoning_with_nothing_after_it_is_dropped_and_named():
     assert context.dropped == ["messages.1.thinking_blocks.0"]
 
 
+def test_a_model_without_reasoning_gets_no_reasoning_items():
+    out, context = translate(
+        USER, {"role": "assistant", "content": "Sunny.", "thinking_blocks": [ours()]}, USER, model="old"
+    )
+    assert [item["type"] for item in out["input"]] == ["message", "message", "message"]
+    assert context.dropped == ["messages.1.thinking_blocks.0"]
+
+
 # -- tools and answers ----------------------------------------------------------------------
 
 
