@@ -26,7 +26,8 @@ Conversation
   that item again, byte for byte, ahead of its message; any other entry (an Anthropic
   signature, none) is dropped and named (`messages.3.thinking_blocks.0`), and so are the
   items of an assistant message with neither text nor tool calls, which OpenAI refuses
-  (a reasoning item must be followed by the item it led to).
+  (a reasoning item must be followed by the item it led to), and every entry on a model
+  without reasoning.
 
 Tools and answers
 - `function` tools are Responses function tools, `strict` as the client sent it (off unless
@@ -55,6 +56,7 @@ import time
 
 from ...protocols import json_codec
 from ...protocols.reasoning import reasoning_item
+from ...protocols.schemas.openai import ChatRequest
 from ..capabilities import capabilities_of
 from ..model_map import map_model
 from ..responses_request import MIN_OUTPUT_TOKENS, function_tool, sampling, stateless
@@ -74,34 +76,8 @@ HINTS = (
 )
 # Parameters the Responses API takes as Chat does.
 SAME = ("safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "metadata")
-# Fields this module reads; anything else the client sent is reported as dropped.
-KNOWN = {
-    "model",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "n",
-    "stream",
-    "stream_options",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "response_format",
-    "reasoning_effort",
-    "verbosity",
-    "user",
-    "store",
-    "logprobs",
-    "top_logprobs",
-    "modalities",
-    "audio",
-    "functions",
-    "function_call",
-    *SAME,
-    *HINTS,
-}
+# Fields this module reads (the Chat schema's, and those it lets through); any other is named as dropped.
+KNOWN = {*ChatRequest().fields, "verbosity", "store", *SAME, *HINTS}
 # OpenAI refuses a longer prompt_cache_key.
 MAX_CACHE_KEY = 64
 
@@ -131,7 +107,7 @@ def to_responses_request(body, settings):
     context.dropped = [name for name in body if name not in KNOWN or (name in HINTS and body[name] is not None)]
     model = map_model(settings.model_map, body["model"])
     caps = capabilities_of(model, settings.capabilities)
-    instructions, items = conversation(body["messages"], context)
+    instructions, items = conversation(body["messages"], caps.encrypted_reasoning, context)
     out = {"model": model}
     if instructions:
         out["instructions"] = instructions
@@ -153,8 +129,9 @@ def to_responses_request(body, settings):
 # -- conversation --------------------------------------------------------------------------
 
 
-def conversation(messages, context):
-    """(instructions, input items): the leading system/developer messages, then the rest as items."""
+def conversation(messages, reasons, context):
+    """(instructions, input items): the leading system/developer messages, then the rest as items;
+    reasoning items only for a model that reasons (`reasons`)."""
     lead = next((n for n, message in enumerate(messages) if message["role"] not in INSTRUCTING), len(messages))
     instructions = "\n\n".join(_text(message["content"]) for message in messages[:lead])
     items = []
@@ -163,7 +140,7 @@ def conversation(messages, context):
         if role == "user":
             items.append({"type": "message", "role": "user", "content": user_content(message["content"])})
         elif role == "assistant":
-            items.extend(assistant_items(message, index, context))
+            items.extend(assistant_items(message, index, reasons, context))
         elif role == "tool":
             output = _text(message["content"])
             items.append({"type": "function_call_output", "call_id": message["tool_call_id"], "output": output})
@@ -194,7 +171,7 @@ def _input_part(part):
     return file
 
 
-def assistant_items(message, index, context):
+def assistant_items(message, index, reasons, context):
     """Reasoning items first (the order they were answered in), then the text, then the calls."""
     text = _text(message.get("content") or "") + (message.get("refusal") or "")
     calls = [
@@ -206,7 +183,10 @@ def assistant_items(message, index, context):
         }
         for call in message.get("tool_calls") or []
     ]
-    items = reasoning_items(message.get("thinking_blocks") or [], f"messages.{index}.thinking_blocks", context)
+    entries = message.get("thinking_blocks") or []
+    items = reasoning_items(entries if reasons else [], f"messages.{index}.thinking_blocks", context)
+    if not reasons:
+        context.dropped.extend(f"messages.{index}.thinking_blocks.{n}" for n in range(len(entries)))
     if items and not (text or calls):
         context.dropped.extend(f"messages.{index}.thinking_blocks.{n}" for n in range(len(items)))
         items = []
