@@ -24,6 +24,7 @@ responses_response.py.
 
 from ...protocols import shapes
 from ...protocols.reasoning import reasoning_signature
+from ..chat_answer import completion_id, tool_call, usage_of
 from ..responses_response import PART_SEPARATOR, failure, incomplete_reason, reasoning_text, token_counts
 
 # Why an incomplete Response stopped -> Chat's finish_reason.
@@ -73,14 +74,6 @@ def to_chat_completion(response, context):
     }
 
 
-def completion_id(response_id):
-    return f"chatcmpl-{response_id or 'bridge'}"
-
-
-def tool_call(call_id, name, arguments):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
 def thinking_entry(item, text):
     """The `thinking_blocks` extension entry of a reasoning item: its text, and the item itself
     in the signature, for the client to echo back."""
@@ -97,14 +90,7 @@ def finish_reason(response, made_tool_calls):
 
 def chat_usage(usage):
     counts = token_counts(usage)
-    out = {
-        "prompt_tokens": counts.input,
-        "completion_tokens": counts.output,
-        "total_tokens": counts.input + counts.output,
-        "prompt_tokens_details": {"cached_tokens": counts.cached},
-    }
+    out = usage_of(counts.input, counts.output, counts.cached, counts.reasoning)
     if counts.cache_write is not None:
         out["prompt_tokens_details"]["cache_write_tokens"] = counts.cache_write
-    if counts.reasoning is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": counts.reasoning}
     return out

@@ -23,10 +23,11 @@ import dataclasses
 
 from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow
+from ..chat_answer import completion_id, tool_call
 from ..responses_response import PART_SEPARATOR, reasoning_text
 from ..responses_stream import Item, ResponsesStream
 from ..tokens import size_tokens
-from .response import chat_usage, completion_id, finish_reason, thinking_entry, tool_call
+from .response import chat_usage, finish_reason, thinking_entry
 
 
 @dataclasses.dataclass
