@@ -18,7 +18,7 @@ from bridge.app import create_app
 from bridge.protocols import sse
 from bridge.translate.chat_to_responses.stream import StreamTranslator
 from tests.fake_upstream import ResponsesRules, fixture, json_reply, responses_answer, responses_stream
-from tests.helpers.accumulators import openai_fold
+from tests.helpers.accumulators import openai_fold, responses_chat_comparable
 from tests.helpers.contexts import chat_to_responses_context, translated
 from tests.helpers.recorded import RESPONSES_STREAMS, recorded, recorded_events
 from tests.helpers.servers import LiveBridge, access_lines, bridge_env, openai_client
@@ -59,16 +59,6 @@ def client(live, fake):
 def final_response(name):
     """The Response a recorded stream's last event carries: the stream's answer not streamed."""
     return recorded_events(name)[-1][1]["response"]
-
-
-def comparable(completion):
-    """What a streamed and a non-streamed answer must agree on; see test_chat_to_responses_stream."""
-    message = completion["choices"][0]["message"]
-    if message.get("content") == "":
-        del message["content"]
-    for entry in [*message.get("thinking_blocks", []), *message.get("tool_calls", [])]:
-        entry.pop("index", None)
-    return {**completion, "created": None}
 
 
 # -- plain calls ----------------------------------------------------------------------------
@@ -167,12 +157,9 @@ def test_stream_with_include_usage_folds_to_the_non_streamed_answer(client, fake
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == final_response(name)["usage"]["total_tokens"]
     expected = openai_fold(translated(StreamTranslator(chat_to_responses_context(stream=True)), recorded_events(name)))
-    assert comparable(openai_fold(chunks))["choices"] == comparable(expected)["choices"]
-    streamed, not_streamed = comparable(openai_fold(chunks)), comparable(plain.to_dict(mode="json", exclude_none=True))
-    for entry in [*streamed["choices"][0]["message"].get("thinking_blocks", [])]:
-        entry.pop("signature")  # the upstream encrypts the item anew for each event that carries it
-    for entry in [*not_streamed["choices"][0]["message"].get("thinking_blocks", [])]:
-        entry.pop("signature")
+    streamed = responses_chat_comparable(openai_fold(chunks))
+    assert streamed["choices"] == responses_chat_comparable(expected)["choices"]
+    not_streamed = responses_chat_comparable(plain.to_dict(mode="json", exclude_none=True))
     assert {**streamed, "usage": None} == {**not_streamed, "usage": None}
     assert fake.requests[0].body["stream"] is True
 

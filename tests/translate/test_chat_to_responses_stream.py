@@ -14,7 +14,7 @@ from bridge.protocols.reasoning import reasoning_item
 from bridge.translate.chat_to_responses.response import to_chat_completion
 from bridge.translate.chat_to_responses.stream import StreamTranslator
 from tests.fake_upstream import responses_stream, split_events
-from tests.helpers.accumulators import openai_fold, without_nulls
+from tests.helpers.accumulators import openai_fold, responses_chat_comparable
 from tests.helpers.contexts import chat_to_responses_context, translated
 from tests.helpers.recorded import RESPONSES_STREAMS, recorded_events
 
@@ -40,28 +40,12 @@ def final_response(events):
     return events[-1][1]["response"]
 
 
-def comparable(completion):
-    """A completion as far as its streamed and non-streamed forms must agree: nulls read as absent,
-    the stream's merge `index` of list entries, content "" where no text came (the role chunk), and
-    a reasoning item's encrypted_content, which OpenAI encrypts anew for each event that carries
-    the item (its output_item.done, whose item the stream sends, and the last event's response)."""
-    completion = without_nulls(completion)
-    message = completion["choices"][0]["message"]
-    if message.get("content") == "":
-        del message["content"]
-    for entry in [*message.get("thinking_blocks", []), *message.get("tool_calls", [])]:
-        entry.pop("index", None)
-    for entry in message.get("thinking_blocks", []):
-        entry["signature"] = {**reasoning_item(entry["signature"]), "encrypted_content": "..."}
-    return completion
-
-
 @pytest.mark.parametrize("name", ANSWERED)
 def test_the_openai_sdk_folds_every_translated_stream_into_the_non_streamed_answer(name):
     events = recorded_events(name)
     streamed = openai_fold(run(events))
     plain = to_chat_completion(final_response(events), chat_to_responses_context())
-    assert comparable(streamed) == comparable(plain)
+    assert responses_chat_comparable(streamed) == responses_chat_comparable(plain)
 
 
 @pytest.mark.parametrize("name", ANSWERED)
