@@ -20,7 +20,6 @@ class Capabilities:
     budget_tokens: bool = True  # thinking {"type": "enabled", "budget_tokens": N}
     structured_output: bool = False  # output_config.format (native JSON answers)
     temperature_with_thinking: bool = False  # temperature/top_p/top_k kept with thinking on
-    encrypted_reasoning: bool = True  # TEMPORARY (msgresp's): an OpenAI model that reasons
 
 
 FIELDS = tuple(field.name for field in dataclasses.fields(Capabilities))
@@ -40,7 +39,6 @@ DEFAULTS = (
     ("claude-sonnet-4-5*", _BUDGET),
     ("claude-haiku-4-5*", _BUDGET),
     ("claude-opus-4-1*", _BUDGET),
-    ("gpt-4*", Capabilities(encrypted_reasoning=False)),
     ("*", Capabilities()),
 )
 
