@@ -111,6 +111,9 @@ class Record:
         self.method = method
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
+        self.key = None  # the client key (settings.ClientKey, policy/keys.StoredKey)
+        self.team = self.user = self.session = None  # the key's team, the user (policy/auth.py), a session id
+        self.cost = None  # dollars, once written (None: no price for what was used, policy/prices.py)
         self.model = self.upstream_model = None
         self.deployment = None  # the last deployment called: the one that answered, if any did
         self.status = self.upstream_status = None
@@ -171,6 +174,9 @@ class Record:
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         if isinstance(details, dict) and is_count(details.get("cached_tokens")):
             into["cached_tokens"] = details["cached_tokens"]
+        written = usage.get("cache_creation")  # Anthropic's cache writes by lifetime, priced apart
+        if isinstance(written, dict) and is_count(written.get("ephemeral_1h_input_tokens")):
+            into["ephemeral_1h_input_tokens"] = written["ephemeral_1h_input_tokens"]
         server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
         if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
             into["web_search_requests"] = server_tools["web_search_requests"]
@@ -186,9 +192,10 @@ class Record:
         self.error = error.body_for(protocol)["error"]["type"]
         self.upstream_error = error.kind
 
-    def finish(self, ended=True, then=None):
+    def finish(self, ended=True, then=None, priced=None):
         """Write the access line and the metrics, then call `then` with the record (the app's
-        usage.Accounts.finished); `ended` is false when the client left early."""
+        usage.Accounts.finished); `ended` is false when the client left early. `priced(record)`
+        says what the tokens counted cost (usage.Accounts.priced), for the line."""
         if self.quiet:
             return
         if not ended and self.error is None:
@@ -196,6 +203,8 @@ class Record:
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
         tokens = self.tokens = self._counted()
+        if priced is not None:
+            self.cost = priced(self)
         if access_log.isEnabledFor(logging.INFO):
             # Logger.info() less its search for the caller's file and line, which an access line
             # has no use for; with emit() below, most of what the line cost.
@@ -213,6 +222,9 @@ class Record:
             "route": self.route,
             "direction": self.direction,
             "client": self.client,
+            "team": self.team,
+            "user": self.user,
+            "session": self.session,
             "model": _capped(self.model),
             "upstream_model": _capped(self.upstream_model),
             "deployment": self.deployment,
@@ -223,6 +235,7 @@ class Record:
             "input_tokens": tokens[0],
             "output_tokens": tokens[1],
             "usage": ("estimated" if self.estimated else "reported") if tokens != (None, None) else None,
+            "cost_usd": round(self.cost, 6) if self.cost is not None else None,
             "stream": self.stream,
             "error": self.error,
         }
@@ -335,9 +348,15 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app, settings, finished=None):
+def session_of(headers):
+    """A client's session id (Claude Code's header), fit for a log line."""
+    session = headers.get("x-claude-code-session-id")
+    return escaped(session, 100) if session else None
+
+
+def install(app, settings, finished=None, priced=None):
     """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
-    is called with each request's record once it is written.
+    is called with each request's record once it is written, `priced(record)` before (Record.finish).
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -347,7 +366,7 @@ def install(app, settings, finished=None):
     access_log.setLevel(settings.log_level)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
-    app.wsgi_app = _Observed(app.wsgi_app, finished)
+    app.wsgi_app = _Observed(app.wsgi_app, finished, priced)
 
 
 class _SharedMetrics(multiprocess.MultiProcessCollector):
@@ -394,15 +413,16 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished):
+    def __init__(self, wsgi_app, finished, priced):
         self.wsgi_app = wsgi_app
         self.finished = finished
+        self.priced = priced
 
     def __call__(self, environ, start_response):
         record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
-        return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
+        return _Body(answer, record, self.finished, self.priced, write_at_end=not environ.get(CLOSES_ANSWERS))
 
 
 class _Body:
@@ -416,9 +436,10 @@ class _Body:
     record's work stays there (usage only queues its count for Redis: usage.py's writer).
     """
 
-    def __init__(self, iterable, record, finished, write_at_end=True):
+    def __init__(self, iterable, record, finished, priced=None, write_at_end=True):
         self._iterable = iterable
         self._finished = finished
+        self._priced = priced
         self._chunks = iter(iterable)
         self._record = record
         self._write_at_end = write_at_end
@@ -457,7 +478,7 @@ class _Body:
         self._written = True
         if self._record.stream:
             _series(OPEN_STREAMS, self._record.label).dec()
-        self._record.finish(ended=self._ended, then=self._finished)
+        self._record.finish(ended=self._ended, then=self._finished, priced=self._priced)
 
 
 class _StderrLines(logging.Handler):
