@@ -135,6 +135,12 @@ def test_a_failed_response_is_its_error(code, status, kind):
     assert body["message"].startswith("upstream failed: It broke.")
 
 
+def test_an_error_body_in_a_200_is_that_error():
+    with pytest.raises(BridgeError) as caught:
+        translate({"error": {"message": "Overloaded.", "type": "server_error", "param": None, "code": None}})
+    assert caught.value.status == 502 and "Overloaded." in caught.value.message
+
+
 def test_a_failed_context_overflow_is_context_length_exceeded_on_messages():
     error = {"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}
     with pytest.raises(BridgeError) as caught:

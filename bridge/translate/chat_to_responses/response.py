@@ -13,8 +13,8 @@ responses_response.py.
   whose `signature` is bridge's form of the whole item (protocols/reasoning.py), which the
   client echoes in its history and the next request sends back as that item.
 - An incomplete answer ends in `length` (`max_output_tokens`) or `content_filter`; a failed
-  one is its error (responses_response.failure). Other output items (hosted tools bridge
-  never asks for) are left out.
+  one is its error (responses_response.failure), and so is an `{"error": ...}` body in a 200.
+  Other output items (hosted tools bridge never asks for) are left out.
 - Usage: `prompt_tokens` (cached included, as OpenAI counts), `completion_tokens`
   (reasoning included), `prompt_tokens_details.cached_tokens` (and `cache_write_tokens`
   where the upstream reports them) and `completion_tokens_details.reasoning_tokens`.
@@ -23,6 +23,7 @@ responses_response.py.
 """
 
 from ...protocols import shapes
+from ...protocols.errors import from_openai
 from ...protocols.reasoning import reasoning_signature
 from ..chat_answer import completion_id, tool_call, usage_of
 from ..responses_response import PART_SEPARATOR, failure, incomplete_reason, reasoning_text, token_counts
@@ -33,6 +34,8 @@ FINISH_REASONS = {"max_output_tokens": "length", "content_filter": "content_filt
 
 def to_chat_completion(response, context):
     """One Response as one Chat choice."""
+    if isinstance(response, dict) and isinstance(response.get("error"), dict) and "status" not in response:
+        raise from_openai(response)  # an error body in a 200, not a Response
     shapes.responses_body(response)
     if response.get("status") == "failed":
         raise failure(response.get("error"))
