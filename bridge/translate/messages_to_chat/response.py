@@ -24,22 +24,11 @@ Decisions:
   Code compacts on (anthropic_overflow).
 """
 
-import base64
-import binascii
 import datetime
-import hashlib
-import json
-import re
-import uuid
 
-from ...protocols import json_codec, overflow, shapes
+from ...protocols import shapes
 from ...protocols.errors import BridgeError, from_openai, invalid
-
-INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-_ENCODED_ID = "toolu_b64_"
-_ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
-_OPENAI_ID_MAX = 40
+from ..messages_client import client_tool_id, message_id, stop_fields, tool_input
 
 
 def to_anthropic_message(completion, context):
@@ -90,38 +79,6 @@ def to_anthropic_message(completion, context):
     }
 
 
-# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
-# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
-_OVERFLOW_STATUSES = (None, 400, 413, 422)
-
-
-def anthropic_overflow(error, estimate):
-    """An upstream's context overflow in Anthropic's words; any other error as it came.
-
-    - The prompt fits but prompt + max_tokens does not (vLLM says both): `input length and
-      `max_tokens` exceed context limit: T + M > N, ...`; Claude Code retries with a
-      max_tokens that fits.
-    - Otherwise `prompt is too long: T tokens > N maximum`, with the upstream's numbers;
-      `estimate()` (count_tokens, called only then) stands in for a size it does not give.
-      When it names no limit, N is T: a gap of zero, which Claude Code reads as "too long by
-      an unknown amount" and meets with its own rule (drop the oldest fifth) rather than with
-      a limit the bridge made up. T is never written below N, for the same reason.
-    """
-    found = overflow.find(error.upstream_detail) if error.upstream_status in _OVERFLOW_STATUSES else None
-    if found is None:
-        return error
-    prompt = found.prompt if found.prompt is not None else estimate()
-    if found.limit is not None and found.output and prompt < found.limit:
-        message = (
-            f"input length and `max_tokens` exceed context limit: {prompt} + {found.output} > "
-            f"{found.limit}, decrease input length or `max_tokens` and try again"
-        )
-    else:
-        limit = found.limit if found.limit is not None else prompt
-        message = f"prompt is too long: {max(prompt, limit)} tokens > {limit} maximum"
-    return error.replaced(kind="invalid_request", message=message, status=400)
-
-
 def only_choice(choices):
     """The single choice of an answer; alternatives cannot be one Anthropic message."""
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
@@ -168,28 +125,6 @@ def reasoning_text(message):
     return ""
 
 
-def stop_fields(finish_reason, tool_called, refused, stop_sequence):
-    """A message's stop_reason and stop_sequence for how the upstream ended; stop_details for a refusal."""
-    reason, sequence = _stop_reason(finish_reason, tool_called, refused, stop_sequence)
-    fields = {"stop_reason": reason, "stop_sequence": sequence}
-    if reason == "refusal":
-        explanation = "stopped by the upstream's content filter" if finish_reason == "content_filter" else None
-        fields["stop_details"] = {"type": "refusal", "category": None, "explanation": explanation}
-    return fields
-
-
-def _stop_reason(finish_reason, tool_called, refused, stop_sequence):
-    if refused or finish_reason == "content_filter":
-        return "refusal", None
-    if finish_reason == "length":
-        return "max_tokens", None
-    if tool_called:  # not finish_reason "tool_calls": a client runs the tool_use blocks, so there must be one
-        return "tool_use", None
-    if stop_sequence is not None:
-        return "stop_sequence", stop_sequence
-    return "end_turn", None
-
-
 def matched_stop(choice, stop_sequences):
     """The request's stop sequence vLLM names in `stop_reason` (it may also be an end-of-text token id)."""
     matched = choice.get("stop_reason")
@@ -218,67 +153,9 @@ def _count(value):
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def tool_input(arguments):
-    """A tool call's `arguments` as the object Anthropic's `input` must be."""
-    text = arguments_text(arguments)
-    if not text.strip():
-        return {}
-    try:
-        parsed = json.loads(text)  # not orjson: a model's integers stay exact however long
-    except ValueError:
-        parsed = None
-    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
-
-
-def arguments_text(arguments):
-    """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments)
-
-
 def client_tool_name(context, upstream_name):
     """The client's own name for a tool the request had to rename for OpenAI."""
     return context.tool_names.get(upstream_name, upstream_name)
-
-
-def client_tool_id(upstream_id):
-    """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
-
-    Ids that do not fit (Kimi's `functions.get_weather:0`) are base64url-encoded
-    so the next request can give the upstream its own id back (upstream_tool_id).
-    A missing id gets a fresh one.
-    """
-    if not isinstance(upstream_id, str) or not upstream_id:
-        return f"toolu_{uuid.uuid4().hex}"
-    if _ANTHROPIC_ID.match(upstream_id):
-        return upstream_id
-    return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
-
-
-def upstream_tool_id(client_id):
-    """The tool-call id to send upstream for a tool_use id of the conversation.
-
-    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
-    stable hash, the same for the assistant's call and its tool message. An
-    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
-    no copies of itself, however long.
-    """
-    if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
-        encoded = client_id[len(_ENCODED_ID) :]
-        try:
-            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            pass
-    if len(client_id) <= _OPENAI_ID_MAX:
-        return client_id
-    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]
-
-
-def message_id(upstream_id):
-    """msg_ + the upstream completion id (for tracing), or a fresh id when it has none."""
-    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "", upstream_id) if isinstance(upstream_id, str) else ""
-    return f"msg_{cleaned or uuid.uuid4().hex}"
 
 
 def to_anthropic_model(openai_model):

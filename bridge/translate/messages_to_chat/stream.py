@@ -32,6 +32,7 @@ import dataclasses
 from ...protocols import shapes
 from ...protocols.errors import ANTHROPIC, BridgeError, from_openai
 from .. import translator
+from ..messages_client import anthropic_overflow, arguments_text, client_tool_id, message_id, stop_fields
 from ..tokens import text_tokens
 from ..translator import DONE
 from . import response
@@ -69,7 +70,7 @@ class StreamTranslator(translator.StreamTranslator):
             return self._text(text) if text else []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
             error = from_openai(payload)
-            raise response.anthropic_overflow(error, lambda: self.context.input_tokens)
+            raise anthropic_overflow(error, lambda: self.context.input_tokens)
         if payload == DONE:
             return self._end_message()
         if not isinstance(payload, dict):
@@ -95,7 +96,7 @@ class StreamTranslator(translator.StreamTranslator):
         out += self._delta(choice.get("delta") or {})
         if choice.get("finish_reason"):
             out += self._close()
-            self.stop = response.stop_fields(
+            self.stop = stop_fields(
                 choice["finish_reason"],
                 self.tool_called,
                 self.refused,
@@ -168,7 +169,7 @@ class StreamTranslator(translator.StreamTranslator):
         index = index if isinstance(index, int) else position
         function = response.json_object(entry.get("function"))
         name, call_id = function.get("name"), entry.get("id")
-        arguments = response.arguments_text(function.get("arguments"))
+        arguments = arguments_text(function.get("arguments"))
         call = self.calls.get(index)
         if call is None or (call_id and call.id and call_id != call.id):
             call = self.calls[index] = _Call(id=call_id, name=name)
@@ -193,7 +194,7 @@ class StreamTranslator(translator.StreamTranslator):
                 call,
                 {
                     "type": "tool_use",
-                    "id": response.client_tool_id(call.id),
+                    "id": client_tool_id(call.id),
                     "name": response.client_tool_name(self.context, call.name),
                     "input": {},
                 },
@@ -231,7 +232,7 @@ class StreamTranslator(translator.StreamTranslator):
         return {
             "type": "message_start",
             "message": {
-                "id": response.message_id(chunk.get("id")),
+                "id": message_id(chunk.get("id")),
                 "type": "message",
                 "role": "assistant",
                 "model": self.context.model,
