@@ -262,7 +262,7 @@ _ITEM_FIELDS = (
 # The fields of a content, summary or reasoning-text part a translator reads.
 _PART_FIELDS = (("text", str), ("refusal", str))
 _RESPONSES_DETAILS = (
-    ("input_tokens_details", ("cached_tokens",)),
+    ("input_tokens_details", ("cached_tokens", "cache_write_tokens")),
     ("output_tokens_details", ("reasoning_tokens",)),
 )
 

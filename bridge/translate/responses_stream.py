@@ -16,7 +16,7 @@ ResponsesStream keeps that bookkeeping: the open items by output_index, each wit
 kind the translators tell apart. Events dispatch through a table, each checked first for
 the types of the fields read (shapes.py). Events newer than this code, hosted tools'
 progress events and annotations produce nothing unless a translator answers them. An
-`error` event and a response.failed raise BridgeError (errors.from_openai), an event
+`error` event and a response.failed raise BridgeError (responses_response.failure), an event
 for an item that is not open is a 502, and a stream that ends before its last event is
 an error, never a made-up end. A translator says what each piece becomes for its client
 in the `on_*` hooks, each returning the outgoing events.
@@ -25,8 +25,9 @@ in the `on_*` hooks, each returning the outgoing events.
 import dataclasses
 
 from ..protocols import shapes
-from ..protocols.errors import BridgeError, from_openai
+from ..protocols.errors import BridgeError
 from . import translator
+from .responses_response import failure
 from .tokens import text_size
 
 # Responses output item type -> kind; any other item (hosted tools' calls...) is "ignored".
@@ -245,19 +246,15 @@ _HANDLERS = {
 
 
 def event_error(payload):
-    """An `error` event as the BridgeError it names. OpenAI nests the error object
-    ({"type": "error", "error": {type, code, message}}, as recorded); its API reference puts
-    code and message on the event itself, where the code is the best name of the kind."""
-    if isinstance(payload.get("error"), dict):
-        return from_openai(payload)
-    return from_openai({"error": {**payload, "type": payload.get("code")}})
+    """An `error` event as the BridgeError it names (responses_response.failure). OpenAI nests
+    the error object ({"type": "error", "error": {type, code, message}}, as recorded); its API
+    reference puts code and message on the event itself."""
+    return failure(payload["error"] if isinstance(payload.get("error"), dict) else payload)
 
 
 def failed_error(response):
-    """A failed response's `error` ({code, message}) as a BridgeError: its code names the kind
-    (rate_limit_exceeded, server_error...)."""
-    error = response.get("error") or {}
-    return from_openai({"error": {**error, "type": error.get("code")}})
+    """A failed response's `error` ({code, message}) as a BridgeError (responses_response.failure)."""
+    return failure(response.get("error"))
 
 
 def broken_stream(message):

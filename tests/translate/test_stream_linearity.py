@@ -21,11 +21,13 @@ from bridge.gateway.passthrough import Context as PassThroughContext
 from bridge.protocols import sse
 from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
+from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatOnResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
 from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesOnResponses
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
 from tests.helpers.contexts import (
     chat_to_messages_context,
+    chat_to_responses_context,
     messages_to_chat_context,
     messages_to_responses_context,
     responses_to_messages_context,
@@ -118,6 +120,16 @@ def call(fields):
     return {"tool_calls": [{"index": 0, "function": fields}]}
 
 
+# A Responses upstream's output item and the delta event it streams.
+RESPONSES_TEXT = ({"type": "message", "id": "msg_1", "content": []}, "response.output_text.delta")
+RESPONSES_SUMMARY = (
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+    "response.reasoning_summary_text.delta",
+)
+RESPONSES_ARGUMENTS = (
+    {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f"},
+    "response.function_call_arguments.delta",
+)
 NAMED = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "lookup", "arguments": ""}}]}
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 
@@ -192,23 +204,32 @@ STREAMS = {
     "messages-on-responses-text": (
         lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
         ANTHROPIC_SSE,
-        ({"type": "message", "id": "msg_1", "content": []}, "response.output_text.delta"),
+        RESPONSES_TEXT,
     ),
     "messages-on-responses-summary": (
         lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
         ANTHROPIC_SSE,
-        (
-            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
-            "response.reasoning_summary_text.delta",
-        ),
+        RESPONSES_SUMMARY,
     ),
     "messages-on-responses-arguments": (
         lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
         ANTHROPIC_SSE,
-        (
-            {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f"},
-            "response.function_call_arguments.delta",
-        ),
+        RESPONSES_ARGUMENTS,
+    ),
+    "chat-on-responses-text": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_TEXT,
+    ),
+    "chat-on-responses-summary": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_SUMMARY,
+    ),
+    "chat-on-responses-arguments": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_ARGUMENTS,
     ),
     "passthrough-messages": (lambda: AnthropicRelay(PassThroughContext("m", True)), ANTHROPIC_SSE, TEXT),
     "passthrough-chat": (lambda: ChatRelay(PassThroughContext("m", True)), CHAT_SSE, {"content": PIECE}),
