@@ -309,8 +309,8 @@ def _deployment(item, where, settings, environ):
             raise SettingsError(f"{where}: prompt_cache must be one of {', '.join(PROMPT_CACHE_TTLS)}")
         switches["prompt_cache"] = item["prompt_cache"]
     if "capabilities" in item:
-        if protocol != UPSTREAM_MESSAGES:
-            raise SettingsError(f"{where}: capabilities applies to anthropic deployments only")
+        if protocol == UPSTREAM_CHAT:
+            raise SettingsError(f"{where}: capabilities applies to anthropic and openai-responses deployments only")
         if not isinstance(item["capabilities"], dict):
             raise SettingsError(f"{where}: capabilities must be an object")
         try:

@@ -79,6 +79,32 @@ def marks_cache(blocks):
     return any(map(dict.__contains__, blocks, _CACHE_CONTROL))
 
 
+def conversation(body, system, dropped):
+    """The user and assistant turns of `messages` as (index, role, blocks, unanswered).
+
+    A `role:"system"` message's texts join `system` (the upstream's system prompt) instead;
+    cache_control is named as dropped. For a user turn, `unanswered` maps the tool_use ids of
+    the assistant turn before it to their paths: the translator pops those its tool_results
+    answer, and one left is a 400 naming the call (OpenAI refuses a call without its output).
+    """
+    unanswered = {}
+    for i, message in enumerate(body["messages"]):
+        role, blocks = message["role"], content_blocks(message["content"])
+        if role == "system":
+            system.extend(system_texts(blocks, dropped))
+            continue
+        if marks_cache(blocks):
+            dropped.append("cache_control")
+        if role == "assistant":
+            require_answered(unanswered)
+            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
+            yield i, role, blocks, None
+        else:
+            yield i, role, blocks, unanswered
+            require_answered(unanswered)
+    require_answered(unanswered)
+
+
 def require_answered(unanswered):
     """A 400 naming the first tool_use (id -> path) left without its tool_result."""
     if unanswered:
@@ -131,6 +157,13 @@ def tool_choice(choice, names, tools):
             raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
         return "function", names[choice["name"]]
     return {"auto": "auto", "any": "required", "none": "none"}[kind]
+
+
+def source_url(source):
+    """An image or document source as a URL: its own, or a data URL of its base64 data."""
+    if source["type"] == "url":
+        return source["url"]
+    return f"data:{source['media_type']};base64,{source['data']}"
 
 
 def object_parameters(schema):

@@ -304,8 +304,10 @@ def test_a_system_messages_effort_steers_the_turns_after_it():
 
 
 def test_max_tokens_is_max_output_tokens_at_least_openais_minimum():
-    assert translate(request(user("x"), max_tokens=1000))[0]["max_output_tokens"] == 1000
-    assert translate(request(user("x"), max_tokens=1))[0]["max_output_tokens"] == 16
+    out, context = translate(request(user("x"), max_tokens=1000))
+    assert out["max_output_tokens"] == 1000 and not context.dropped
+    out, context = translate(request(user("x"), max_tokens=1))
+    assert out["max_output_tokens"] == 16 and context.dropped == ["max_tokens"]
 
 
 def test_output_format_is_text_format():

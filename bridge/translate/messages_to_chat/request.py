@@ -54,13 +54,13 @@ from ...protocols.errors import invalid
 from ..messages_client import (
     UNENFORCED,
     content_blocks,
+    conversation,
     function_tools,
     hashed_user,
-    marks_cache,
     object_parameters,
     refuse_stateful,
     requested_effort,
-    require_answered,
+    source_url,
     system_texts,
     tool_choice,
     upstream_name,
@@ -155,22 +155,11 @@ def to_chat_request(body, settings):
 def _messages(body, names, reasoning_history, dropped):
     system = system_texts(body.get("system"), dropped)
     out = []
-    unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
-    for i, message in enumerate(body["messages"]):
-        role, blocks = message["role"], content_blocks(message["content"])
-        if role == "system":
-            system.extend(system_texts(blocks, dropped))
-            continue
-        if marks_cache(blocks):
-            dropped.append("cache_control")
+    for i, role, blocks, unanswered in conversation(body, system, dropped):
         if role == "assistant":
-            require_answered(unanswered)
-            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
             out.extend(_assistant_turn(blocks, names, reasoning_history))
         else:
             out.extend(_user_turn(i, blocks, unanswered, names))
-            require_answered(unanswered)
-    require_answered(unanswered)
     if system:
         out.insert(0, {"role": "system", "content": _join(system)})
     return out
@@ -260,14 +249,8 @@ def _user_parts(block, path):
     if kind == "text":
         return [{"type": "text", "text": block["text"]}] if block["text"] else []
     if kind == "image":
-        return [{"type": "image_url", "image_url": {"url": _url(block["source"])}}]
+        return [{"type": "image_url", "image_url": {"url": source_url(block["source"])}}]
     return _document_parts(block, path)
-
-
-def _url(source):
-    if source["type"] == "url":
-        return source["url"]
-    return f"data:{source['media_type']};base64,{source['data']}"
 
 
 def _document_parts(block, path):
@@ -287,7 +270,7 @@ def _document_parts(block, path):
         parts = [p for j, b in enumerate(content_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
         return ([{"type": "text", "text": _join(heading)}] if heading and parts else []) + parts
     filename = re.sub(r"[^\w.\- ]", "_", block.get("title") or "") or "document.pdf"
-    return [{"type": "file", "file": {"filename": filename, "file_data": _url(source)}}]
+    return [{"type": "file", "file": {"filename": filename, "file_data": source_url(source)}}]
 
 
 def _flattened(parts):

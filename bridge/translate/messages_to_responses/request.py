@@ -36,8 +36,8 @@ Tools and the rest
   (the Responses API takes a missing `strict` as true, and refuses most schemas then).
 - `tool_choice`: auto, `any` is `required`, none, a named tool `{"type": "function", "name"}`;
   `disable_parallel_tool_use` is `parallel_tool_calls: false`.
-- `max_tokens` is `max_output_tokens` (OpenAI's minimum, 16, where it asks for less: Claude
-  Code's one-token probe), which bounds reasoning and answer together as Anthropic's bounds
+- `max_tokens` is `max_output_tokens` (OpenAI's minimum, 16, where it asks for less, named:
+  Claude Code's one-token probe), which bounds reasoning and answer together as Anthropic's bounds
   thinking and answer.
 - Reasoning (models that reason): `output_config.effort` (a `role:"system"` message's too) is
   `reasoning.effort`, Claude Code's `max` as `xhigh`; else a thinking budget picks low /
@@ -62,13 +62,13 @@ from ..capabilities import capabilities_of
 from ..messages_client import (
     UNENFORCED,
     content_blocks,
+    conversation,
     function_tools,
     hashed_user,
-    marks_cache,
     object_parameters,
     refuse_stateful,
     requested_effort,
-    require_answered,
+    source_url,
     system_texts,
     tool_choice,
     upstream_name,
@@ -129,6 +129,8 @@ def to_responses_request(body, settings):
     out["input"] = items
     if "max_tokens" in body:  # count_tokens has none
         out["max_output_tokens"] = max(body["max_tokens"], MIN_OUTPUT_TOKENS)  # a deployment's cap: caps.py
+        if body["max_tokens"] < MIN_OUTPUT_TOKENS:
+            dropped.append("max_tokens")  # not sent as asked
     out["store"] = False
     if reasons:
         out["include"] = [ENCRYPTED_REASONING]
@@ -177,22 +179,11 @@ def _input(body, names, dropped):
     """(instructions, input items) of the conversation."""
     system = system_texts(body.get("system"), dropped)
     items = []
-    unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
-    for i, message in enumerate(body["messages"]):
-        role, blocks = message["role"], content_blocks(message["content"])
-        if role == "system":
-            system.extend(system_texts(blocks, dropped))
-            continue
-        if marks_cache(blocks):
-            dropped.append("cache_control")
+    for i, role, blocks, unanswered in conversation(body, system, dropped):
         if role == "assistant":
-            require_answered(unanswered)
-            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
             items.extend(_assistant_turn(i, blocks, names, dropped))
         else:
             items.extend(_user_turn(i, blocks, unanswered, names))
-            require_answered(unanswered)
-    require_answered(unanswered)
     return "\n\n".join(system), items
 
 
@@ -296,14 +287,8 @@ def _user_parts(block):
     if kind == "text":
         return [{"type": "input_text", "text": block["text"]}] if block["text"] else []
     if kind == "image":
-        return [{"type": "input_image", "image_url": _url(block["source"]), "detail": "auto"}]
+        return [{"type": "input_image", "image_url": source_url(block["source"]), "detail": "auto"}]
     return _document_parts(block)
-
-
-def _url(source):
-    if source["type"] == "url":
-        return source["url"]
-    return f"data:{source['media_type']};base64,{source['data']}"
 
 
 def _document_parts(block):
@@ -317,7 +302,7 @@ def _document_parts(block):
         return ([{"type": "input_text", "text": "\n\n".join(heading)}] if heading and parts else []) + parts
     if source["type"] == "url":
         return [{"type": "input_file", "file_url": source["url"]}]
-    return [{"type": "input_file", "filename": block.get("title") or "document.pdf", "file_data": _url(source)}]
+    return [{"type": "input_file", "filename": block.get("title") or "document.pdf", "file_data": source_url(source)}]
 
 
 # -- tools, reasoning -------------------------------------------------------------------------
