@@ -1,5 +1,32 @@
 """A Chat Completions answer's pieces, as every pair with a Chat client builds them (pure
-functions): its id, a tool call, and usage as OpenAI counts it."""
+functions): the answer around its message, its id, a tool call, and usage as OpenAI counts it."""
+
+
+def completion(upstream_id, context, message, finish_reason, usage):
+    """A non-streamed Chat answer of one choice, under the model name the client asked for."""
+    return {
+        "id": completion_id(upstream_id),
+        "object": "chat.completion",
+        "created": context.created,
+        "model": context.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": usage,
+    }
+
+
+def chunk_head(upstream_id, context):
+    """What every chunk of a streamed Chat answer repeats: its id, object, time and model."""
+    return {
+        "id": completion_id(upstream_id),
+        "object": "chat.completion.chunk",
+        "created": context.created,
+        "model": context.model,
+    }
+
+
+def chunk(head, delta, finish_reason=None):
+    """One chunk of the answer's one choice."""
+    return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
 
 
 def completion_id(upstream_id):

@@ -16,7 +16,7 @@ import datetime
 
 from ...protocols import json_codec, shapes
 from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
-from ..chat_answer import completion_id, tool_call, usage_of
+from ..chat_answer import completion, tool_call, usage_of
 
 
 def to_chat_completion(message, context):
@@ -56,14 +56,7 @@ def to_chat_completion(message, context):
         chat_message["reasoning_content"] = "".join(reasoning)
     if signed:
         chat_message["thinking_blocks"] = signed
-    return {
-        "id": completion_id(message.get("id")),
-        "object": "chat.completion",
-        "created": context.created,
-        "model": context.model,
-        "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
-        "usage": chat_usage(message.get("usage") or {}),
-    }
+    return completion(message.get("id"), context, chat_message, finish, chat_usage(message.get("usage") or {}))
 
 
 def arguments(tool_input):

@@ -25,7 +25,7 @@ responses_response.py.
 from ...protocols import shapes
 from ...protocols.errors import from_openai
 from ...protocols.reasoning import reasoning_signature
-from ..chat_answer import completion_id, tool_call, usage_of
+from ..chat_answer import completion, tool_call, usage_of
 from ..responses_response import PART_SEPARATOR, failure, incomplete_reason, reasoning_text, token_counts
 
 # Why an incomplete Response stopped -> Chat's finish_reason.
@@ -65,16 +65,9 @@ def to_chat_completion(response, context):
         message["reasoning_content"] = PART_SEPARATOR.join(filter(None, reasoning))
     if signed:
         message["thinking_blocks"] = signed
-    return {
-        "id": completion_id(response.get("id")),
-        "object": "chat.completion",
-        "created": context.created,
-        "model": context.model,
-        "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(response, bool(calls))}
-        ],
-        "usage": chat_usage(response.get("usage")),
-    }
+    return completion(
+        response.get("id"), context, message, finish_reason(response, bool(calls)), chat_usage(response.get("usage"))
+    )
 
 
 def thinking_entry(item, text):

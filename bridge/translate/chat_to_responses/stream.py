@@ -23,7 +23,7 @@ import dataclasses
 
 from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow
-from ..chat_answer import completion_id, tool_call
+from ..chat_answer import chunk, chunk_head, tool_call
 from ..responses_response import PART_SEPARATOR, reasoning_text
 from ..responses_stream import Item, ResponsesStream
 from ..tokens import size_tokens
@@ -59,12 +59,7 @@ class StreamTranslator(ResponsesStream):
         return openai_overflow(error)
 
     def on_response_start(self, response):
-        self.head = {
-            "id": completion_id(response.get("id")),
-            "object": "chat.completion.chunk",
-            "created": self.context.created,
-            "model": self.context.model,
-        }
+        self.head = chunk_head(response.get("id"), self.context)
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def on_item_start(self, item):
@@ -142,4 +137,4 @@ class StreamTranslator(ResponsesStream):
         return out
 
     def _chunk(self, delta, finish=None):
-        return {**self.head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return chunk(self.head, delta, finish)
