@@ -6,7 +6,7 @@ import logging
 
 from flask import Blueprint
 
-from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from ..protocols import MESSAGES_COUNT_TOKENS, UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
 from ..protocols.errors import ANTHROPIC, BridgeError
 from ..protocols.schemas import anthropic as schema
 from ..serve import observability
@@ -22,7 +22,6 @@ from ..translate.tokens import count_tokens
 from .http import forward, json_response, large_body_slot, pass_through, read_json, route_for
 
 bp = Blueprint("messages_to_chat", __name__)
-COUNT_TOKENS = "/v1/messages/count_tokens"  # after an Anthropic deployment's base URL
 INPUT_TOKENS = "/responses/input_tokens"  # after an OpenAI Responses deployment's base URL
 # Statuses of an upstream without an input-token count (a Responses server that is not OpenAI's).
 _NO_COUNTER = (404, 405)
@@ -77,7 +76,7 @@ def count_message_tokens():
         if route.protocol == UPSTREAM_CHAT:
             return json_response({"input_tokens": count_tokens(body)})
     if route.protocol == UPSTREAM_MESSAGES:
-        return pass_through(route, body, COUNT_TOKENS)
+        return pass_through(route, body, MESSAGES_COUNT_TOKENS)
     try:
         return _upstream_count(route, body)
     except BridgeError as error:

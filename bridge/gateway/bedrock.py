@@ -23,17 +23,16 @@ a Bedrock deployment.
 """
 
 import base64
-import threading
 from urllib.parse import quote
 
-from ..protocols import json_codec
+from ..protocols import MESSAGES_COUNT_TOKENS, json_codec
 from ..protocols.errors import BridgeError
 from ..protocols.sse import Event
-from ..settings import SettingsError, _url
+from ..settings import SettingsError
+from .cloud import Cloud, endpoint_of, require_model
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
-COUNT_TOKENS = "/v1/messages/count_tokens"
 # Exception frames of a stream: the kind of error each is, and the status a
 # client is told.
 _EXCEPTIONS = {
@@ -57,18 +56,16 @@ def _botocore():
     return botocore
 
 
-class Bedrock:
+class Bedrock(Cloud):
     """One Bedrock deployment's region, endpoint and credentials."""
 
     kind = "bedrock"
 
     def __init__(self, region, endpoint_url=None, aws_profile=None, betas=None):
+        super().__init__(endpoint_url or f"https://bedrock-runtime.{region}.amazonaws.com")
         self.region = region
-        self.base_url = endpoint_url or f"https://bedrock-runtime.{region}.amazonaws.com"
         self.aws_profile = aws_profile
         self.betas = betas  # the beta flags passed on; None: all the client sends
-        self._credentials = None  # botocore's, resolved once per process (see __getstate__)
-        self._lock = threading.Lock()
 
     @classmethod
     def from_entry(cls, item, where):
@@ -76,27 +73,17 @@ class Bedrock:
         region = item.get("region")
         if not isinstance(region, str) or not region:
             raise SettingsError(f"{where}: region is required for a Bedrock deployment (us-east-1, ...)")
-        endpoint = item.get("endpoint_url")
-        if endpoint is not None:
-            endpoint = _url(f"{where}: endpoint_url", endpoint).rstrip("/")
+        endpoint = endpoint_of(item, where)
         profile = item.get("aws_profile")
         if profile is not None and (not isinstance(profile, str) or not profile):
             raise SettingsError(f"{where}: aws_profile must name a profile of the shared AWS files")
         betas = item.get("betas")
         if betas is not None and (not isinstance(betas, list) or not all(isinstance(b, str) and b for b in betas)):
             raise SettingsError(f"{where}: betas must be an array of beta flags (interleaved-thinking-2025-05-14, ...)")
-        if "model" not in item:
-            raise SettingsError(f"{where}: model is required: the Bedrock model id or inference-profile ARN")
+        require_model(item, where, "the Bedrock model id or inference-profile ARN")
         cloud = cls(region, endpoint, profile, None if betas is None else frozenset(betas))
         cloud.credentials(where)  # found now, or the configuration is refused
         return cloud
-
-    def __getstate__(self):
-        """Pickled (bridge check --pickle) without the process's credentials and lock."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_credentials", "_lock")}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _credentials=None, _lock=threading.Lock())
 
     def describe(self):
         """Where the credentials come from, for an operator's log line: never a key."""
@@ -130,7 +117,7 @@ class Bedrock:
         headers = {k: v for k, v in headers.items() if k not in ("anthropic-version", "anthropic-beta")}
         if betas:
             body.setdefault("anthropic_beta", betas)
-        if path == COUNT_TOKENS:
+        if path == MESSAGES_COUNT_TOKENS:
             # An InvokeModel body needs max_tokens, and more of them than a thinking budget.
             thinking = body.get("thinking")
             budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
@@ -165,7 +152,7 @@ class Bedrock:
     def probe(self, model):
         """(method, URL, body) of a call that costs nothing: count the tokens of one word."""
         url, body, _ = self.request(
-            COUNT_TOKENS, {"model": model, "messages": [{"role": "user", "content": "hi"}]}, {}, False
+            MESSAGES_COUNT_TOKENS, {"model": model, "messages": [{"role": "user", "content": "hi"}]}, {}, False
         )
         return "POST", url, body
 

@@ -16,15 +16,15 @@ google-auth is an optional extra (`pip install 'bridge[vertex]'`), imported when
 names a Vertex deployment.
 """
 
-import threading
 from urllib.parse import quote
 
+from ..protocols import MESSAGES_COUNT_TOKENS
 from ..protocols.errors import BridgeError
-from ..settings import SettingsError, _url
+from ..settings import SettingsError
+from .cloud import Cloud, endpoint_of, require_model
 
 ANTHROPIC_VERSION = "vertex-2023-10-16"
 FIELDS = ("project", "region", "endpoint_url", "credentials_file")
-COUNT_TOKENS = "/v1/messages/count_tokens"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 # Multi-region endpoints of their own; any other region is {region}-aiplatform.googleapis.com.
 _HOSTS = {
@@ -44,18 +44,16 @@ def _google_auth():
     return google
 
 
-class Vertex:
+class Vertex(Cloud):
     """One Vertex deployment's project, region, endpoint and credentials."""
 
     kind = "vertex"
 
     def __init__(self, project, region, endpoint_url=None, credentials_file=None):
+        super().__init__(endpoint_url or f"https://{_HOSTS.get(region, f'{region}-aiplatform.googleapis.com')}")
         self.project = project
         self.region = region
-        self.base_url = endpoint_url or f"https://{_HOSTS.get(region, f'{region}-aiplatform.googleapis.com')}"
         self.credentials_file = credentials_file
-        self._credentials = None  # google-auth's, loaded once per process (see __getstate__)
-        self._lock = threading.Lock()
 
     @classmethod
     def from_entry(cls, item, where):
@@ -66,24 +64,14 @@ class Vertex:
             if not isinstance(value, str) or not value or "/" in value:
                 raise SettingsError(f"{where}: {field} is required for a Vertex deployment, a name without `/`")
             values[field] = value
-        endpoint = item.get("endpoint_url")
-        if endpoint is not None:
-            endpoint = _url(f"{where}: endpoint_url", endpoint).rstrip("/")
+        endpoint = endpoint_of(item, where)
         path = item.get("credentials_file")
         if path is not None and (not isinstance(path, str) or not path):
             raise SettingsError(f"{where}: credentials_file must be the path of a service-account key file")
-        if "model" not in item:
-            raise SettingsError(f"{where}: model is required: the Vertex model id (claude-sonnet-4-5@20250929, ...)")
+        require_model(item, where, "the Vertex model id (claude-sonnet-4-5@20250929, ...)")
         cloud = cls(values["project"], values["region"], endpoint, path)
         cloud.credentials(where)  # found now, or the configuration is refused
         return cloud
-
-    def __getstate__(self):
-        """Pickled (bridge check --pickle) without the process's credentials and lock."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_credentials", "_lock")}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _credentials=None, _lock=threading.Lock())
 
     def describe(self):
         """Where the credentials come from, for an operator's log line: never a key."""
@@ -130,7 +118,7 @@ class Vertex:
         body.setdefault("anthropic_version", ANTHROPIC_VERSION)
         headers = {k: v for k, v in headers.items() if k != "anthropic-version"}
         models = f"{self.base_url}/v1/projects/{self.project}/locations/{self.region}/publishers/anthropic/models"
-        if path == COUNT_TOKENS:
+        if path == MESSAGES_COUNT_TOKENS:
             return f"{models}/count-tokens:rawPredict", body, headers
         model = quote(str(body.pop("model", "")), safe="@")
         return f"{models}/{model}:{'streamRawPredict' if stream else 'rawPredict'}", body, headers
@@ -148,6 +136,6 @@ class Vertex:
     def probe(self, model):
         """(method, URL, body) of a call that costs nothing: count the tokens of one word."""
         url, body, _ = self.request(
-            COUNT_TOKENS, {"model": model, "messages": [{"role": "user", "content": "hi"}]}, {}, False
+            MESSAGES_COUNT_TOKENS, {"model": model, "messages": [{"role": "user", "content": "hi"}]}, {}, False
         )
         return "POST", url, body
