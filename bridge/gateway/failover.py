@@ -82,6 +82,7 @@ class Balancer:
     def cool_down(self, deployment):
         with self._lock:
             self._cool_until[deployment.name] = self._clock() + self.cooldown
+        observability.cooling(deployment.name, time.time() + self.cooldown)
 
 
 def _tier(deployment):
@@ -129,6 +130,7 @@ def send(state, route, prepare, passthrough=False, path=None):
             state.balancer.cool_down(deployment)
             if number == len(attempts):
                 raise
+            observability.failed_over(deployment.name, _reason(error))
             log.warning(
                 "request %s: deployment %s failed before answering (%s); trying %s",
                 record.request_id,
@@ -140,6 +142,14 @@ def send(state, route, prepare, passthrough=False, path=None):
         observability.attempted(deployment.name, str(response.status_code))
         record.upstream_error = None  # a deployment tried before is not this call's failure
         return deployment, response, context
+
+
+def _reason(error):
+    """Why a call left a deployment (observability.FAILOVER_REASONS)."""
+    status = error.upstream_status
+    if status is not None:
+        return "rate_limit" if status == 429 else "server_error"
+    return "timeout" if error.kind == "timeout" else "connection"
 
 
 def _outcome(error):

@@ -18,6 +18,7 @@ gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
 reports the whole service.
 """
 
+import collections
 import contextvars
 import functools
 import glob
@@ -38,8 +39,10 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 from ..protocols import json_codec
+from ..protocols.errors import KINDS
 from ..protocols.shapes import is_count
 from .environ import CLOSES_ANSWERS
 
@@ -47,7 +50,11 @@ access_log = logging.getLogger("bridge.access")
 
 _DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
 # Pass-through pairs (http.pass_through) set their own direction on the record.
-_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+_PASSED_THROUGH = ("chat_passthrough", "messages_passthrough", "responses_passthrough")
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+# What the GenAI conventions advise for a token count per request (gen_ai.client.token.usage).
+_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+_PER_TOKEN = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 1, 2.5)
 
 REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.", ["direction", "status"])
 DURATION = Histogram(
@@ -91,6 +98,61 @@ QUEUED = Gauge(
     "Requests waiting for a request thread right now (BRIDGE_QUEUE_TIMEOUT).",
     multiprocess_mode="livesum",
 )
+MODEL_REQUESTS = Counter(
+    "bridge_model_requests",
+    "Requests that named a model, by the model asked for and sent upstream (names the routes and "
+    "BRIDGE_MODEL_MAP define, `other` beyond), the deployment that answered or was tried last "
+    "(`none` when none was), the client key's name and the answer's status class.",
+    ["model", "upstream_model", "deployment", "client", "status_class"],
+)
+FAILOVER_REASONS = ("rate_limit", "server_error", "connection", "timeout")
+FAILOVERS = Counter(
+    "bridge_failovers",
+    "Calls moved from a deployment to the next (failover.py), by the deployment left and why: "
+    "rate_limit (429), server_error (5xx), connection or timeout.",
+    ["deployment", "reason"],
+)
+COOLING_UNTIL = Gauge(
+    "bridge_deployment_cooling_until_seconds",
+    "Unix time a deployment's cool-down ends in the worker that put it there last (0: never); "
+    "bridge_deployment_cooling says whether that is still to come.",
+    ["deployment"],
+    multiprocess_mode="livemax",
+)
+# The OpenTelemetry GenAI semantic conventions' metrics, in their Prometheus form (dots as
+# underscores, seconds as the unit), per model and deployment: gen_ai_request_model is the
+# model asked for, gen_ai_response_model the one sent upstream, both bounded as above.
+_GEN_AI = [
+    "gen_ai_operation_name",
+    "gen_ai_provider_name",
+    "gen_ai_request_model",
+    "gen_ai_response_model",
+    "deployment",
+]
+GEN_AI_DURATION = Histogram(
+    "gen_ai_server_request_duration_seconds",
+    "GenAI conventions: from request to the end of its answer (a stream's whole length).",
+    _GEN_AI,
+    buckets=_SECONDS,
+)
+GEN_AI_FIRST_TOKEN = Histogram(
+    "gen_ai_server_time_to_first_token_seconds",
+    "GenAI conventions: from request to a stream's first event for the client (streams only).",
+    _GEN_AI,
+    buckets=_SECONDS,
+)
+GEN_AI_PER_TOKEN = Histogram(
+    "gen_ai_server_time_per_output_token_seconds",
+    "GenAI conventions: a stream's time after its first event, per output token after the first.",
+    _GEN_AI,
+    buckets=_PER_TOKEN,
+)
+GEN_AI_TOKENS = Histogram(
+    "gen_ai_client_token_usage",
+    "GenAI conventions: tokens per request, by gen_ai_token_type: input (cached included) or output.",
+    [*_GEN_AI, "gen_ai_token_type"],
+    buckets=_TOKEN_BUCKETS,
+)
 QUEUE_WAIT = Histogram(
     "bridge_queue_wait_seconds",
     "How long requests that found every request thread busy waited for one (BRIDGE_QUEUE_TIMEOUT), "
@@ -123,6 +185,7 @@ class Record:
         self.estimated = ()  # which of them ("input", "output") are bridge's estimate
         self.error = None
         self.upstream_error = None
+        self.labels = _NO_LABELS  # the app's (install): what the model and deployment labels may be
         self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
         self.reserved = None  # the tokens admission reserved for it (usage.Reservation), settled at its end
 
@@ -261,11 +324,70 @@ class Record:
                 _series(TOKENS, self.label, kind).inc(count)
                 if kind in self.estimated:
                     _series(ESTIMATED_TOKENS, self.label, kind).inc(count)
+        if self.model is not None:
+            self._measure_model(duration, first_byte, tokens)
         searches = (self.upstream_usage or self.usage).get("web_search_requests")
         if searches:
             _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+    def _measure_model(self, duration, first_byte, tokens):
+        """The per-model counter, and the GenAI histograms of a call that went upstream."""
+        labels = self.labels
+        model, upstream_model = labels.model(self.model), labels.upstream_model(self.upstream_model)
+        deployment = self.deployment or "none"
+        status_class = f"{self.status // 100}xx" if self.status else "none"
+        _series(MODEL_REQUESTS, model, upstream_model, deployment, self.client or "none", status_class).inc()
+        if self.deployment is None:
+            return
+        series = _gen_ai_series(model, upstream_model, deployment, labels.provider(deployment))
+        series.duration.observe(duration)
+        if tokens[0]:
+            series.input_tokens.observe(tokens[0])
+        if tokens[1]:
+            series.output_tokens.observe(tokens[1])
+        if self.stream and first_byte is not None:
+            series.first_token.observe(first_byte)
+            if tokens[1] and tokens[1] > 1:
+                series.per_token.observe((duration - first_byte) / (tokens[1] - 1))
+
+
+class Labels:
+    """The values the model and deployment labels may take, fixed when the app is built, so that
+    no client can grow a label set: names beyond them are `other`."""
+
+    def __init__(self, models=(), upstream_models=(), providers=None):
+        self.models = frozenset(models)
+        self.upstream_models = frozenset(upstream_models)
+        self.providers = dict(providers or {})  # deployment name -> its gen_ai.provider.name
+
+    def model(self, name):
+        return name if name in self.models else "other"
+
+    def upstream_model(self, name):
+        return name if name in self.upstream_models else "other"
+
+    def provider(self, deployment):
+        return self.providers.get(deployment, "other")
+
+
+_NO_LABELS = Labels()
+
+_GenAISeries = collections.namedtuple("_GenAISeries", "duration first_token per_token input_tokens output_tokens")
+
+
+@functools.lru_cache(maxsize=None)
+def _gen_ai_series(model, upstream_model, deployment, provider):
+    """The GenAI histograms' children for one model, upstream model and deployment, looked up once."""
+    labels = ("chat", provider, model, upstream_model, deployment)
+    return _GenAISeries(
+        GEN_AI_DURATION.labels(*labels),
+        GEN_AI_FIRST_TOKEN.labels(*labels),
+        GEN_AI_PER_TOKEN.labels(*labels),
+        GEN_AI_TOKENS.labels(*labels, "input"),
+        GEN_AI_TOKENS.labels(*labels, "output"),
+    )
 
 
 def _usage_in(item):
@@ -330,14 +452,40 @@ def attempted(deployment, outcome):
     _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
 
 
+def failed_over(deployment, reason):
+    """A call left `deployment` for the next one (failover.py), for `reason` (FAILOVERS)."""
+    _series(FAILOVERS, deployment, reason).inc()
+
+
+def cooling(deployment, until):
+    """`deployment` cools down in this worker until `until` (Unix time)."""
+    _series(COOLING_UNTIL, deployment).set(until)
+
+
+def _at_zero(labels):
+    """Every counter whose label values are known at start, at zero: an alert can then tell
+    none from a metric not there."""
+    for direction in (*_DIRECTIONS, *_PASSED_THROUGH):
+        for kind in (*KINDS, "connection"):
+            _series(UPSTREAM_ERRORS, direction, kind)
+        for kind in ("input", "output"):
+            _series(TOKENS, direction, kind)
+            _series(ESTIMATED_TOKENS, direction, kind)
+        _series(WEB_SEARCHES, direction)
+    for deployment in labels.providers:
+        for reason in FAILOVER_REASONS:
+            _series(FAILOVERS, deployment, reason)
+        _series(COOLING_UNTIL, deployment)
+
+
 def current():
     """The record of the request this thread is serving (a throwaway one outside requests)."""
     return _current.get(None) or Record()
 
 
-def install(app, settings, finished=None):
+def install(app, settings, finished=None, labels=_NO_LABELS):
     """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
-    is called with each request's record once it is written.
+    is called with each request's record once it is written; `labels` bounds its metrics' labels.
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -347,7 +495,8 @@ def install(app, settings, finished=None):
     access_log.setLevel(settings.log_level)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
-    app.wsgi_app = _Observed(app.wsgi_app, finished)
+    app.wsgi_app = _Observed(app.wsgi_app, finished, labels)
+    _at_zero(labels)
 
 
 class _SharedMetrics(multiprocess.MultiProcessCollector):
@@ -376,7 +525,29 @@ def metrics():
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         _SharedMetrics(registry)
-    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return Response(generate_latest(_WithCooling(registry)), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class _WithCooling:
+    """A registry's metrics, and bridge_deployment_cooling read from the cool-downs' ends at the
+    scrape: no worker has to wake up to say a cool-down ended."""
+
+    def __init__(self, registry):
+        self._registry = registry
+
+    def collect(self):
+        now = time.time()
+        for family in self._registry.collect():
+            yield family
+            if family.name == "bridge_deployment_cooling_until_seconds":
+                state = GaugeMetricFamily(
+                    "bridge_deployment_cooling",
+                    "1 while a deployment cools down in some worker (tried only after the others), else 0.",
+                    labels=["deployment"],
+                )
+                for sample in family.samples:
+                    state.add_metric([sample.labels["deployment"]], 1.0 if sample.value > now else 0.0)
+                yield state
 
 
 def _note_response(response):
@@ -394,12 +565,14 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished):
+    def __init__(self, wsgi_app, finished, labels):
         self.wsgi_app = wsgi_app
         self.finished = finished
+        self.labels = labels
 
     def __call__(self, environ, start_response):
         record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
+        record.labels = self.labels
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
         return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
