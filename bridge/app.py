@@ -66,7 +66,7 @@ def create_app(settings=None, table=None):
         upstream_models=table.upstream_models(),
         providers={deployment.name: deployment.provider for deployment in table.deployments()},
     )
-    observability.install(app, settings, accounts.finished, labels)
+    observability.install(app, settings, accounts.finished, labels, untraced=_UNAUTHENTICATED)
 
     @app.get("/healthz")
     def healthz():

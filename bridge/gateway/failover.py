@@ -112,6 +112,7 @@ def send(state, route, prepare, passthrough=False, path=None):
         body = cap_max_tokens(body, deployment.protocol, deployment.max_tokens)
         headers = auth.upstream_headers(state.settings, deployment, request.headers, passthrough)
         record.deployment = deployment.name
+        span = record.attempt(deployment.name, deployment.provider, body, headers)
         try:
             response = state.upstream.request(
                 "POST",
@@ -124,13 +125,13 @@ def send(state, route, prepare, passthrough=False, path=None):
                 client=client,
             )
         except BridgeError as error:
-            observability.attempted(deployment.name, _outcome(error))
+            moving_on = several and moves_on(error) and number < len(attempts)
+            record.attempted(deployment.name, _outcome(error), span, _reason(error) if moving_on else None)
             if not several or not moves_on(error):
                 raise
             state.balancer.cool_down(deployment)
-            if number == len(attempts):
+            if not moving_on:
                 raise
-            observability.failed_over(deployment.name, _reason(error))
             log.warning(
                 "request %s: deployment %s failed before answering (%s); trying %s",
                 record.request_id,
@@ -139,7 +140,7 @@ def send(state, route, prepare, passthrough=False, path=None):
                 attempts[number].name,
             )
             continue
-        observability.attempted(deployment.name, str(response.status_code))
+        record.attempted(deployment.name, str(response.status_code), span)
         record.upstream_error = None  # a deployment tried before is not this call's failure
         return deployment, response, context
 

@@ -44,6 +44,7 @@ from prometheus_client.core import GaugeMetricFamily
 from ..protocols import json_codec
 from ..protocols.errors import KINDS
 from ..protocols.shapes import is_count
+from . import tracing
 from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
@@ -186,6 +187,8 @@ class Record:
         self.error = None
         self.upstream_error = None
         self.labels = _NO_LABELS  # the app's (install): what the model and deployment labels may be
+        self.tracing = self.span = None  # the app's tracing.Tracing and this request's span, when traced
+        self.stop_reason = None  # why the answer ended, as the upstream or the client was told: for its span
         self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
         self.reserved = None  # the tokens admission reserved for it (usage.Reservation), settled at its end
 
@@ -203,6 +206,8 @@ class Record:
             usage = _usage_in(item)
             if usage is not None:
                 self.count(usage)
+            if self.span is not None:
+                self.stop_reason = _stop_reason_in(item) or self.stop_reason
 
     def heard(self, payload):
         """An upstream's answer or stream event, before translation: what it reports is what client limits
@@ -212,6 +217,8 @@ class Record:
             usage = _usage_in(payload)
             if usage is not None:
                 self.count(usage, self.upstream_usage)
+            if self.span is not None:
+                self.stop_reason = _stop_reason_in(payload) or self.stop_reason
 
     def answered(self, body):
         """A JSON answer's usage, or the error type the client was told."""
@@ -219,6 +226,8 @@ class Record:
             self.count(body["usage"])
         if isinstance(body.get("error"), dict):
             self.error = body["error"].get("type")
+        if self.span is not None:
+            self.stop_reason = _stop_reason_in(body) or self.stop_reason
 
     def count(self, usage, into=None):
         """Merge usage fields into self.usage (or `into`): later events refine earlier ones,
@@ -265,6 +274,8 @@ class Record:
             line = json_codec.dumps_text(self._line(duration, first_byte, tokens))
             access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, line, None, None))
         self._measure(duration, first_byte, tokens)
+        if self.span is not None:
+            self._traced(tokens)
         if then is not None:
             then(self)
 
@@ -331,6 +342,67 @@ class Record:
             _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+    def attempt(self, deployment, provider, body, headers):
+        """The span of a call to `deployment` (failover.py), its context added to `headers` for the
+        upstream; None when the request is not traced."""
+        if self.span is None:
+            return None
+        model = _capped(body.get("model")) if isinstance(body.get("model"), str) else None
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "bridge.deployment": deployment,
+        }
+        if model is not None:
+            attributes["gen_ai.request.model"] = model
+        return self.tracing.attempt(self.span, f"chat {model}" if model else "chat", attributes, headers)
+
+    def attempted(self, deployment, outcome, span=None, failover=None):
+        """One call to a deployment and how it went: its HTTP status, or connection, timeout or
+        client_closed; `failover` names why the call then moved to the next (FAILOVER_REASONS)."""
+        _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
+        if failover is not None:
+            _series(FAILOVERS, deployment, failover).inc()
+        if span is not None:
+            status = int(outcome) if outcome.isdigit() else None
+            failed = status is None or status >= 400
+            attributes = {"http.response.status_code": status, "bridge.failover.reason": failover}
+            self.tracing.ended(span, attributes, error=outcome if failed else None)
+
+    def _traced(self, tokens):
+        """The request's span, named and attributed as the GenAI conventions say, ended."""
+        attributes = {
+            "http.request.method": self.method,
+            "http.route": self.route,
+            "http.response.status_code": self.status,
+            "bridge.request_id": self.request_id,
+            "bridge.client": self.client,
+            "bridge.direction": self.direction,
+            "bridge.deployment": self.deployment,
+        }
+        name = f"{self.method} {self.route}" if self.route else self.method
+        if self.model is not None:
+            name = f"chat {_capped(self.model)}"
+            usage = self.upstream_usage or self.usage
+            attributes.update(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": self.labels.provider(self.deployment) if self.deployment else None,
+                    "gen_ai.request.model": _capped(self.model),
+                    "gen_ai.response.model": _capped(self.upstream_model),
+                    "gen_ai.usage.input_tokens": tokens[0],
+                    "gen_ai.usage.output_tokens": tokens[1],
+                    "gen_ai.usage.cache_read.input_tokens": usage.get(
+                        "cache_read_input_tokens", usage.get("cached_tokens")
+                    ),
+                    "gen_ai.usage.cache_creation.input_tokens": usage.get("cache_creation_input_tokens"),
+                    "gen_ai.response.finish_reasons": (self.stop_reason,) if self.stop_reason else None,
+                }
+            )
+        self.span.update_name(name)
+        failed = self.status is None or self.status >= 500
+        self.tracing.ended(self.span, attributes, error=(self.error or str(self.status)) if failed else None)
 
     def _measure_model(self, duration, first_byte, tokens):
         """The per-model counter, and the GenAI histograms of a call that went upstream."""
@@ -400,6 +472,20 @@ def _usage_in(item):
     return usage if isinstance(usage, dict) else None
 
 
+def _stop_reason_in(item):
+    """Why an answer ended, where an answer or event says: Anthropic's stop_reason (a message's,
+    a message_delta's) or a Chat choice's finish_reason."""
+    reason = item.get("stop_reason")
+    if reason is None:
+        delta = item.get("delta")
+        reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+    if reason is None:
+        choices = item.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            reason = choices[0].get("finish_reason")
+    return reason if isinstance(reason, str) else None
+
+
 def _utc_time(timestamp):
     """ISO 8601 in UTC to the millisecond: 2026-11-26T15:34:48.046Z."""
     return f"{_utc_second(int(timestamp))}.{int(timestamp * 1000) % 1000:03d}Z"
@@ -447,16 +533,6 @@ def _tokens(usage):
     return (sum(parts) if parts else None), usage.get("output_tokens")
 
 
-def attempted(deployment, outcome):
-    """One call to a deployment, and how it went (failover.py)."""
-    _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
-
-
-def failed_over(deployment, reason):
-    """A call left `deployment` for the next one (failover.py), for `reason` (FAILOVERS)."""
-    _series(FAILOVERS, deployment, reason).inc()
-
-
 def cooling(deployment, until):
     """`deployment` cools down in this worker until `until` (Unix time)."""
     _series(COOLING_UNTIL, deployment).set(until)
@@ -483,9 +559,10 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app, settings, finished=None, labels=_NO_LABELS):
+def install(app, settings, finished=None, labels=_NO_LABELS, untraced=()):
     """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
     is called with each request's record once it is written; `labels` bounds its metrics' labels.
+    With settings.traces, every request but those to the `untraced` paths has a span.
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -495,7 +572,8 @@ def install(app, settings, finished=None, labels=_NO_LABELS):
     access_log.setLevel(settings.log_level)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
-    app.wsgi_app = _Observed(app.wsgi_app, finished, labels)
+    traced = tracing.Tracing() if settings.traces else None
+    app.wsgi_app = _Observed(app.wsgi_app, finished, labels, traced, untraced)
     _at_zero(labels)
 
 
@@ -565,14 +643,19 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished, labels):
+    def __init__(self, wsgi_app, finished, labels, traced, untraced):
         self.wsgi_app = wsgi_app
         self.finished = finished
         self.labels = labels
+        self.tracing = traced
+        self.untraced = untraced
 
     def __call__(self, environ, start_response):
-        record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
+        path = environ.get("PATH_INFO")
+        record = Record(environ.get("REQUEST_METHOD"), quiet=path == "/metrics")
         record.labels = self.labels
+        if self.tracing is not None and path not in self.untraced:
+            record.tracing, record.span = self.tracing, self.tracing.request(environ)
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
         return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
