@@ -11,7 +11,7 @@ from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..gateway import failover, passthrough, upstream
-from ..policy import admission, limits
+from ..policy import admission, auth, limits
 from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, json_codec, ratelimit
 from ..protocols.errors import BridgeError, invalid
 from ..serve import observability
@@ -47,7 +47,9 @@ def read_json(items="messages", generates=True):
     limits.check_values(raw, settings.max_json_values)
     body = parse_json(raw)
     limits.check_parsed(body, items, settings)
-    observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
+    record = observability.current()
+    record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    auth.check_model(record, record.model)
     admission.admit_body(bridge(), raw, body, generates)
     return body
 

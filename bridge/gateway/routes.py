@@ -27,6 +27,7 @@ import fnmatch
 from urllib.parse import quote
 
 from .. import settings as settings_module
+from ..policy import prices as price_table
 from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, errors
 from ..protocols.errors import BridgeError
 from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting, named_file, read_text
@@ -63,6 +64,7 @@ _DEPLOYMENT_FIELDS = {
     "web_search",
     "weight",
     "tier",
+    "prices",
 }
 # Per-deployment switches that are global settings for the default routes.
 _OPENAI_SWITCHES = {
@@ -88,6 +90,7 @@ class Deployment:
     weight: int = 1
     tier: int = 1  # 2 and up: a backup, called only while every deployment of the tiers before fails
     key_source: str = ""  # where the key comes from, for an operator's log line: never the key
+    prices: price_table.Price | None = None  # its own (`prices`), else the shipped table's by upstream model
     # The settings its translation reads: the model map naming its upstream model, and the
     # per-upstream switches (openai_max_tokens_param, ...).
     settings: object = dataclasses.field(default=None, repr=False, compare=False)
@@ -332,6 +335,7 @@ def _deployment(item, where, settings, environ):
         weight=_whole(item, "weight", where, 1, minimum=1),
         tier=_whole(item, "tier", where, 1, minimum=1),
         key_source=_key_source(name, item),
+        prices=price_table.parse(item["prices"], where) if "prices" in item else None,
         settings=own,
     )
 
@@ -419,7 +423,7 @@ def _check_unique(table, where):
 def _check_relay(table, settings):
     """A key held with no client keys is an open relay, as settings.load says for the defaults."""
     holding = [deployment.name for route in table.routes for deployment in route.deployments if deployment.key]
-    if holding and not settings.client_keys and not settings.allow_open_relay:
+    if holding and not settings.checks_keys and not settings.allow_open_relay:
         raise SettingsError(
             f"BRIDGE_ROUTES: deployment {holding[0]} holds an upstream key but BRIDGE_CLIENT_KEYS is empty: "
             "anyone who can reach the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or "

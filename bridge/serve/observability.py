@@ -174,6 +174,9 @@ class Record:
         self.method = method
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
+        self.key = None  # the client key (settings.ClientKey, policy/keys.StoredKey)
+        self.team = self.user = self.session = None  # the key's team, the user (policy/auth.py), a session id
+        self.cost = None  # dollars, once written (None: no price for what was used, policy/prices.py)
         self.model = self.upstream_model = None
         self.deployment = None  # the last deployment called: the one that answered, if any did
         self.status = self.upstream_status = None
@@ -243,6 +246,9 @@ class Record:
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         if isinstance(details, dict) and is_count(details.get("cached_tokens")):
             into["cached_tokens"] = details["cached_tokens"]
+        written = usage.get("cache_creation")  # Anthropic's cache writes by lifetime, priced apart
+        if isinstance(written, dict) and is_count(written.get("ephemeral_1h_input_tokens")):
+            into["ephemeral_1h_input_tokens"] = written["ephemeral_1h_input_tokens"]
         server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
         if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
             into["web_search_requests"] = server_tools["web_search_requests"]
@@ -258,9 +264,10 @@ class Record:
         self.error = error.body_for(protocol)["error"]["type"]
         self.upstream_error = error.kind
 
-    def finish(self, ended=True, then=None):
+    def finish(self, ended=True, then=None, priced=None):
         """Write the access line and the metrics, then call `then` with the record (the app's
-        usage.Accounts.finished); `ended` is false when the client left early."""
+        usage.Accounts.finished); `ended` is false when the client left early. `priced(record)`
+        says what the tokens counted cost (usage.Accounts.priced), for the line."""
         if self.quiet:
             return
         if not ended and self.error is None:
@@ -268,6 +275,8 @@ class Record:
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
         tokens = self.tokens = self._counted()
+        if priced is not None:
+            self.cost = priced(self)
         if access_log.isEnabledFor(logging.INFO):
             # Logger.info() less its search for the caller's file and line, which an access line
             # has no use for; with emit() below, most of what the line cost.
@@ -287,6 +296,9 @@ class Record:
             "route": self.route,
             "direction": self.direction,
             "client": self.client,
+            "team": self.team,
+            "user": self.user,
+            "session": self.session,
             "model": _capped(self.model),
             "upstream_model": _capped(self.upstream_model),
             "deployment": self.deployment,
@@ -297,6 +309,7 @@ class Record:
             "input_tokens": tokens[0],
             "output_tokens": tokens[1],
             "usage": ("estimated" if self.estimated else "reported") if tokens != (None, None) else None,
+            "cost_usd": round(self.cost, 6) if self.cost is not None else None,
             "stream": self.stream,
             "error": self.error,
         }
@@ -559,10 +572,17 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app, settings, finished=None, labels=_NO_LABELS, untraced=()):
+def session_of(headers):
+    """A client's session id (Claude Code's header), fit for a log line."""
+    session = headers.get("x-claude-code-session-id")
+    return escaped(session, 100) if session else None
+
+
+def install(app, settings, finished=None, priced=None, labels=_NO_LABELS, untraced=()):
     """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
-    is called with each request's record once it is written; `labels` bounds its metrics' labels.
-    With settings.traces, every request but those to the `untraced` paths has a span.
+    is called with each request's record once it is written, `priced(record)` before (Record.finish);
+    `labels` bounds its metrics' labels. With settings.traces, every request but those to the
+    `untraced` paths has a span.
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -573,7 +593,7 @@ def install(app, settings, finished=None, labels=_NO_LABELS, untraced=()):
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
     traced = tracing.Tracing() if settings.traces else None
-    app.wsgi_app = _Observed(app.wsgi_app, finished, labels, traced, untraced)
+    app.wsgi_app = _Observed(app.wsgi_app, finished, priced, labels, traced, untraced)
     _at_zero(labels)
 
 
@@ -643,9 +663,10 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished, labels, traced, untraced):
+    def __init__(self, wsgi_app, finished, priced, labels, traced, untraced):
         self.wsgi_app = wsgi_app
         self.finished = finished
+        self.priced = priced
         self.labels = labels
         self.tracing = traced
         self.untraced = untraced
@@ -658,7 +679,7 @@ class _Observed:
             record.tracing, record.span = self.tracing, self.tracing.request(environ)
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
-        return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
+        return _Body(answer, record, self.finished, self.priced, write_at_end=not environ.get(CLOSES_ANSWERS))
 
 
 class _Body:
@@ -672,9 +693,10 @@ class _Body:
     record's work stays there (usage only queues its count for Redis: usage.py's writer).
     """
 
-    def __init__(self, iterable, record, finished, write_at_end=True):
+    def __init__(self, iterable, record, finished, priced=None, write_at_end=True):
         self._iterable = iterable
         self._finished = finished
+        self._priced = priced
         self._chunks = iter(iterable)
         self._record = record
         self._write_at_end = write_at_end
@@ -713,7 +735,7 @@ class _Body:
         self._written = True
         if self._record.stream:
             _series(OPEN_STREAMS, self._record.label).dec()
-        self._record.finish(ended=self._ended, then=self._finished)
+        self._record.finish(ended=self._ended, then=self._finished, priced=self._priced)
 
 
 class _StderrLines(logging.Handler):
