@@ -103,8 +103,9 @@ MODEL_REQUESTS = Counter(
     "bridge_model_requests",
     "Requests that named a model, by the model asked for and sent upstream (names the routes and "
     "BRIDGE_MODEL_MAP define, `other` beyond), the deployment that answered or was tried last "
-    "(`none` when none was), the client key's name and the answer's status class.",
-    ["model", "upstream_model", "deployment", "client", "status_class"],
+    "(`none` when none was), the client key's name, its team (its name when it has none) and the "
+    "answer's status class.",
+    ["model", "upstream_model", "deployment", "client", "team", "status_class"],
 )
 FAILOVER_REASONS = ("rate_limit", "server_error", "connection", "timeout")
 FAILOVERS = Counter(
@@ -391,6 +392,7 @@ class Record:
             "http.response.status_code": self.status,
             "bridge.request_id": self.request_id,
             "bridge.client": self.client,
+            "bridge.team": self.team,
             "bridge.direction": self.direction,
             "bridge.deployment": self.deployment,
         }
@@ -423,7 +425,8 @@ class Record:
         model, upstream_model = labels.model(self.model), labels.upstream_model(self.upstream_model)
         deployment = self.deployment or "none"
         status_class = f"{self.status // 100}xx" if self.status else "none"
-        _series(MODEL_REQUESTS, model, upstream_model, deployment, self.client or "none", status_class).inc()
+        client = self.client or "none"
+        _series(MODEL_REQUESTS, model, upstream_model, deployment, client, self.team or client, status_class).inc()
         if self.deployment is None:
             return
         series = _gen_ai_series(model, upstream_model, deployment, labels.provider(deployment))

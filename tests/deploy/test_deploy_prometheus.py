@@ -24,7 +24,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "bridge.json"
 RULES = ROOT / "deploy" / "prometheus" / "bridge-rules.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "bridge-rules.test.yml"
 # Grafana's values for the dashboard's variables with every value selected.
-EVERYTHING = {"$model": ".*", "$deployment": ".*", "$client": ".*", "$__rate_interval": "1m"}
+EVERYTHING = {"$model": ".*", "$deployment": ".*", "$client": ".*", "$team": ".*", "$__rate_interval": "1m"}
 HI = [{"role": "user", "content": "Say hi"}]
 
 
@@ -105,7 +105,8 @@ def answer(recorded):
 
 
 def traffic(url, fake):
-    """Each client protocol streamed and not, a failover, a refusal by a client limit and a 503."""
+    """Each client protocol streamed and not, a failover, refusals by a client limit and by a
+    budget (the soft one of team-a's team is passed at once too), and a 503."""
     chat = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-watch-a", max_retries=0)
     messages = anthropic.Anthropic(base_url=url, api_key="sk-watch-a", max_retries=0)
     for stream in (False, True):
@@ -122,6 +123,16 @@ def traffic(url, fake):
     with contextlib.suppress(openai.RateLimitError):
         for _ in range(2):  # rpm=1
             limited.chat.completions.create(model="claude-watch", messages=HI)
+    spent = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-watch-c", max_retries=0)
+
+    def refused_by_its_budget():  # once its first call's cost is in Redis
+        try:
+            spent.chat.completions.create(model="claude-watch", messages=HI)
+        except openai.RateLimitError as error:
+            return "budget" in str(error)
+        return False
+
+    wait_for(refused_by_its_budget, "team-c's refusal by its budget")
     fake.reply(json_reply({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}, 503))
     with pytest.raises(openai.InternalServerError) as refused:
         chat.chat.completions.create(model="claude-on-the-default-route", messages=HI)
@@ -143,9 +154,10 @@ def test_promtool_checks_the_rules_and_their_unit_tests_pass():
 def test_every_panel_and_recording_rule_returns_data_from_a_bridge_serving_sdk_traffic(tmp_path, fake, redis_server):
     program("prometheus")
     refusing = FakeUpstream(listening=False)  # a deployment that is down: calls fail over from it
+    price = {"input": 3, "output": 15, "cache_read": 0.3}
     deployments = [
-        {"name": "west", "protocol": "anthropic", "base_url": refusing.url},
-        {"name": "east", "protocol": "anthropic", "base_url": fake.url},
+        {"name": "west", "protocol": "anthropic", "base_url": refusing.url, "prices": price},
+        {"name": "east", "protocol": "anthropic", "base_url": fake.url, "prices": price},
     ]
     routes = {"cooldown_seconds": 1, "routes": [{"models": ["claude-watch"], "deployments": deployments}]}
     fake.default = answer
@@ -155,9 +167,10 @@ def test_every_panel_and_recording_rule_returns_data_from_a_bridge_serving_sdk_t
         BRIDGE_WORKERS="2",
         BRIDGE_ROUTES=json.dumps(routes),
         BRIDGE_MODEL_MAP='{"claude-chat": "gpt-watch"}',
-        BRIDGE_CLIENT_KEYS="team-a:sk-watch-a,team-b:sk-watch-b",
+        BRIDGE_CLIENT_KEYS="team-a:sk-watch-a team=platform,team-b:sk-watch-b,team-c:sk-watch-c",
         BRIDGE_REDIS_URL=redis_server.url,
         BRIDGE_CLIENT_LIMITS="team-b rpm=1",
+        BRIDGE_BUDGETS="team:platform day=0.000001 soft,key:team-c day=0.000001",
         BRIDGE_RETRIES="1",
     )
     try:

@@ -33,7 +33,9 @@ def series(live, name):
 
 @pytest.fixture
 def live(start_bridge):
-    return start_bridge(BRIDGE_CLIENT_KEYS=f"team-w:{CLIENT_KEY}", BRIDGE_MODEL_MAP=MODEL_MAP, BRIDGE_LOG_LEVEL="INFO")
+    return start_bridge(
+        BRIDGE_CLIENT_KEYS=f"team-w:{CLIENT_KEY} team=platform", BRIDGE_MODEL_MAP=MODEL_MAP, BRIDGE_LOG_LEVEL="INFO"
+    )
 
 
 def by_model(model, upstream_model, status_class, deployment="openai"):
@@ -42,6 +44,7 @@ def by_model(model, upstream_model, status_class, deployment="openai"):
         "upstream_model": upstream_model,
         "deployment": deployment,
         "client": "team-w",
+        "team": "platform",
         "status_class": status_class,
     }
 

@@ -109,7 +109,7 @@ def test_a_request_is_a_server_span_with_a_client_span_per_attempt_continuing_th
         receiver.url,
         BRIDGE_ROUTES=json.dumps(routes),
         BRIDGE_RETRIES=1,
-        BRIDGE_CLIENT_KEYS="team-t:sk-traced",
+        BRIDGE_CLIENT_KEYS="team-t:sk-traced team=ml",
     )
     fake.default = fixture("anthropic/text.sse")
     trace_id, caller_span = secrets.token_hex(16), secrets.token_hex(8)
@@ -134,7 +134,7 @@ def test_a_request_is_a_server_span_with_a_client_span_per_attempt_continuing_th
     assert said["gen_ai.response.model"] == "claude"
     assert said["gen_ai.usage.input_tokens"] > 0 and said["gen_ai.usage.output_tokens"] > 0
     assert said["gen_ai.response.finish_reasons"] == ("end_turn",)
-    assert said["bridge.client"] == "team-t" and said["bridge.deployment"] == "up"
+    assert said["bridge.client"] == "team-t" and said["bridge.team"] == "ml" and said["bridge.deployment"] == "up"
     assert said["http.response.status_code"] == 200 and "error.type" not in said
 
     attempts = sorted(
