@@ -62,7 +62,12 @@ def create_app(settings=None, table=None):
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
-    observability.install(app, settings, accounts.finished, accounts.priced)
+    labels = observability.Labels(
+        models=usage.model_labels(settings, table),
+        upstream_models=table.upstream_models(),
+        providers={deployment.name: deployment.provider for deployment in table.deployments()},
+    )
+    observability.install(app, settings, accounts.finished, accounts.priced, labels, untraced=_UNAUTHENTICATED)
 
     @app.get("/healthz")
     def healthz():

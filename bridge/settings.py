@@ -8,6 +8,7 @@ the environment wins over the file.
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -109,6 +110,7 @@ class Settings:
     pool_size: int = 1280
     streams_per_worker: int = 1000
     log_level: str = "INFO"
+    traces: bool = False  # the OTEL_* variables ask for OTLP traces (serve/tracing.py)
 
     @property
     def checks_keys(self):
@@ -489,6 +491,7 @@ def load(environ=None):
         if variable in _PARSERS:
             field, parse = _PARSERS[variable]
             fields[field] = parse(variable, raw)
+    fields["traces"] = _traces(os.environ if environ is None else environ)
     settings = Settings(**fields)
     holds_key = settings.openai_api_key or settings.anthropic_api_key
     if holds_key and not settings.checks_keys and not settings.allow_open_relay:
@@ -504,6 +507,40 @@ def load(environ=None):
         )
     _check_limits(settings)
     return settings
+
+
+def _traces(environ):
+    """Whether the standard OpenTelemetry variables ask for traces: OTEL_TRACES_EXPORTER=otlp, or
+    an OTLP endpoint with no exporter named (OTEL_SDK_DISABLED=true and `none` turn them off);
+    only what bridge can do: OTLP over HTTP, with the SDK installed."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = {name.strip() for name in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if name.strip()}
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if exporters - {"otlp", "none"}:
+        raise SettingsError(f"OTEL_TRACES_EXPORTER: bridge exports traces with otlp only, got {', '.join(exporters)}")
+    if "otlp" not in exporters and (exporters or not endpoint):
+        return False
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = environ.get(variable)
+        if protocol:
+            if protocol != "http/protobuf":
+                raise SettingsError(f"{variable}: bridge exports traces over http/protobuf only, got {protocol!r}")
+            break
+    for variable in (
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "OTEL_BSP_EXPORT_TIMEOUT",
+    ):
+        if environ.get(variable):
+            _number(variable, environ[variable], int, 1)
+    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        raise SettingsError(
+            "the OTEL_* variables ask for traces, but the OpenTelemetry SDK is not installed: "
+            "pip install 'bridge[otel]'"
+        )
+    return True
 
 
 def _check_limits(settings):

@@ -60,6 +60,7 @@ class Bedrock(Cloud):
     """One Bedrock deployment's region, endpoint and credentials."""
 
     kind = "bedrock"
+    provider = "aws.bedrock"  # gen_ai.provider.name
 
     def __init__(self, region, endpoint_url=None, aws_profile=None, betas=None):
         super().__init__(endpoint_url or f"https://bedrock-runtime.{region}.amazonaws.com")

@@ -44,6 +44,7 @@ PROTOCOLS = (UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES)
 # base URL: https://api.openai.com/v1, Azure's .../openai/v1 or .../openai with an api-version).
 GENERATE = {UPSTREAM_CHAT: "/chat/completions", UPSTREAM_MESSAGES: "/v1/messages", UPSTREAM_RESPONSES: "/responses"}
 MODELS = {UPSTREAM_CHAT: "/models", UPSTREAM_MESSAGES: "/v1/models", UPSTREAM_RESPONSES: "/models"}
+_PROVIDERS = {UPSTREAM_CHAT: "openai", UPSTREAM_MESSAGES: "anthropic", UPSTREAM_RESPONSES: "openai"}
 _AUTH_STYLES = ("bearer", "api-key", "x-api-key", "none")
 _DEFAULT_AUTH = {UPSTREAM_CHAT: "bearer", UPSTREAM_MESSAGES: "x-api-key", UPSTREAM_RESPONSES: "bearer"}
 _UNRESERVED = "-._~"  # characters a query value keeps unquoted
@@ -105,6 +106,11 @@ class Deployment:
     # per-upstream switches (openai_max_tokens_param, ...).
     settings: object = dataclasses.field(default=None, repr=False, compare=False)
 
+    @property
+    def provider(self):
+        """Its gen_ai.provider.name (the OpenTelemetry GenAI conventions' name for who serves it)."""
+        return self.cloud.provider if self.cloud is not None else _PROVIDERS.get(self.protocol, self.protocol)
+
     def url(self, path, query=""):
         """The URL of `path` (`/chat/completions`, `/v1/messages`, ...) on this deployment,
         its own query (Azure's api-version) and then `query`."""
@@ -150,6 +156,11 @@ class Table:
     def names(self):
         """Client-facing model ids the routes define (patterns are not model ids)."""
         return [name for route in self.routes for name in route.models if "*" not in name]
+
+    def upstream_models(self):
+        """Upstream model names the routes and model maps name (a name passed through is not one)."""
+        maps = (deployment.settings.model_map for deployment in self.deployments() if deployment.settings)
+        return {target for model_map in maps for _, target in model_map}
 
     def deployments(self):
         """Every deployment once, the default routes' first."""

@@ -48,6 +48,7 @@ class Vertex(Cloud):
     """One Vertex deployment's project, region, endpoint and credentials."""
 
     kind = "vertex"
+    provider = "gcp.vertex_ai"  # gen_ai.provider.name
 
     def __init__(self, project, region, endpoint_url=None, credentials_file=None):
         super().__init__(endpoint_url or f"https://{_HOSTS.get(region, f'{region}-aiplatform.googleapis.com')}")

@@ -303,6 +303,12 @@ class Accounts:
         self._admit = self.redis.register_script(_ADMIT) if checks else None
         self._release = self.redis.register_script(_RELEASE) if checks else None
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
+        for operation in ("admit", "count"):  # at zero, so that an alert tells none from absent
+            _series(REDIS_ERRORS, operation)
+        for name in {key.name for key in settings.client_keys}:
+            if name in self.limits or "*" in self.limits:
+                for limit in _RESOURCE:
+                    _series(LIMITED, name, limit)
 
     def admit(self, record, call=None, now=None):
         """Admit the request of `record` (its client's), or raise a 429 when its client is over
