@@ -1,18 +1,19 @@
-"""The requests the benchmark sends, in both protocols.
+"""The requests the benchmark sends, in the three protocols.
 
 Each direction has a small everyday request (a short tool-using
 conversation) written once as the client sends it to the bridge and once as
 its upstream-protocol equivalent, which is what the reference relay and the
-direct run send. The large requests are the Claude Code captures in
-tests/fixtures/clients/ and a ~500 KB conversation per direction built here
-the way a long coding session grows: one tool call and one file-sized tool
-result after another.
+direct run send. The large requests are the Claude Code and Codex captures
+in tests/fixtures/clients/ and a ~500 KB conversation per protocol built
+here the way a long coding session grows: one tool call and one file-sized
+tool result after another.
 """
 
 import json
 import pathlib
 
 CLIENTS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "clients"
+CODEX = CLIENTS / "codex-0.171.0" / "captures"
 
 _SYSTEM = "You are a careful assistant. Answer briefly and use the tools when they help."
 _QUESTION = "What is the weather in Paris today, and should I take an umbrella?"
@@ -92,6 +93,36 @@ def openai_small(model, stream):
     return body
 
 
+def responses_small(model, stream):
+    """The same conversation as a Responses request, stateless as Codex sends it."""
+    return {
+        "model": model,
+        "instructions": _SYSTEM,
+        "max_output_tokens": 1024,
+        "stream": stream,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "tools": [
+            {"type": "function", "name": "get_weather", "description": _WEATHER_DOC, "parameters": _WEATHER_SCHEMA}
+        ],
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": _QUESTION}]},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Let me look that up."}],
+            },
+            {
+                "type": "function_call",
+                "call_id": "toolu_01A",
+                "name": "get_weather",
+                "arguments": json.dumps({"city": "Paris", "unit": "celsius"}),
+            },
+            {"type": "function_call_output", "call_id": "toolu_01A", "output": _RESULT},
+        ],
+    }
+
+
 def captures():
     """(name, Messages request body) for every Claude Code capture of POST /v1/messages."""
     found = []
@@ -113,6 +144,13 @@ def captures_as_chat():
     return [
         (name, to_chat_request(validate_messages(json.loads(json.dumps(body))), settings.load({}))[0])
         for name, body in largest
+    ]
+
+
+def codex_captures():
+    """(name, Responses request body) for every Codex capture of POST /v1/responses."""
+    return [
+        (path.name.split("-POST")[0], json.loads(path.read_text())["body"]) for path in sorted(CODEX.glob("*.json"))
     ]
 
 
@@ -205,3 +243,31 @@ def openai_large(target=500_000):
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": _file_text(turn)})
     return body
+
+
+def responses_large(target=500_000):
+    """A Codex session grown to `target` bytes: its largest capture plus shell rounds reading files."""
+    body = json.loads(json.dumps(max(codex_captures(), key=lambda item: len(json.dumps(item[1])))[1]))
+    turn = 0
+    while len(json.dumps(body, ensure_ascii=False)) < target:
+        turn += 1
+        call_id = f"call_bench{turn:04d}"
+        body["input"] += [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"I'll read module {turn} next."}],
+            },
+            {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": f"cat src/module_{turn}.py"}),
+            },
+            {"type": "function_call_output", "call_id": call_id, "output": _file_text(turn)},
+        ]
+    return body
+
+
+# The large request of each client protocol, by the path it is sent to.
+LARGE = {"/v1/messages": anthropic_large, "/v1/chat/completions": openai_large, "/v1/responses": responses_large}

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+from .directions import bridge_routes
 from .processes import BIN, GUNICORN_CONF, ROOT, accepts, free_port, upstream_env, wait_for
 
 LOGS = ROOT / "bench" / "out"  # each server's output, as <name>.log
@@ -115,9 +116,8 @@ def relay(upstream_url, workers=None):
 
 def bridge(upstream_url, workers=None):
     port = free_port()
-    return Server(
-        _name("bridge", workers), gunicorn_argv(port), _env(upstream_env(upstream_url)), port, _workers(workers)
-    )
+    env = _env({**upstream_env(upstream_url), "BRIDGE_ROUTES": bridge_routes(upstream_url)})
+    return Server(_name("bridge", workers), gunicorn_argv(port), env, port, _workers(workers))
 
 
 def _workers(count):

@@ -1,16 +1,18 @@
-"""A fast fake upstream that speaks both protocols, for the benchmark.
+"""A fast fake upstream that speaks the three protocols, for the benchmark.
 
 One asyncio process on one core: keep-alive HTTP/1.1, no framework, so it
 is never the bottleneck (the benchmark measures it directly too). The
-request path picks the protocol (`.../chat/completions` answers as OpenAI,
-`.../v1/messages` as Anthropic) and `"stream": true` picks a stream.
+request path picks the protocol (`.../chat/completions` answers as OpenAI
+Chat, `.../responses` as OpenAI Responses, `.../v1/messages` as Anthropic)
+and `"stream": true` picks a stream. The three answer the same text with
+the same number of text events.
 
-The shape of the answer travels in the model name, the one field both
-translation directions carry through unchanged: `bench-n50-p20` streams 50
-text events, 20 ms apart. Every text event carries its emission time as
-`@<CLOCK_MONOTONIC seconds>@`, so a client on the same machine can compute
-the delay from upstream emission to its own receipt whatever proxy and
-translation sit in between.
+The shape of the answer travels in the model name, the one field every
+direction carries through unchanged (a prefix that routes it is ignored):
+`bench-n50-p20` streams 50 text events, 20 ms apart. Every text event
+carries its emission time as `@<CLOCK_MONOTONIC seconds>@`, so a client on
+the same machine can compute the delay from upstream emission to its own
+receipt whatever proxy and translation sit in between.
 
 Run: python -m bench.upstream PORT
 """
@@ -89,7 +91,23 @@ def _sse(payload, event=None):
     return (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
 
 
-class OpenAIStream:
+class _Stream:
+    """A stream's frames: `head`, one text event per delta (`text`: the frame around its
+    text) and `tail`; Responses numbers its events and repeats the text at the end."""
+
+    repeats_text = False
+
+    def event(self, text, number):
+        """The text event `number` (from 0) of a stream."""
+        before, after = self.text
+        return before + text + after
+
+    def end(self, text, events):
+        """The frames after `events` text events whose texts joined are `text`."""
+        return self.tail
+
+
+class OpenAIStream(_Stream):
     """Chat Completions chunks as OpenAI sends them: role chunk, deltas, finish, usage, [DONE]."""
 
     def __init__(self):
@@ -129,7 +147,7 @@ class OpenAIStream:
         )
 
 
-class AnthropicStream:
+class AnthropicStream(_Stream):
     """Messages events as Anthropic sends them: message_start ... message_stop."""
 
     def __init__(self):
@@ -176,21 +194,125 @@ class AnthropicStream:
         )
 
 
+def _response(status, output, usage):
+    """A Responses API response object as OpenAI sends it (store off, as bridge asks)."""
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1770933883,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": 1024,
+        "max_tool_calls": None,
+        "model": "gpt-4.1-nano-2025-04-14",
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": False,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_logprobs": 0,
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+        "metadata": {},
+    }
+
+
+def _output_text(text):
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def _message(status, content):
+    return {"id": "msg_bench", "type": "message", "status": status, "content": content, "role": "assistant"}
+
+
+def _responses_usage(input_tokens, output_tokens):
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+RESPONSES_BODY = _response(
+    "completed",
+    [_message("completed", [_output_text(OPENAI_BODY["choices"][0]["message"]["content"])])],
+    _responses_usage(16, 90),
+)
+
+
+def _named(kind, **fields):
+    """A Responses event: its type is also its SSE event name."""
+    return _sse({"type": kind, **fields}, kind)
+
+
+class ResponsesStream(_Stream):
+    """Responses events as OpenAI sends them: response.created, in_progress, the message item and
+    its text part added, the text deltas, the text, part and item done, response.completed with
+    usage; every event numbered, the text repeated whole in the last four."""
+
+    repeats_text = True
+    _OPENING = 4  # events before the first delta
+    _WHERE = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+
+    def __init__(self):
+        opened = _response("in_progress", [], None)
+        self.head = (
+            _named("response.created", sequence_number=0, response=opened)
+            + _named("response.in_progress", sequence_number=1, response=opened)
+            + _named("response.output_item.added", sequence_number=2, output_index=0, item=_message("in_progress", []))
+            + _named("response.content_part.added", sequence_number=3, **self._WHERE, part=_output_text(""))
+        )
+        frame = _named("response.output_text.delta", sequence_number=_HOLE, **self._WHERE, delta=_HOLE, logprobs=[])
+        self._delta = frame.split(f'"{_HOLE}"')  # before the number, between it and the text, after
+
+    def event(self, text, number):
+        before, between, after = self._delta
+        return f'{before}{self._OPENING + number}{between}"{text}"{after}'
+
+    def end(self, text, events):
+        number = self._OPENING + events
+        part = _output_text(text)
+        item = _message("completed", [part])
+        done = _response("completed", [item], _responses_usage(16, events))
+        return (
+            _named("response.output_text.done", sequence_number=number, **self._WHERE, text=text, logprobs=[])
+            + _named("response.content_part.done", sequence_number=number + 1, **self._WHERE, part=part)
+            + _named("response.output_item.done", sequence_number=number + 2, output_index=0, item=item)
+            + _named("response.completed", sequence_number=number + 3, response=done)
+        )
+
+
 PROTOCOLS = {
     "openai": (OpenAIStream(), json.dumps(OPENAI_BODY).encode()),
     "anthropic": (AnthropicStream(), json.dumps(ANTHROPIC_BODY).encode()),
+    "responses": (ResponsesStream(), json.dumps(RESPONSES_BODY).encode()),
 }
+_TOKEN = " token"  # the text of an unstamped event
 
 
 def chunked(data):
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def text_event(stream, stamp=True):
-    """One text event; with `stamp` its text is the emission time."""
-    before, after = stream.text
-    text = f"@{time.monotonic():.6f}@ " if stamp else " token"
-    return (before + text + after).encode()
+def _stamp():
+    return f"@{time.monotonic():.6f}@ "
+
+
+def text_event(stream, stamp=True, number=0):
+    """Text event `number` of a stream; with `stamp` its text is the emission time."""
+    return stream.event(_stamp() if stamp else _TOKEN, number).encode()
 
 
 _unpaced_cache = {}
@@ -201,7 +323,9 @@ def unpaced_body(protocol, events):
     key = (protocol, events)
     if key not in _unpaced_cache:
         stream = PROTOCOLS[protocol][0]
-        parts = [stream.head.encode()] + [text_event(stream, stamp=False)] * events + [stream.tail.encode()]
+        parts = [stream.head.encode()]
+        parts += [text_event(stream, stamp=False, number=number) for number in range(events)]
+        parts.append(stream.end(_TOKEN * events, events).encode())
         _unpaced_cache[key] = b"".join(chunked(p) for p in parts) + b"0\r\n\r\n"
     return _unpaced_cache[key]
 
@@ -221,12 +345,16 @@ async def _paced(writer, protocol, events, pace):
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     start = loop.time()
+    texts = []  # kept only for a stream that repeats them at its end
 
     def emit(sent):
         if writer.is_closing():  # the bridge closed the stream: its client left
             done.set_result(None)
             return
-        writer.write(chunked(text_event(stream)))
+        text = _stamp()
+        writer.write(chunked(stream.event(text, sent).encode()))
+        if stream.repeats_text:
+            texts.append(text)
         if sent + 1 < events:
             loop.call_at(start + (sent + 2) * pace, emit, sent + 1)
         else:
@@ -235,11 +363,18 @@ async def _paced(writer, protocol, events, pace):
     if events:
         loop.call_at(start + pace, emit, 0)
         await done
-    writer.write(chunked(stream.tail.encode()) + b"0\r\n\r\n")
+    writer.write(chunked(stream.end("".join(texts), events).encode()) + b"0\r\n\r\n")
 
 
 async def _answer(writer, path, body):
-    protocol = "openai" if path.split("?")[0].endswith("/chat/completions") else "anthropic"
+    route = path.split("?")[0]
+    protocol = (
+        "openai"
+        if route.endswith("/chat/completions")
+        else "responses"
+        if route.endswith("/responses")
+        else "anthropic"
+    )
     try:
         request = json.loads(body)
     except ValueError:

@@ -13,8 +13,23 @@ import pytest
 
 from bench import report, servers
 from bench import run as bench
+from bench.directions import DIRECTIONS, bridge_routes
 from bench.processes import ROOT
+from bridge import settings as settings_module
+from bridge.gateway import routes
+from bridge.protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from bridge.protocols.errors import ANTHROPIC, OPENAI
 from tests.helpers.programs import program
+from tests.helpers.servers import openai_client
+
+
+@pytest.fixture
+def bench_upstream(tmp_path, monkeypatch):
+    """bench/upstream.py in its own process, as the bench starts it."""
+    monkeypatch.setattr(servers, "LOGS", tmp_path)
+    upstream = servers.upstream()
+    yield upstream
+    upstream.stop()
 
 
 def test_bench_runs_every_measurement_and_writes_results(tmp_path):
@@ -143,22 +158,64 @@ def test_bench_without_wrk_says_how_to_install_it(tmp_path):
     assert "apt-get install -y wrk" in run.stderr
 
 
-@pytest.mark.parametrize("direction", ["messages_to_chat", "chat_to_messages"])
-def test_the_instruction_count_child_serves_relay_and_bridge(tmp_path, monkeypatch, direction):
+@pytest.mark.parametrize("direction", ["messages_to_chat", "chat_to_messages", "responses_passthrough"])
+def test_the_instruction_count_child_serves_relay_and_bridge(bench_upstream, direction):
     """What bench.instructions runs under valgrind, run bare (valgrind is optional and slow)."""
-    monkeypatch.setattr(servers, "LOGS", tmp_path)
-    upstream = servers.upstream()
-    try:
-        for target, count, unit in (
-            (target, count, unit) for target in ("relay", "bridge") for count, unit in ((1, "requests"), (10, "events"))
-        ):
-            run = subprocess.run(
-                [sys.executable, "-m", "bench.instructions", upstream.url, target, direction, str(count), unit],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert run.returncode == 0, run.stderr[-3000:]
-    finally:
-        upstream.stop()
+    for target, count, unit in (
+        (target, count, unit) for target in ("relay", "bridge") for count, unit in ((1, "requests"), (10, "events"))
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "bench.instructions", bench_upstream.url, target, direction, str(count), unit],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+
+
+_PROTOCOL_AT = {
+    "/v1/messages": UPSTREAM_MESSAGES,
+    "/v1/chat/completions": UPSTREAM_CHAT,
+    "/v1/responses": UPSTREAM_RESPONSES,
+}
+
+
+@pytest.mark.parametrize("direction", sorted(DIRECTIONS))
+def test_the_bench_bridge_routes_each_direction_to_its_upstream_protocol(direction):
+    """The model a direction's client sends reaches a deployment of the direction's upstream protocol."""
+    d = DIRECTIONS[direction]
+    url = "http://127.0.0.1:9"
+    table = routes.load(
+        settings_module.load(
+            {
+                "BRIDGE_OPENAI_BASE_URL": f"{url}/v1",
+                "BRIDGE_ANTHROPIC_BASE_URL": url,
+                "BRIDGE_ROUTES": bridge_routes(url),
+            }
+        )
+    )
+    client = ANTHROPIC if d.client_path == "/v1/messages" else OPENAI
+    route = table.route_for(client, d.client_body("bench-n50", False)["model"])
+    assert route.protocol == _PROTOCOL_AT[d.upstream_path]
+
+
+def test_the_bench_upstream_answers_responses_as_the_openai_sdk_reads_them(bench_upstream):
+    """A Responses stream, unpaced and paced, folds in the SDK's accumulator into its deltas, its
+    events numbered in order; the answers have the text and the event count of the Chat ones."""
+    client = openai_client(bench_upstream.url)
+    for model, events in (("bench-n7", 7), ("bench-n3-p5", 3)):
+        with client.responses.stream(model=model, input="hi") as stream:
+            received = list(stream)
+            final = stream.get_final_response()
+        deltas = [event.delta for event in received if event.type == "response.output_text.delta"]
+        assert len(deltas) == events and final.output_text == "".join(deltas), model
+        assert [event.sequence_number for event in received] == list(range(events + 8)), model
+        assert [received[0].type, received[-1].type] == ["response.created", "response.completed"]
+        assert final.usage.output_tokens == events
+        chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], stream=True)
+        assert sum(1 for chunk in chat if chunk.choices and chunk.choices[0].delta.content) == events
+    answer = client.responses.create(model="bench-n7", input="hi")
+    chat = client.chat.completions.create(model="bench-n7", messages=[{"role": "user", "content": "hi"}])
+    assert answer.output_text == chat.choices[0].message.content
+    assert answer.usage.total_tokens == chat.usage.total_tokens
