@@ -7,12 +7,11 @@ import tracemalloc
 import pytest
 
 from bridge.protocols.errors import BridgeError, from_openai
+from bridge.translate.chat_response import client_tool_id, upstream_tool_id
 from bridge.translate.messages_to_chat.response import (
     INVALID_ARGUMENTS_KEY,
     anthropic_overflow,
-    client_tool_id,
     to_anthropic_message,
-    upstream_tool_id,
     usage,
 )
 from tests.helpers.contexts import messages_to_chat_context as context

@@ -47,22 +47,30 @@ where the two protocols place things differently:
 """
 
 import dataclasses
-import hashlib
 import itertools
 import re
 
 from ...protocols import json_codec
 from ...protocols.errors import BridgeError, invalid
 from ...protocols.tool_names import safe_tool_name
+from ..chat_request import (
+    CHAT_EFFORTS,
+    chat_tool,
+    chat_user,
+    file_part,
+    flattened,
+    join,
+    stream_fields,
+    tool_attachments,
+)
+from ..chat_response import upstream_tool_id
 from ..model_map import map_model
 from ..tokens import count_tokens
-from .response import upstream_tool_id
 
 MAX_STOP_SEQUENCES = 4
 # Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
 # to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
 _BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # Top-level fields this module translates; any other is reported as dropped.
 _READ = frozenset(
     (
@@ -123,7 +131,7 @@ def to_chat_request(body, settings):
         chat["stop"] = stop
     user = (body.get("metadata") or {}).get("user_id")
     if user:
-        chat["user"] = _user(user)
+        chat["user"] = chat_user(user)
     chat.update(_tools(body, names, dropped))
     chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
     output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
@@ -134,9 +142,7 @@ def to_chat_request(body, settings):
         }
     stream = bool(body.get("stream"))
     if stream:
-        chat["stream"] = True
-        if settings.openai_stream_usage:
-            chat["stream_options"] = {"include_usage": True}
+        chat.update(stream_fields(settings.openai_stream_usage))
     context = Context(
         model=body["model"],
         stream=stream,
@@ -194,7 +200,7 @@ def _messages(body, names, reasoning_history, dropped):
             _require_answered(unanswered)
     _require_answered(unanswered)
     if system:
-        out.insert(0, {"role": "system", "content": _join(system)})
+        out.insert(0, {"role": "system", "content": join(system)})
     return out
 
 
@@ -217,10 +223,6 @@ def _marks_cache(blocks):
     """Whether a block carries Anthropic's cache_control, which no Chat upstream takes. Looked
     for in C (map over dict.__contains__): a generator's frames cost more than the lookups."""
     return any(map(dict.__contains__, blocks, _CACHE_CONTROL))
-
-
-def _join(texts):
-    return "\n\n".join(texts)
 
 
 def _require_answered(unanswered):
@@ -253,11 +255,11 @@ def _assistant_turn(blocks, names, reasoning_history):
             reasoning.append(block["thinking"])
     if not texts and not calls:
         return []  # thinking only: nothing a Chat assistant message can hold
-    message = {"role": "assistant", "content": _join(texts) if texts else None}
+    message = {"role": "assistant", "content": join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     if reasoning_history and reasoning:
-        message["reasoning_content"] = _join(reasoning)
+        message["reasoning_content"] = join(reasoning)
     return [message]
 
 
@@ -278,12 +280,11 @@ def _user_turn(i, blocks, unanswered, names):
         call_id = upstream_tool_id(block["tool_use_id"])
         tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         if media:
-            attachments.append({"type": "text", "text": f"(attachments of tool result {call_id})"})
-            attachments.extend(media)
+            attachments.extend(tool_attachments(call_id, media))
     content = attachments + parts
     if not content:
         return tool_messages
-    return [*tool_messages, {"role": "user", "content": _flattened(content)}]
+    return [*tool_messages, {"role": "user", "content": flattened(content)}]
 
 
 def _tool_result(block, path, names):
@@ -301,7 +302,7 @@ def _tool_result(block, path, names):
                 texts.append(part["text"])
             else:
                 media.append(part)
-    text = _join(texts)
+    text = join(texts)
     if block.get("is_error"):
         text = f"Error: {text}" if text else "Error"
     return text, media
@@ -334,20 +335,12 @@ def _document_parts(block, path):
         )
     if source["type"] == "text":
         texts = [*heading, source["data"]] if source["data"] else []
-        return [{"type": "text", "text": _join(texts)}] if texts else []
+        return [{"type": "text", "text": join(texts)}] if texts else []
     if source["type"] == "content":
         inner = source["content"]
         parts = [p for j, b in enumerate(_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
-        return ([{"type": "text", "text": _join(heading)}] if heading and parts else []) + parts
-    filename = re.sub(r"[^\w.\- ]", "_", block.get("title") or "") or "document.pdf"
-    return [{"type": "file", "file": {"filename": filename, "file_data": _url(source)}}]
-
-
-def _flattened(parts):
-    """A text-only list of parts as one string, for servers that only take strings."""
-    if all(part["type"] == "text" for part in parts):
-        return _join([part["text"] for part in parts])
-    return parts
+        return ([{"type": "text", "text": join(heading)}] if heading and parts else []) + parts
+    return [file_part(block.get("title"), _url(source))]
 
 
 # -- tools -------------------------------------------------------------------------
@@ -375,12 +368,8 @@ def _tools(body, names, dropped):
             dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
             continue
         declared.add(tool["name"])
-        function = {"name": _upstream_name(tool["name"], names), "parameters": _parameters(tool["input_schema"])}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        if tool.get("strict") is True:
-            function["strict"] = True
-        tools.append({"type": "function", "function": function})
+        name = _upstream_name(tool["name"], names)
+        tools.append(chat_tool(name, tool.get("description"), tool["input_schema"], tool.get("strict")))
     choice = body.get("tool_choice")
     if not tools:
         if choice:
@@ -392,11 +381,6 @@ def _tools(body, names, dropped):
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
-
-
-def _parameters(schema):
-    """OpenAI refuses an object schema without `properties` (MCP's argument-less tools send one)."""
-    return schema if "properties" in schema else {**schema, "properties": {}}
 
 
 def _tool_choice(choice, names, declared):
@@ -421,13 +405,6 @@ def _stop_sequences(sequences):
     return [s for s in sequences if s]
 
 
-def _user(user_id):
-    """metadata.user_id as `user`; OpenAI caps it at 64 characters, so longer ids go as a stable hash."""
-    if len(user_id) <= 64:
-        return user_id
-    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
-
-
 def _reasoning(body, enabled, dropped):
     """thinking / output_config.effort as reasoning_effort, for upstreams configured to take it.
 
@@ -446,7 +423,7 @@ def _reasoning(body, enabled, dropped):
     if "display" in thinking:
         dropped.append("thinking.display")  # whether thinking is shown: the upstream decides
     if effort:
-        return {"reasoning_effort": _EFFORTS[effort]}
+        return {"reasoning_effort": CHAT_EFFORTS[effort]}
     if thinking.get("type") == "enabled":
         budget = thinking["budget_tokens"]
         return {"reasoning_effort": "low" if budget < 4096 else "medium" if budget < 16384 else "high"}

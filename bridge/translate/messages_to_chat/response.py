@@ -1,7 +1,9 @@
 """Chat Completions response -> Anthropic Messages response (pure functions).
 
 The rules the stream translator shares live here too: finish_reason ->
-stop_reason, usage, tool-call ids, reading `content` that may be an array.
+stop_reason, usage in Anthropic's shape. How a Chat answer is read (one choice,
+`content` that may be an array, reasoning fields, tool-call ids) is
+chat_response.py, shared with the Responses front's Chat pair.
 
 Decisions:
 - Exactly one choice: Chat `choices` are alternative answers, an Anthropic
@@ -24,22 +26,25 @@ Decisions:
   Code compacts on (anthropic_overflow).
 """
 
-import base64
-import binascii
 import datetime
-import hashlib
 import json
 import re
 import uuid
 
-from ...protocols import json_codec, overflow, shapes
+from ...protocols import shapes
 from ...protocols.errors import BridgeError, from_openai, invalid
+from ..chat_response import (
+    arguments_text,
+    client_tool_id,
+    content_parts,
+    json_object,
+    only_choice,
+    overflow_of,
+    reasoning_text,
+    usage_counts,
+)
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-_ENCODED_ID = "toolu_b64_"
-_ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
-_OPENAI_ID_MAX = 40
 
 
 def to_anthropic_message(completion, context):
@@ -90,11 +95,6 @@ def to_anthropic_message(completion, context):
     }
 
 
-# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
-# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
-_OVERFLOW_STATUSES = (None, 400, 413, 422)
-
-
 def anthropic_overflow(error, estimate):
     """An upstream's context overflow in Anthropic's words; any other error as it came.
 
@@ -107,7 +107,7 @@ def anthropic_overflow(error, estimate):
       an unknown amount" and meets with its own rule (drop the oldest fifth) rather than with
       a limit the bridge made up. T is never written below N, for the same reason.
     """
-    found = overflow.find(error.upstream_detail) if error.upstream_status in _OVERFLOW_STATUSES else None
+    found = overflow_of(error)
     if found is None:
         return error
     prompt = found.prompt if found.prompt is not None else estimate()
@@ -120,52 +120,6 @@ def anthropic_overflow(error, estimate):
         limit = found.limit if found.limit is not None else prompt
         message = f"prompt is too long: {max(prompt, limit)} tokens > {limit} maximum"
     return error.replaced(kind="invalid_request", message=message, status=400)
-
-
-def only_choice(choices):
-    """The single choice of an answer; alternatives cannot be one Anthropic message."""
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-        count = len(choices) if isinstance(choices, list) else 0
-        raise BridgeError(
-            "api_error",
-            f"upstream returned {count} choices; an Anthropic message carries "
-            "exactly one answer (the bridge never asks for n>1)",
-            status=502,
-        )
-    return choices[0]
-
-
-def content_parts(content):
-    """(kind, text) pairs of a Chat `content`: a string, or an array of text/thinking parts (Mistral)."""
-    if isinstance(content, str):
-        return [("text", content)] if content else []
-    parts = []
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            parts.append(("text", part["text"]))
-        elif part.get("type") == "thinking":
-            inner = part.get("thinking")
-            if isinstance(inner, list):
-                inner = "".join(p.get("text", "") for p in inner if isinstance(p, dict))
-            if isinstance(inner, str) and inner:
-                parts.append(("thinking", inner))
-    return [(kind, text) for kind, text in parts if text]
-
-
-def json_object(value):
-    """`value` if it is a JSON object, else {}: a malformed part of an answer carries nothing."""
-    return value if isinstance(value, dict) else {}
-
-
-def reasoning_text(message):
-    """`reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (Groq, OpenRouter, Ollama)."""
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
 
 
 def stop_fields(finish_reason, tool_called, refused, stop_sequence):
@@ -200,22 +154,13 @@ def matched_stop(choice, stop_sequences):
 
 def usage(openai_usage):
     """Anthropic usage from Chat usage: input_tokens excludes what was read from or written to cache."""
-    openai_usage = openai_usage if isinstance(openai_usage, dict) else {}
-    details = openai_usage.get("prompt_tokens_details")
-    details = details if isinstance(details, dict) else {}
-    prompt = _count(openai_usage.get("prompt_tokens"))
-    cached = _count(details.get("cached_tokens")) or _count(openai_usage.get("prompt_cache_hit_tokens"))
-    written = _count(details.get("cache_write_tokens"))
+    counts = usage_counts(openai_usage)
     return {
-        "input_tokens": max(prompt - cached - written, 0),
-        "output_tokens": _count(openai_usage.get("completion_tokens")),
-        "cache_creation_input_tokens": written,
-        "cache_read_input_tokens": cached,
+        "input_tokens": max(counts.prompt - counts.cached - counts.written, 0),
+        "output_tokens": counts.output,
+        "cache_creation_input_tokens": counts.written,
+        "cache_read_input_tokens": counts.cached,
     }
-
-
-def _count(value):
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def tool_input(arguments):
@@ -230,49 +175,9 @@ def tool_input(arguments):
     return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
 
 
-def arguments_text(arguments):
-    """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments)
-
-
 def client_tool_name(context, upstream_name):
     """The client's own name for a tool the request had to rename for OpenAI."""
     return context.tool_names.get(upstream_name, upstream_name)
-
-
-def client_tool_id(upstream_id):
-    """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
-
-    Ids that do not fit (Kimi's `functions.get_weather:0`) are base64url-encoded
-    so the next request can give the upstream its own id back (upstream_tool_id).
-    A missing id gets a fresh one.
-    """
-    if not isinstance(upstream_id, str) or not upstream_id:
-        return f"toolu_{uuid.uuid4().hex}"
-    if _ANTHROPIC_ID.match(upstream_id):
-        return upstream_id
-    return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
-
-
-def upstream_tool_id(client_id):
-    """The tool-call id to send upstream for a tool_use id of the conversation.
-
-    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
-    stable hash, the same for the assistant's call and its tool message. An
-    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
-    no copies of itself, however long.
-    """
-    if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
-        encoded = client_id[len(_ENCODED_ID) :]
-        try:
-            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            pass
-    if len(client_id) <= _OPENAI_ID_MAX:
-        return client_id
-    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]
 
 
 def message_id(upstream_id):

@@ -1,0 +1,154 @@
+"""Reading a Chat Completions answer: what every pair with a Chat upstream shares (pure functions).
+
+An answer in OpenAI's shape, as OpenAI-compatible servers really send it: exactly one choice
+(Chat `choices` are alternative answers, which no client of another protocol can take);
+`content` a string or an array of text and thinking parts (Mistral); reasoning as
+`reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Groq, OpenRouter, Ollama);
+tool `arguments` a JSON string, or the object itself (llama-server, TGI); usage with its
+cache and reasoning counts where the server gives them (DeepSeek's `prompt_cache_hit_tokens`
+too). Tool-call ids go to clients with stricter id rules and come back (client_tool_id,
+upstream_tool_id), and a context overflow is recognised however the server words it
+(overflow.py) at the statuses servers report it with.
+"""
+
+import base64
+import binascii
+import collections
+import hashlib
+import re
+import uuid
+
+from ..protocols import json_codec, overflow
+from ..protocols.errors import BridgeError
+
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ENCODED_ID = "toolu_b64_"
+_ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
+_OPENAI_ID_MAX = 40
+# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
+# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
+_OVERFLOW_STATUSES = (None, 400, 413, 422)
+
+
+def only_choice(choices):
+    """The single choice of an answer; alternatives cannot be one answer of the client's."""
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        count = len(choices) if isinstance(choices, list) else 0
+        raise BridgeError(
+            "api_error",
+            f"upstream returned {count} choices; the client's answer carries "
+            "exactly one (the bridge never asks for n>1)",
+            status=502,
+        )
+    return choices[0]
+
+
+def several_choices(choices):
+    """A stream chunk's choices hold another answer than the first (index 0): a 502 to raise."""
+    if len(choices) > 1 or (choices and choices[0].get("index", 0) != 0):
+        return BridgeError(
+            "api_error", "upstream streamed several choices; the client's answer carries exactly one", status=502
+        )
+    return None
+
+
+def content_parts(content):
+    """(kind, text) pairs of a Chat `content`: a string, or an array of text/thinking parts (Mistral)."""
+    if isinstance(content, str):
+        return [("text", content)] if content else []
+    parts = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            parts.append(("text", part["text"]))
+        elif part.get("type") == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, list):
+                inner = "".join(p.get("text", "") for p in inner if isinstance(p, dict))
+            if isinstance(inner, str) and inner:
+                parts.append(("thinking", inner))
+    return [(kind, text) for kind, text in parts if text]
+
+
+def json_object(value):
+    """`value` if it is a JSON object, else {}: a malformed part of an answer carries nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def reasoning_text(message):
+    """`reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (Groq, OpenRouter, Ollama)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def arguments_text(arguments):
+    """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments)
+
+
+UsageCounts = collections.namedtuple("UsageCounts", "prompt cached written output reasoning")
+
+
+def usage_counts(openai_usage):
+    """Chat usage as counts: `prompt` includes what was read from (`cached`) or written to
+    (`written`) cache, `output` what was reasoned (`reasoning`); what a server leaves out is 0."""
+    openai_usage = json_object(openai_usage)
+    prompt_details = json_object(openai_usage.get("prompt_tokens_details"))
+    output_details = json_object(openai_usage.get("completion_tokens_details"))
+    return UsageCounts(
+        prompt=_count(openai_usage.get("prompt_tokens")),
+        cached=_count(prompt_details.get("cached_tokens")) or _count(openai_usage.get("prompt_cache_hit_tokens")),
+        written=_count(prompt_details.get("cache_write_tokens")),
+        output=_count(openai_usage.get("completion_tokens")),
+        reasoning=_count(output_details.get("reasoning_tokens")),
+    )
+
+
+def _count(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def overflow_of(error):
+    """The context overflow an upstream's error reports (overflow.Overflow), or None for another error."""
+    if error.upstream_status not in _OVERFLOW_STATUSES:
+        return None
+    return overflow.find(error.upstream_detail)
+
+
+def client_tool_id(upstream_id):
+    """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
+
+    Ids that do not fit (Kimi's `functions.get_weather:0`) are base64url-encoded
+    so the next request can give the upstream its own id back (upstream_tool_id).
+    A missing id gets a fresh one.
+    """
+    if not isinstance(upstream_id, str) or not upstream_id:
+        return f"toolu_{uuid.uuid4().hex}"
+    if _ANTHROPIC_ID.match(upstream_id):
+        return upstream_id
+    return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
+
+
+def upstream_tool_id(client_id):
+    """The tool-call id to send upstream for a call id of the conversation.
+
+    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
+    stable hash, the same for the assistant's call and its tool message. An
+    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
+    no copies of itself, however long.
+    """
+    if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
+        encoded = client_id[len(_ENCODED_ID) :]
+        try:
+            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+    if len(client_id) <= _OPENAI_ID_MAX:
+        return client_id
+    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]
