@@ -161,7 +161,8 @@ STREAMS = [
 
 @pytest.mark.parametrize("name", STREAMS)
 def test_the_stream_helpers_final_response_equals_the_response_not_streamed(openai_sdk, fake, name):
-    """As OpenAI does, a response cut short by max tokens ends in response.incomplete."""
+    """As OpenAI does, a response cut short by max tokens ends in response.incomplete; a call it
+    cut carries the arguments its deltas streamed (the non-streamed answer has only their parse)."""
     fake.reply(json_reply(anthropic_stream_message(f"anthropic/{name}")), fixture(f"anthropic/{name}"))
     asked = dict(
         model="claude-sonnet-4-5",
@@ -176,6 +177,10 @@ def test_the_stream_helpers_final_response_equals_the_response_not_streamed(open
         # the helper's final response is a completed one's; an incomplete one is its last event's
         final = stream.get_final_response() if whole.status == "completed" else events[-1].response
     assert events[0].type == "response.created" and events[-1].type == f"response.{whole.status}"
+    streamed = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    for item in whole.output:
+        if item.type == "function_call" and item.status == "incomplete":
+            item.arguments = streamed  # the only call, the one cut short
     assert comparable(final) == comparable(whole)
     assert fake.last.body["stream"] is True
 

@@ -18,6 +18,9 @@ whole character, and sent as `custom_tool_call_input.delta`. The `.done` events
 carry the value read from the whole block (tool JSON read as the upstream's own
 SDK reads it, written as response.py writes it); when that value does not
 continue what the deltas sent, the deltas' sum is the same JSON, not the same text.
+A call whose JSON max_tokens cut short carries exactly what its deltas sent (its
+arguments the raw fragments joined, a custom call's input the text decoded so far),
+in its `.done` event and in its item, which the cut marks `incomplete`.
 
 An item ends (`output_item.done`) when the next item begins or the message ends,
 so a refusal can still join the last message and a cut-off answer marks its last
@@ -39,7 +42,7 @@ from ...protocols import json_codec
 from ...protocols.errors import OPENAI
 from ..anthropic_response import FINISH_REASONS, refusal_text
 from ..anthropic_stream import Block, MessagesStream, broken_stream
-from ..responses_events import Piece, ResponsesEvents, outcome, output_text
+from ..responses_events import CALL_EVENTS, Piece, ResponsesEvents, outcome, output_text
 from .response import (
     anthropic_usage,
     arguments,
@@ -168,8 +171,10 @@ class StreamTranslator(ResponsesEvents, MessagesStream):
             return [self._event("response.web_search_call.searching", **self._where(state))]
         if state.kind == "tool":
             block = state.start
-            tool_input, _ = self._tool_input(state)
+            tool_input, whole = self._tool_input(state)
             done = tool_call_item(self.context, item.index, block.get("id"), block.get("name"), tool_input)
+            if not whole:  # cut short: exactly what the deltas sent
+                done[CALL_EVENTS[done["type"]][1]] = "".join(state.sent)
             return self._call_done(state, done)
         thinking = {"type": "thinking", "thinking": "".join(state.fragments), "signature": state.signature}
         item.done = thinking_item(item.id, thinking if state.kind == "thinking" else state.start, self.context.summary)
