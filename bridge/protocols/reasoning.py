@@ -1,4 +1,4 @@
-"""A `reasoning` item's `encrypted_content`: the Anthropic thinking block bridge served, carried by the client.
+"""A `reasoning` item's `encrypted_content`: the reasoning bridge served, carried by the client.
 
 bridge stores nothing, and Anthropic requires the signed thinking blocks of a turn
 back, byte-exact, before its tool results. Responses clients that ask for
@@ -8,6 +8,11 @@ base64url JSON. It is not encrypted: it holds what the client was shown anyway
 (thinking text, or the redacted block's own opaque data) and a signature only
 Anthropic can verify. Anything else (an OpenAI model's encrypted reasoning, a
 client's own string) does not decode, and the request translator drops it.
+
+A Chat upstream's reasoning (`reasoning_content`) travels the same way, as
+`{"type": "reasoning_content", "text"}`: the Responses front's Chat pair sends it back
+to upstreams that want their reasoning in the history (DeepSeek), and each pair drops
+what another's upstream produced.
 """
 
 import base64
@@ -27,12 +32,29 @@ def encrypted_content(block):
         kept = {"type": "redacted_thinking", "data": block["data"]}
     else:
         kept = {"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]}
+    return _encoded(kept)
+
+
+def chat_reasoning(text):
+    """The client-side form of a Chat upstream's reasoning text."""
+    return _encoded({"type": "reasoning_content", "text": text})
+
+
+def _encoded(kept):
     raw = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
     return _PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def thinking_block(value):
-    """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours.
+    """The Anthropic block an `encrypted_content` carries, or None when it carries none (carried)."""
+    block = carried(value)
+    return block if block is not None and block["type"] != "reasoning_content" else None
+
+
+def carried(value):
+    """What an `encrypted_content` of bridge's carries: an Anthropic `thinking` or
+    `redacted_thinking` block, or a Chat upstream's `reasoning_content`; None when it carries
+    none of ours.
 
     What it decodes to counts towards the request's limits (json_values.loads_decoded): a 413 when
     it holds more JSON values than the request has left.
@@ -54,6 +76,8 @@ def thinking_block(value):
         return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
     if block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
         return {"type": "redacted_thinking", "data": block["data"]}
+    if block.get("type") == "reasoning_content" and isinstance(block.get("text"), str):
+        return {"type": "reasoning_content", "text": block["text"]}
     return None
 
 

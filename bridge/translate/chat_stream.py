@@ -86,7 +86,7 @@ class ChatStream(translator.StreamTranslator):
         out = [] if self.started else self.on_start(payload)
         self.started = True
         choice = choices[0]
-        out += self._delta(choice.get("delta") or {})
+        out += self._pieces(choice.get("delta") or {})
         if choice.get("finish_reason"):
             out += self._close()
             self.finished = choice
@@ -159,7 +159,8 @@ class ChatStream(translator.StreamTranslator):
         text = delta.get("content")
         return text if type(text) is str else None
 
-    def _delta(self, delta):
+    def _pieces(self, delta):
+        """The pieces one delta carries, each to its hook."""
         content = delta.get("content")
         if len(delta) == 1 and type(content) is str:  # the usual chunk, text alone: nothing below applies
             return self._text(content) if content else []

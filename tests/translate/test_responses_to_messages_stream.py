@@ -16,21 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
-from openai.types.responses import ResponseStreamEvent
-from pydantic import TypeAdapter
 
 from bridge.protocols.errors import BridgeError
 from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
 from bridge.translate.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES
+from tests.helpers.accumulators import RESPONSES_EVENT as EVENT
+from tests.helpers.accumulators import responses_fold as sdk_fold
 from tests.helpers.contexts import responses_to_messages_context
 from tests.helpers.recorded import recorded_events
 
 STREAMS = sorted(path.name for path in (FIXTURES / "anthropic").glob("*.sse"))
 COMPLETE = [name for name in STREAMS if name != "error_midstream_overloaded.sse"]
 CUT_OFF = ["cache_read.sse", "cache_write.sse", "max_tokens_mid_tool.sse"]  # stop_reason max_tokens
-EVENT = TypeAdapter(ResponseStreamEvent)
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 # Codex 0.171 reads the retry delay of a rate_limit_exceeded failure with this pattern.
 CODEX_RETRY_DELAY = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
@@ -61,31 +60,6 @@ def non_streamed(upstream):
     if "iterations" in usage:  # a body carries every billed iteration; the SDK's fold keeps only known fields
         message["usage"]["iterations"] = usage["iterations"]
     return message
-
-
-def sdk_fold(out, rebuild=False):
-    """The openai SDK's stream state fed our events: its final response, and the events it fires.
-
-    With `rebuild`, the last event's response comes without `output`, so the SDK must rebuild
-    it from the output_item.done events.
-    """
-    state, fired = ResponseStreamState(input_tools=omit, text_format=omit), []
-    for event in out:
-        parsed = EVENT.validate_python(event)
-        if rebuild and event["type"] in ("response.completed", "response.incomplete"):
-            parsed.response.output = None
-        fired.extend(state.handle_event(parsed))
-    final = json.loads(fired[-1].response.to_json())
-    return _without_sdk_fields(final), fired
-
-
-def _without_sdk_fields(value):
-    """The SDK's parsed response adds `parsed` and `parsed_arguments`, which are not on the wire."""
-    if isinstance(value, dict):
-        return {k: _without_sdk_fields(v) for k, v in value.items() if k not in ("parsed", "parsed_arguments")}
-    if isinstance(value, list):
-        return [_without_sdk_fields(v) for v in value]
-    return value
 
 
 def of_type(out, kind):

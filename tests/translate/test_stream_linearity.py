@@ -22,8 +22,14 @@ from bridge.protocols import sse
 from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
+from bridge.translate.responses_to_chat.stream import StreamTranslator as ResponsesFromChat
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
-from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context, responses_to_messages_context
+from tests.helpers.contexts import (
+    chat_to_messages_context,
+    messages_to_chat_context,
+    responses_to_chat_context,
+    responses_to_messages_context,
+)
 
 pytestmark = pytest.mark.slow  # seconds of CPU: make test-fast leaves it out (setup.cfg)
 
@@ -97,6 +103,7 @@ def call(fields):
 
 
 NAMED = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "lookup", "arguments": ""}}]}
+PATCHING = {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "apply_patch", "arguments": '{"input": "'}}]}
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 
 # front-kind: (translator, framing, the stream of `count` deltas)
@@ -166,6 +173,31 @@ STREAMS = {
         lambda: MessagesFront(messages_to_chat_context(stream=True)),
         ANTHROPIC_SSE,
         {"delta": call({"arguments": PIECE}), "closing": [call({"name": "lookup"})]},
+    ),
+    "responses-chat-text": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"content": PIECE},
+    ),
+    "responses-chat-refusal": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"refusal": PIECE},
+    ),
+    "responses-chat-summary": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True, summary=True)),
+        RESPONSES_SSE,
+        {"reasoning_content": PIECE},
+    ),
+    "responses-chat-tool": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"delta": call({"arguments": PIECE}), "opening": [NAMED]},
+    ),
+    "responses-chat-custom": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True, tools=CUSTOM)),
+        RESPONSES_SSE,
+        {"delta": call({"arguments": PIECE}), "opening": [PATCHING], "closing": [call({"arguments": '"}'})]},
     ),
     "passthrough-messages": (lambda: AnthropicRelay(PassThroughContext("m", True)), ANTHROPIC_SSE, TEXT),
     "passthrough-chat": (lambda: ChatRelay(PassThroughContext("m", True)), CHAT_SSE, {"content": PIECE}),

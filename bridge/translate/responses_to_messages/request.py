@@ -106,6 +106,7 @@ import dataclasses
 from ...protocols.errors import invalid
 from ...protocols.schemas.responses import WEB_SEARCH_TOOLS, declared_tools, input_items
 from ..anthropic_request import (
+    THINKING_TYPES,
     TOOL_CHOICES,
     add_web_search,
     anthropic_tool,
@@ -221,8 +222,8 @@ def conversation(instructions, items, names, context):
             continue
         leading = leading and kind == "additional_tools"
         if kind == "reasoning":
-            block = item.get("encrypted_content")  # the thinking block it carries (schema), or None
-            if block is None:
+            block = item.get("encrypted_content")  # the reasoning of bridge's it carries (schema), or None
+            if block is None or block["type"] not in THINKING_TYPES:  # not an Anthropic model's
                 context.dropped.append(f"input.{index}.encrypted_content")
             elif turns and turns[-1]["role"] == "assistant":
                 append_turn(turns, "assistant", [block])
