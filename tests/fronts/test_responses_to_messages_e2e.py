@@ -16,7 +16,7 @@ import requests
 from bridge.protocols import sse
 from bridge.protocols.schemas.anthropic import validate_messages
 from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
-from tests.helpers.accumulators import anthropic_stream_message
+from tests.helpers.accumulators import anthropic_stream_message, comparable
 from tests.helpers.directions import is_openai_error
 from tests.helpers.recorded import OPENAI_CLIENT_ERRORS, recorded
 
@@ -36,16 +36,6 @@ def blocks(name, kind):
     """The blocks of one type in a recorded answer (.json body or .sse stream)."""
     message = anthropic_stream_message(name) if name.endswith(".sse") else recorded(name)
     return [block for block in message["content"] if block["type"] == kind]
-
-
-def comparable(response):
-    """A Response without what differs between two requests for the same answer: its id (which
-    every item id carries) and its creation time; and without nulls, as the stream helper's
-    ParsedResponse adds `parsed` fields."""
-    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(
-        response.id.removeprefix("resp_"), "ID"
-    )
-    return {**json.loads(text), "created_at": None}
 
 
 # -- responses.create ---------------------------------------------------------------------

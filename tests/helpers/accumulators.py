@@ -75,6 +75,16 @@ def _without_sdk_fields(value):
     return value
 
 
+def comparable(response):
+    """An SDK's Response without what differs between two requests for the same answer: its id
+    (which every item id carries) and its creation time; and without nulls, as the stream helper's
+    ParsedResponse adds `parsed` fields."""
+    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(
+        response.id.removeprefix("resp_"), "ID"
+    )
+    return {**json.loads(text), "created_at": None}
+
+
 def anthropic_stream_message(name):
     """A recorded Anthropic stream as the Messages body of the same answer not streamed."""
     return anthropic_fold(payload for _, payload in recorded_events(name))

@@ -120,7 +120,7 @@ def test_a_pdf_by_url_is_a_400_naming_it():
 
 
 def test_parallel_calls_are_one_assistant_message_and_their_outputs_tool_messages():
-    """Codex sends call, call, output, output."""
+    """Codex sends call, call, output, output; the arguments go back as the model wrote them."""
     sent = messages(
         tools=[EXEC],
         input=[
@@ -139,9 +139,9 @@ def test_parallel_calls_are_one_assistant_message_and_their_outputs_tool_message
             {
                 "id": "call_a",
                 "type": "function",
-                "function": {"name": "exec_command", "arguments": '{"cmd":"echo hi"}'},
+                "function": {"name": "exec_command", "arguments": '{"cmd": "echo hi"}'},
             },
-            {"id": "call_b", "type": "function", "function": {"name": "exec_command", "arguments": '{"cmd":"ls"}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "exec_command", "arguments": '{"cmd": "ls"}'}},
         ],
     }
     assert sent[2:] == [

@@ -63,8 +63,8 @@ The rest
 """
 
 import dataclasses
+import json
 
-from ...protocols import json_codec
 from ...protocols.errors import invalid
 from ...protocols.schemas.responses import CALLS, OUTPUTS, input_items
 from ..chat_request import (
@@ -210,11 +210,13 @@ def _assistant_text(content):
 
 
 def _tool_call(item, names):
+    """A call of the history; its arguments (read as JSON by the schema) written as models write
+    them, json.dumps' own separators: the same text the model wrote, in the common case."""
     arguments = item["arguments"] if item["type"] == "function_call" else {"input": item["input"]}
     return {
         "id": upstream_tool_id(item["call_id"]),
         "type": "function",
-        "function": {"name": call_name(item, names), "arguments": json_codec.dumps_text(arguments)},
+        "function": {"name": call_name(item, names), "arguments": json.dumps(arguments, ensure_ascii=False)},
     }
 
 
