@@ -12,6 +12,7 @@ import openai
 import pytest
 import requests
 
+from bench.processes import wait_for
 from bridge import settings as settings_module
 from bridge.app import create_app
 from bridge.protocols import sse
@@ -20,7 +21,7 @@ from tests.fake_upstream import FIXTURES, chat_stream, fixture, json_reply
 from tests.helpers.accumulators import comparable, openai_stream_completion
 from tests.helpers.directions import is_openai_error
 from tests.helpers.recorded import OVERFLOWS, recorded
-from tests.helpers.servers import LiveBridge, bridge_env, openai_client
+from tests.helpers.servers import LiveBridge, access_lines, bridge_env, openai_client
 
 QUESTION = "What's the weather in Paris?"
 EXEC = {
@@ -46,12 +47,11 @@ PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
 CAPTURES = sorted((FIXTURES / "clients/codex-0.171.0/captures").glob("*.json"))
 
 
-@pytest.fixture(scope="module")
-def live(fake):
+def routes(fake):
     """deepseek-* on a deployment that takes reasoning_effort and wants its reasoning back (as
     `max_tokens`); every other name on a plain Chat server; both the fake, at /v1."""
     deployment = {"protocol": "openai-chat", "base_url": f"{fake.url}/v1"}
-    routes = {
+    return {
         "default_routes": False,
         "routes": [
             {
@@ -69,7 +69,11 @@ def live(fake):
             {"models": ["*"], "deployments": [{**deployment, "name": "local"}]},
         ],
     }
-    served = LiveBridge(create_app(settings_module.load(bridge_env(fake, BRIDGE_ROUTES=json.dumps(routes)))))
+
+
+@pytest.fixture(scope="module")
+def live(fake):
+    served = LiveBridge(create_app(settings_module.load(bridge_env(fake, BRIDGE_ROUTES=json.dumps(routes(fake))))))
     yield served
     served.close()
 
@@ -181,6 +185,28 @@ def test_a_namespaced_tools_call_comes_back_with_its_namespace(client, fake):
         {"target": "a1"},
     )
     assert fake.last.body["tools"][0]["function"]["name"] == "multi_agent_v1__close_agent"
+
+
+def test_a_stream_is_logged_with_its_direction_upstream_model_and_the_servers_usage(start_bridge, fake):
+    live = start_bridge(BRIDGE_ROUTES=json.dumps(routes(fake)), BRIDGE_LOG_LEVEL="INFO")
+    usage = openai_stream_completion("openai/deepseek_reasoning.sse")["usage"]
+    fake.reply(fixture("openai/deepseek_reasoning.sse"))
+    with access_lines() as lines:
+        with openai_client(live.url).responses.stream(model="deepseek-reasoner", input=QUESTION) as stream:
+            final = stream.get_final_response()
+        wait_for(lambda: lines, "the access line")
+    [line] = lines
+    assert (line["direction"], line["deployment"], line["upstream_model"]) == (
+        "responses_to_chat",
+        "deepseek",
+        "deepseek-reasoner",
+    )
+    assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+        "reported",
+    )
+    assert final.usage.output_tokens_details.reasoning_tokens == usage["completion_tokens_details"]["reasoning_tokens"]
 
 
 # -- conversations ------------------------------------------------------------------------
