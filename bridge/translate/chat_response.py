@@ -43,15 +43,6 @@ def only_choice(choices):
     return choices[0]
 
 
-def several_choices(choices):
-    """A stream chunk's choices hold another answer than the first (index 0): a 502 to raise."""
-    if len(choices) > 1 or (choices and choices[0].get("index", 0) != 0):
-        return BridgeError(
-            "api_error", "upstream streamed several choices; the client's answer carries exactly one", status=502
-        )
-    return None
-
-
 def content_parts(content):
     """(kind, text) pairs of a Chat `content`: a string, or an array of text/thinking parts (Mistral)."""
     if isinstance(content, str):

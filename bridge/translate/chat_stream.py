@@ -28,7 +28,7 @@ import dataclasses
 from ..protocols import shapes
 from ..protocols.errors import BridgeError, from_openai
 from . import translator
-from .chat_response import arguments_text, content_parts, json_object, reasoning_text, several_choices
+from .chat_response import arguments_text, content_parts, json_object, reasoning_text
 from .tokens import text_tokens
 from .translator import DONE
 
@@ -37,7 +37,6 @@ from .translator import DONE
 class ChatCall:
     """One tool call of the answer, from its first fragment to its last."""
 
-    index: int  # the upstream's `index` for it
     id: str
     name: str
     pending: list = dataclasses.field(default_factory=list)  # argument fragments that came before the name
@@ -76,9 +75,10 @@ class ChatStream(translator.StreamTranslator):
         if usage is not None:
             self.usage = usage
         choices = payload.get("choices") or []
-        error = several_choices(choices)
-        if error is not None:
-            raise error
+        if len(choices) > 1 or (choices and choices[0].get("index", 0) != 0):
+            raise BridgeError(
+                "api_error", "upstream streamed several choices; the client's answer carries exactly one", status=502
+            )
         if self.finished is not None:
             return self._end() if usage is not None else []
         if not choices:
@@ -197,7 +197,7 @@ class ChatStream(translator.StreamTranslator):
         arguments = arguments_text(function.get("arguments"))
         call = self.calls.get(index)
         if call is None or (call_id and call.id and call_id != call.id):
-            call = self.calls[index] = ChatCall(index, call_id, name)
+            call = self.calls[index] = ChatCall(call_id, name)
         elif call.opened and call is not self.open:  # its piece is closed
             if not arguments:
                 return []  # a repeat of a finished call's id or name adds nothing

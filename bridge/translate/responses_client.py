@@ -84,8 +84,8 @@ class Context:
     dropped: list = dataclasses.field(default_factory=list)  # for x-bridge-dropped-params
 
 
-def context_for(body, context_class, **fields):
-    """A pair's Context (a subclass of Context, with its own `fields`) for a validated body."""
+def context_for(body, context_class):
+    """A pair's Context (a subclass of Context) for a validated body."""
     reasoning = body.get("reasoning") or {}
     return context_class(
         model=body["model"],
@@ -96,7 +96,6 @@ def context_for(body, context_class, **fields):
         tools={},
         dropped=dropped_options(body),
         summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
-        **fields,
     )
 
 

@@ -218,11 +218,11 @@ class ResponsesEvents:
     """
 
     context = None
-    sequence = 0
-    opened = False  # response.created is out
     done = False
 
     def __init__(self):
+        self.sequence = 0  # the next event's sequence_number
+        self.opened = False  # response.created is out
         self.items = []  # every item added so far; the last may be open
         self.output = []  # the items done, for the final response
 

@@ -93,7 +93,6 @@ from ..responses_client import (
 from ..tokens import chat_input_tokens
 
 _CHAT_DETAILS = ("auto", "low", "high")  # the image details Chat takes
-_NO_PARAMETERS = {"type": "object", "properties": {}}
 
 
 @dataclasses.dataclass
@@ -296,10 +295,10 @@ def declare_tools(body, context):
     """(Chat tools, {(namespace, name): upstream name}) for the function and custom tools the
     request declares (responses_client.client_tools); hosted tools are dropped and named."""
     declared, names = client_tools(body, context)
-    tools = [
-        chat_tool(name, tool_description(tool, namespace), tool_parameters(tool) or _NO_PARAMETERS, tool.get("strict"))
-        for name, tool, namespace in declared
-    ]
+    tools = []
+    for name, tool, namespace in declared:
+        parameters = tool_parameters(tool) or {"type": "object"}
+        tools.append(chat_tool(name, tool_description(tool, namespace), parameters, tool.get("strict")))
     return tools, names
 
 
