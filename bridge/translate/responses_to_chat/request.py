@@ -197,7 +197,7 @@ def _assistant(chat, text="", call=None):
         chat.unanswered += 1
     if chat.reasoning:
         texts = [last["reasoning_content"]] if "reasoning_content" in last else []
-        last["reasoning_content"] = join(texts + [text for _, text in chat.reasoning])
+        last["reasoning_content"] = join(texts + [thought for _, thought in chat.reasoning])
         chat.reasoning = []
 
 
