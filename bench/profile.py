@@ -74,7 +74,8 @@ def cpu_us(app, path, body, headers, count):
 
 
 def apps(upstream_url, log_level="WARNING"):
-    """(relay, bridge) WSGI apps against the upstream; the bridge's access lines are INFO."""
+    """(relay, bridge) WSGI apps against the upstream; the bridge's access lines are INFO. The
+    environment's OTEL_* variables reach the bridge: its cost with traces on can be measured."""
     os.environ["BENCH_UPSTREAM"] = upstream_url
     relay = importlib.import_module("bench.relay").app
     from bridge import settings
@@ -83,6 +84,7 @@ def apps(upstream_url, log_level="WARNING"):
     bridge = create_app(
         settings.load(
             {
+                **{name: value for name, value in os.environ.items() if name.startswith("OTEL_")},
                 "BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                 "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
                 "BRIDGE_LOG_LEVEL": log_level,

@@ -24,7 +24,7 @@ from .fronts.responses import bp as responses_to_messages_bp
 from .gateway import routes
 from .gateway.failover import Balancer
 from .gateway.upstream import Upstream
-from .policy import admission, auth, usage
+from .policy import admission, auth, keys, usage
 from .protocols import ratelimit
 from .protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .serve import observability
@@ -47,6 +47,7 @@ def create_app(settings=None, table=None):
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     accounts = usage.Accounts(settings, table)
+    key_store = keys.KeyStore(accounts.redis) if settings.redis_keys else None
     app.extensions["bridge"] = types.SimpleNamespace(
         settings=settings,
         routes=table,
@@ -61,7 +62,12 @@ def create_app(settings=None, table=None):
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
-    observability.install(app, settings, accounts.finished)
+    labels = observability.Labels(
+        models=usage.model_labels(settings, table),
+        upstream_models=table.upstream_models(),
+        providers={deployment.name: deployment.provider for deployment in table.deployments()},
+    )
+    observability.install(app, settings, accounts.finished, accounts.priced, labels, untraced=_UNAUTHENTICATED)
 
     @app.get("/healthz")
     def healthz():
@@ -78,7 +84,10 @@ def create_app(settings=None, table=None):
         kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
         record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
-            record.client = auth.authenticate(settings, request.headers) or None
+            key = auth.authenticate(settings, request.headers, key_store)
+            if key is not None:
+                auth.identify(record, key, request.headers)
+            record.session = observability.session_of(request.headers)
 
     admission.install(app, settings, _UNAUTHENTICATED, accounts)
 

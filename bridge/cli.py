@@ -1,6 +1,7 @@
 """The `bridge` command: `bridge check` tells an operator whether the service can run;
 `bridge usage` prints today's usage per client from Redis: the requests admitted (one refused by
-a client limit does not count) and their tokens.
+a client limit does not count) and their tokens; `bridge keys` manages the client keys held in
+Redis (policy/keys.py), each change seen by every worker within a second.
 
 It loads the settings and the routes exactly as the service will (environment,
 then BRIDGE_SETTINGS_FILE, then BRIDGE_ROUTES), prints them with every key shown
@@ -17,10 +18,12 @@ a checked configuration for its workers (deploy/gunicorn.conf.py).
 """
 
 import argparse
+import calendar
 import dataclasses
 import json
 import pickle
 import sys
+import time
 
 import redis
 import requests
@@ -28,7 +31,9 @@ import requests
 from . import settings as settings_module
 from .gateway import routes
 from .gateway.upstream import transport_error
-from .policy import auth, usage
+from .policy import auth, keys, usage
+from .protocols.errors import BridgeError
+from .translate.model_map import map_model
 
 _SECRETS = ("openai_api_key", "anthropic_api_key")
 _TIMEOUT = 5.0
@@ -44,9 +49,12 @@ def main(argv=None):
         "usage", help="print today's (UTC) requests admitted (not those refused) and tokens per client from Redis"
     )
     used.add_argument("--client", help="only this client key name")
+    _key_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "usage":
         return print_usage(args.client)
+    if args.command == "keys":
+        return manage_keys(args)
     if args.pickle and sys.stdout.isatty():
         parser.error("--pickle writes keys: not to a terminal")
     return check(args.offline, args.pickle)
@@ -73,6 +81,101 @@ def print_usage(client):
     return 0
 
 
+def _key_commands(commands):
+    managing = commands.add_parser("keys", help="client keys held in Redis (BRIDGE_REDIS_KEYS), changed live")
+    actions = managing.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="a new key, printed once (only its digest is stored)")
+    create.add_argument("name")
+    create.add_argument("--team", default="")
+    create.add_argument("--user", default="")
+    create.add_argument("--trusted", action="store_true", help="its client may name the user with x-bridge-user")
+    create.add_argument("--models", default="", help="comma-separated globs the key may call (default: any)")
+    create.add_argument("--deny", default="", help="comma-separated globs it may not call")
+    create.add_argument("--expires", help="UTC date (YYYY-MM-DD) or time (YYYY-MM-DDTHH:MM:SSZ) it stops working")
+    create.add_argument("--rpm", type=int, default=0)
+    create.add_argument("--tpm", type=int, default=0)
+    create.add_argument("--tpd", type=int, default=0)
+    create.add_argument("--budget", type=float, default=0.0, help="dollars per calendar month (UTC)")
+    create.add_argument("--budget-day", type=float, default=0.0, help="dollars per UTC day")
+    rotate = actions.add_parser("rotate", help="a new key for NAME; the old one stays valid --grace seconds")
+    rotate.add_argument("name")
+    rotate.add_argument("--grace", type=float, default=86400.0)
+    for action, text in (
+        ("show", "one key's settings"),
+        ("revoke", "end the key (and any rotated-away one of it) at once"),
+        ("disable", "turn the key off until `enable`"),
+        ("enable", "turn a disabled key back on"),
+    ):
+        actions.add_parser(action, help=text).add_argument("name")
+    actions.add_parser("list", help="every key's name, team and state")
+    actions.add_parser("import", help="copy BRIDGE_CLIENT_KEYS (their digests) into Redis")
+
+
+def manage_keys(args):
+    try:
+        settings = settings_module.load()
+    except settings_module.SettingsError as error:
+        print(f"bridge: invalid setting: {error}", file=sys.stderr)
+        return 2
+    if not settings.redis_url:
+        print("bridge: keys are held in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
+        return 2
+    store = usage.connect(settings)
+    try:
+        return _key_action(store, settings, args)
+    except (LookupError, ValueError) as error:
+        print(f"bridge: {error}", file=sys.stderr)
+        return 2
+    except redis.RedisError as error:
+        print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
+        return 1
+
+
+def _key_action(store, settings, args):
+    if args.action == "create":
+        print(keys.create(store, args.name, **_key_fields(args)))
+    elif args.action == "rotate":
+        print(keys.rotate(store, args.name, args.grace))
+    elif args.action in ("revoke", "disable", "enable"):
+        keys.set_state(store, args.name, {"revoke": "revoked", "disable": "disabled", "enable": "active"}[args.action])
+    elif args.action == "show":
+        record = keys.current(store, args.name)
+        print(json.dumps({"digest": record.digest[:12], **json.loads(record.as_json())}, indent=2))
+    elif args.action == "list":
+        for record in keys.listed(store):
+            print(f"{record.name:<24} {record.team or record.name:<20} {record.state}")
+    elif args.action == "import":
+        for key in settings.client_keys:
+            keys.imported(store, key)
+        print(f"imported {len(settings.client_keys)} keys")
+    return 0
+
+
+def _key_fields(args):
+    """A new key's fields from `bridge keys create`'s options, checked as BRIDGE_CLIENT_KEYS' are."""
+    for label in (args.name, args.team, args.user):
+        if label and not settings_module.LABEL.match(label):
+            raise ValueError(f"{label!r} must be 1 to 64 letters, digits or ._@+-")
+    expires = None
+    if args.expires:
+        shape = "%Y-%m-%d" if len(args.expires) == 10 else "%Y-%m-%dT%H:%M:%SZ"
+        expires = calendar.timegm(time.strptime(args.expires, shape))
+    limits = settings_module.Limits(args.rpm, args.tpm, args.tpd)
+    budget = None
+    if args.budget or args.budget_day:
+        budget = settings_module.Budget("key", args.name, day=args.budget_day, month=args.budget)
+    return {
+        "team": args.team,
+        "user": args.user,
+        "trusted": args.trusted,
+        "models": tuple(glob.strip() for glob in args.models.split(",") if glob.strip()),
+        "deny": tuple(glob.strip() for glob in args.deny.split(",") if glob.strip()),
+        "expires": expires,
+        "limits": limits if any(dataclasses.astuple(limits)) else None,
+        "budget": budget,
+    }
+
+
 def check(offline=False, pickled=False):
     try:
         settings, table = routes.configuration()
@@ -96,6 +199,11 @@ def check(offline=False, pickled=False):
     print("upstreams:")
     failing = []
     for deployment in table.deployments():
+        if deployment.cloud is not None:
+            ok, verdict, url = probe_cloud(settings, deployment)
+            failing += [] if ok else [deployment.name]
+            print(f"  {deployment.name} ({deployment.cloud.kind}): POST {url} -> {verdict}")
+            continue
         url = deployment.url(routes.MODELS[deployment.protocol])
         ok, verdict = probe(url, auth.upstream_headers(settings, deployment, {}), bool(deployment.key))
         if not ok:
@@ -140,6 +248,30 @@ def shown(settings):
         elif field.name == "model_map":
             value = json.dumps(dict(value))
         yield field.name, value
+
+
+def probe_cloud(settings, deployment):
+    """(ok, verdict, URL) of a Bedrock or Vertex deployment: its credentials, then a token count
+    (free) of one word on its model, signed as a call is. Neither a key nor a token is printed."""
+    method, url, body = deployment.cloud.probe(map_model(deployment.settings.model_map, "probe"))
+    data = json.dumps(body).encode()
+    try:
+        headers = deployment.cloud.sign(method, url, {"content-type": "application/json"}, data)
+    except (BridgeError, settings_module.SettingsError) as error:
+        return False, f"credentials failed ({error})", url
+    session = requests.Session()
+    session.trust_env = False
+    try:
+        response = session.post(url, data=data, headers=headers, timeout=_TIMEOUT, allow_redirects=False)
+    except requests.RequestException as exc:
+        return False, f"unreachable ({transport_error(exc).message})", url
+    finally:
+        session.close()
+    status = response.status_code
+    if status < 300:
+        return True, f"reachable, HTTP {status}, credentials accepted", url
+    refused = " (the credentials were refused, or lack the permission)" if status in (401, 403) else ""
+    return False, f"reachable but HTTP {status}{refused}", url
 
 
 def probe(url, headers, holds_key):

@@ -8,6 +8,7 @@ the environment wins over the file.
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -27,6 +28,21 @@ class SettingsError(Exception):
 class ClientKey:
     name: str
     digest: bytes  # sha256 of the key: the key itself is never kept
+    team: str = ""  # its team, whose spend and budgets it counts in ("": the key's name)
+    user: str = ""  # its user ("": none, or the x-bridge-user a trusted key's client names)
+    trusted: bool = False  # its client may name the user with x-bridge-user
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Dollars one key, team or user may spend per UTC day and calendar month (0: no budget);
+    a soft one only logs and counts when passed (usage.py)."""
+
+    scope: str  # key, team or user
+    name: str  # its name, or * for every one of its scope without a line of its own
+    day: float = 0.0
+    month: float = 0.0
+    soft: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +96,9 @@ class Settings:
         None  # None: half of BRIDGE_THREADS with several client keys (policy/admission.py)
     )
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
+    budgets: tuple = ()  # Budget, one per scope and name (BRIDGE_BUDGETS)
     redis_url: str = ""
+    redis_keys: bool = False  # client keys also held in Redis, managed with `bridge keys` (policy/keys.py)
     redis_timeout: float = 0.25
     redis_failure: str = "open"
     reserve_output_tokens: int = 8192  # of a call's max output, what admission reserves at most (usage.py)
@@ -92,6 +110,12 @@ class Settings:
     pool_size: int = 1280
     streams_per_worker: int = 1000
     log_level: str = "INFO"
+    traces: bool = False  # the OTEL_* variables ask for OTLP traces (serve/tracing.py)
+
+    @property
+    def checks_keys(self):
+        """Clients must present a key: BRIDGE_CLIENT_KEYS names some, or keys are held in Redis."""
+        return bool(self.client_keys) or self.redis_keys
 
     def __repr__(self):
         # Keys never reach a log line, even through a debug print of settings.
@@ -290,28 +314,82 @@ def _capabilities(name, value):
 
 
 def _client_keys(name, value):
-    """Entries are `key`, `name:key` or `name:sha256:<hex>`, comma-separated or one per line of a file."""
+    """Entries are `key`, `name:key` or `name:sha256:<hex>`, each maybe followed by `team=T`,
+    `user=U` and `trusted=true` (x-bridge-user names the user), comma-separated or one per line
+    of a file."""
     entries, entry = _entries(name, value)
     keys = []
     for number, line in entries:
-        line = line.strip()
-        if not line or line.startswith("#"):
+        words = line.strip().split()
+        if not words or words[0].startswith("#"):
             continue
-        parts = line.split(":")
+        parts = words[0].split(":")
+        where = f"{entry} {number} ({parts[0] if len(parts) > 1 else 'key'})"
+        fields = _fields(where, words[1:], {"team": _label, "user": _label, "trusted": _flag})
         if len(parts) == 3 and parts[1] == "sha256":
             try:
                 digest = bytes.fromhex(parts[2])
             except ValueError:
                 digest = b""
             if len(digest) != 32:
-                raise SettingsError(f"{entry} {number} ({parts[0]}): sha256 must be 64 hex digits")
-            keys.append(ClientKey(parts[0], digest))
+                raise SettingsError(f"{where}: sha256 must be 64 hex digits")
+            keys.append(ClientKey(parts[0], digest, **fields))
         elif len(parts) in (1, 2) and parts[-1]:
             label = parts[0] if len(parts) == 2 else f"key{len(keys) + 1}"
-            keys.append(ClientKey(label, hashlib.sha256(parts[-1].encode()).digest()))
+            keys.append(ClientKey(label, hashlib.sha256(parts[-1].encode()).digest(), **fields))
         else:
             raise SettingsError(f"{entry} {number} is not `key`, `name:key` or `name:sha256:<hex>`")
     return tuple(keys)
+
+
+# A team's or user's name: a label in metrics and a part of Redis keys (bounded, no separators).
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+
+
+def _label(name, value):
+    if not LABEL.match(value):
+        raise SettingsError(
+            f"{name}: {value!r} must be 1 to 64 letters, digits or ._@+- (starting with one of the first two)"
+        )
+    return value
+
+
+def _fields(where, words, parsers):
+    """`field=value` words, each parsed by its parser in `parsers`."""
+    fields = {}
+    for word in words:
+        field, sep, raw = word.partition("=")
+        if not sep or field not in parsers or field in fields:
+            raise SettingsError(f"{where}: {word!r} is not one of {', '.join(f + '=...' for f in parsers)} (once each)")
+        fields[field] = parsers[field](f"{where} {field}", raw)
+    return fields
+
+
+_SCOPES = ("key", "team", "user")
+
+
+def _budgets(name, value):
+    """Lines `key:NAME day=D month=M [soft]` (team:, user: likewise; NAME * for every one of the
+    scope without a line of its own), dollars, from a file (an absolute path) or comma-separated."""
+    entries, entry = _entries(name, value)
+    budgets = {}
+    for number, line in entries:
+        words = line.split("#")[0].split()
+        if not words:
+            continue
+        scope, sep, owner = words[0].partition(":")
+        where = f"{entry} {number} ({words[0]})"
+        if not sep or scope not in _SCOPES or not (owner == "*" or LABEL.match(owner)):
+            raise SettingsError(f"{where}: must start with key:NAME, team:NAME or user:NAME (NAME may be *)")
+        if (scope, owner) in budgets:
+            raise SettingsError(f"{where}: {words[0]} has two lines")
+        soft = "soft" in words[1:]
+        dollars = lambda n, v: _number(n, v, float, 0.000001)  # noqa: E731
+        amounts = _fields(where, [w for w in words[1:] if w != "soft"], {"day": dollars, "month": dollars})
+        if not amounts:
+            raise SettingsError(f"{where}: no budget given (day=DOLLARS or month=DOLLARS)")
+        budgets[scope, owner] = Budget(scope, owner, soft=soft, **amounts)
+    return tuple(budgets.values())
 
 
 # variable -> (field, parser)
@@ -357,7 +435,9 @@ _PARSERS = {
     "BRIDGE_QUEUE_TIMEOUT": ("queue_timeout", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_MAX_REQUESTS_PER_CLIENT": ("max_requests_per_client", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_CLIENT_LIMITS": ("client_limits", _client_limits),
+    "BRIDGE_BUDGETS": ("budgets", _budgets),
     "BRIDGE_REDIS_URL": ("redis_url", _redis_url),
+    "BRIDGE_REDIS_KEYS": ("redis_keys", _flag),
     "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
     "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
     "BRIDGE_RESERVE_OUTPUT_TOKENS": ("reserve_output_tokens", lambda n, v: _number(n, v, int, 0)),
@@ -411,15 +491,16 @@ def load(environ=None):
         if variable in _PARSERS:
             field, parse = _PARSERS[variable]
             fields[field] = parse(variable, raw)
+    fields["traces"] = _traces(os.environ if environ is None else environ)
     settings = Settings(**fields)
     holds_key = settings.openai_api_key or settings.anthropic_api_key
-    if holds_key and not settings.client_keys and not settings.allow_open_relay:
+    if holds_key and not settings.checks_keys and not settings.allow_open_relay:
         raise SettingsError(
             "an upstream API key is set but BRIDGE_CLIENT_KEYS is empty: anyone who can reach "
             "the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or BRIDGE_ALLOW_OPEN_RELAY=true "
             "if the network in front of the bridge already restricts who can call it."
         )
-    if settings.max_requests_per_client and not settings.client_keys:
+    if settings.max_requests_per_client and not settings.checks_keys:
         raise SettingsError(
             "BRIDGE_MAX_REQUESTS_PER_CLIENT counts requests by client key, but BRIDGE_CLIENT_KEYS is empty: "
             "without client keys the bridge cannot tell clients apart. Set BRIDGE_CLIENT_KEYS, or leave it at 0."
@@ -428,7 +509,48 @@ def load(environ=None):
     return settings
 
 
+def _traces(environ):
+    """Whether the standard OpenTelemetry variables ask for traces: OTEL_TRACES_EXPORTER=otlp, or
+    an OTLP endpoint with no exporter named (OTEL_SDK_DISABLED=true and `none` turn them off);
+    only what bridge can do: OTLP over HTTP, with the SDK installed."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = {name.strip() for name in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if name.strip()}
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if exporters - {"otlp", "none"}:
+        raise SettingsError(f"OTEL_TRACES_EXPORTER: bridge exports traces with otlp only, got {', '.join(exporters)}")
+    if "otlp" not in exporters and (exporters or not endpoint):
+        return False
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = environ.get(variable)
+        if protocol:
+            if protocol != "http/protobuf":
+                raise SettingsError(f"{variable}: bridge exports traces over http/protobuf only, got {protocol!r}")
+            break
+    for variable in (
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "OTEL_BSP_EXPORT_TIMEOUT",
+    ):
+        if environ.get(variable):
+            _number(variable, environ[variable], int, 1)
+    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        raise SettingsError(
+            "the OTEL_* variables ask for traces, but the OpenTelemetry SDK is not installed: "
+            "pip install 'bridge[otel]'"
+        )
+    return True
+
+
 def _check_limits(settings):
+    if settings.redis_keys and not settings.redis_url:
+        raise SettingsError("BRIDGE_REDIS_KEYS holds client keys in Redis: set BRIDGE_REDIS_URL")
+    if settings.budgets and not settings.redis_url:
+        raise SettingsError(
+            "BRIDGE_BUDGETS needs Redis: set BRIDGE_REDIS_URL. Spend is shared by every worker and VM only "
+            "through a shared store."
+        )
     if not settings.client_limits:
         return
     if not settings.redis_url:
@@ -436,13 +558,13 @@ def _check_limits(settings):
             "BRIDGE_CLIENT_LIMITS needs Redis: set BRIDGE_REDIS_URL. The limits hold across gunicorn's "
             "workers and across VMs only through a shared store; the bridge keeps no per-worker ones."
         )
-    if not settings.client_keys:
+    if not settings.checks_keys:
         raise SettingsError(
             "BRIDGE_CLIENT_LIMITS counts by client key, but BRIDGE_CLIENT_KEYS is empty: "
             "without client keys the bridge cannot tell clients apart."
         )
     names = {key.name for key in settings.client_keys}
-    for client, _ in settings.client_limits:
+    for client, _ in settings.client_limits if not settings.redis_keys else ():
         if client != "*" and client not in names:
             known = ", ".join(sorted(names)) or "none: BRIDGE_CLIENT_KEYS is empty"
             raise SettingsError(f"BRIDGE_CLIENT_LIMITS: client {client!r} is no client key name (known: {known})")

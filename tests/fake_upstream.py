@@ -6,7 +6,9 @@ the bridge actually sent upstream. Streams are written with chunked
 transfer encoding, optionally paced, so the bridge sees them arrive the way
 a real server sends them. A fake made with `listening=False` has its port
 bound but refuses every connection until `listen()`: an upstream that is
-still starting.
+still starting. A fake given `rules` (ResponsesRules) answers a POST to
+.../responses that breaks one of OpenAI's rules with OpenAI's error, as the
+real API does, and keeps its queued reply for the next request.
 """
 
 import dataclasses
@@ -18,7 +20,10 @@ import ssl
 import sys
 import threading
 import time
+import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from openai.types.responses import response_create_params, response_input_item_param, tool_param
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -48,6 +53,7 @@ class Recorded:
     headers: dict
     body: object
     peer: tuple = None  # the bridge's end of the connection it came on
+    raw: bytes = b""  # the body's bytes as they came (a signature is over them)
 
 
 def split_events(raw):
@@ -189,6 +195,194 @@ def messages_stream(text="", tool_uses=(), model="claude-sonnet-4-5"):
     return Reply(headers={"content-type": "text/event-stream"}, events=events)
 
 
+def responses_answer(text="", function_calls=(), reasoning=None, model="gpt-5", status="completed"):
+    """A non-streamed Responses API answer: an optional reasoning item `(summary text,
+    encrypted_content)`, the text as one message, each function call `(call_id, name, arguments
+    dict)` as one item, with usage. `status` "incomplete" says max_output_tokens cut it."""
+    output = []
+    if reasoning:
+        summary, encrypted = reasoning
+        output.append(
+            {
+                "id": "rs_fake",
+                "type": "reasoning",
+                "encrypted_content": encrypted,
+                "summary": [{"type": "summary_text", "text": summary}],
+            }
+        )
+    if text:
+        output.append(
+            {
+                "id": "msg_fake",
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": text}],
+            }
+        )
+    output += [
+        {
+            "id": f"fc_fake_{index}",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": json.dumps(arguments),
+            "call_id": call_id,
+            "name": name,
+        }
+        for index, (call_id, name, arguments) in enumerate(function_calls)
+    ]
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 100,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 5 if reasoning else 0},
+            "total_tokens": 110,
+        },
+    }
+
+
+def responses_stream(text="", function_calls=(), reasoning=None, model="gpt-5", status="completed"):
+    """The same answer streamed as OpenAI writes it: response.created and response.in_progress,
+    each output item between output_item.added and output_item.done (the reasoning summary, the
+    text and each call's arguments in one delta), then response.completed, or response.incomplete,
+    carrying the whole answer."""
+    answer = responses_answer(text, function_calls, reasoning, model, status)
+    events = []
+
+    def event(kind, **fields):
+        fields = {"type": kind, "sequence_number": len(events), **fields}
+        events.append(f"event: {kind}\ndata: {json.dumps(fields)}\n\n".encode())
+
+    opening = {**answer, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+    event("response.created", response=opening)
+    event("response.in_progress", response=opening)
+    for index, item in enumerate(answer["output"]):
+        at = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "reasoning":
+            part = item["summary"][0]
+            event("response.output_item.added", output_index=index, item={**item, "summary": []})
+            event("response.reasoning_summary_part.added", **at, summary_index=0, part={**part, "text": ""})
+            event("response.reasoning_summary_text.delta", **at, summary_index=0, delta=part["text"])
+            event("response.reasoning_summary_text.done", **at, summary_index=0, text=part["text"])
+            event("response.reasoning_summary_part.done", **at, summary_index=0, part=part)
+        elif item["type"] == "message":
+            part = item["content"][0]
+            event(
+                "response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []}
+            )
+            event("response.content_part.added", **at, content_index=0, part={**part, "text": ""})
+            event("response.output_text.delta", **at, content_index=0, delta=part["text"], logprobs=[])
+            event("response.output_text.done", **at, content_index=0, text=part["text"], logprobs=[])
+            event("response.content_part.done", **at, content_index=0, part=part)
+        else:
+            event(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress", "arguments": ""},
+            )
+            event("response.function_call_arguments.delta", **at, delta=item["arguments"])
+            event("response.function_call_arguments.done", **at, arguments=item["arguments"])
+        event("response.output_item.done", output_index=index, item=item)
+    event("response.completed" if status == "completed" else "response.incomplete", response=answer)
+    return Reply(headers={"content-type": "text/event-stream"}, events=events)
+
+
+def _type_names(union):
+    """The `type` values of the members of one of the openai SDK's request unions (a member's
+    `type` is a Literal, or an Optional one)."""
+
+    def names(hint):
+        return [name for arg in typing.get_args(hint) for name in ([arg] if isinstance(arg, str) else names(arg))]
+
+    return frozenset(name for member in typing.get_args(union) for name in names(typing.get_type_hints(member)["type"]))
+
+
+class ResponsesRules:
+    """What OpenAI's /v1/responses refuses, so a fake with these rules refuses it too.
+
+    The field, input item and tool names are the official openai SDK's (its request types are
+    generated from OpenAI's API spec); the statuses and wordings are OpenAI's, as recorded
+    (tests/fixtures/openai/responses_error_*) or as quoted in users' reports.
+    `reasoning_models`: prefixes of the model names that reason: only they return encrypted
+    reasoning, and they refuse `temperature`.
+    """
+
+    FIELDS = frozenset(typing.get_type_hints(response_create_params.ResponseCreateParamsStreaming))
+    ITEM_TYPES = _type_names(response_input_item_param.ResponseInputItemParam)
+    TOOL_TYPES = _type_names(tool_param.ToolParam)
+
+    def __init__(self, reasoning_models=("o1", "o3", "o4", "gpt-5", "codex")):
+        self.reasoning_models = tuple(reasoning_models)
+
+    def refusal(self, body):
+        """The error reply OpenAI gives this request body, or None when it breaks no rule."""
+        for field in body:
+            if field not in self.FIELDS:
+                return _openai_error(400, f"Unknown parameter: '{field}'.", field, "unknown_parameter")
+        limit = body.get("max_output_tokens")
+        if isinstance(limit, int) and limit < 16:
+            return _openai_error(
+                400,
+                "Invalid 'max_output_tokens': integer below minimum value. "
+                f"Expected a value >= 16, but got {limit} instead.",
+                "max_output_tokens",
+                "integer_below_min_value",
+            )
+        reasons = str(body.get("model", "")).startswith(self.reasoning_models)
+        if reasons and "temperature" in body:
+            return _openai_error(
+                400, "Unsupported parameter: 'temperature' is not supported with this model.", "temperature", None
+            )
+        if not reasons and "reasoning.encrypted_content" in (body.get("include") or ()):
+            return _openai_error(400, "Encrypted content is not supported with this model.", "include", None)
+        for index, tool in enumerate(body.get("tools") or ()):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind not in self.TOOL_TYPES:
+                return _invalid_value(kind, self.TOOL_TYPES, f"tools[{index}].type")
+        items = body.get("input")
+        for index, item in enumerate(items if isinstance(items, list) else ()):
+            kind = item.get("type", "message") if isinstance(item, dict) else None
+            if kind not in self.ITEM_TYPES:
+                return _invalid_value(kind, self.ITEM_TYPES, f"input[{index}].type")
+            # Nothing is stored under store:false, so an id (an item_reference's too) can only
+            # name an item that is not there; but a reasoning item that carries its encrypted
+            # content is sent whole, its id with it (the API requires one), as Codex sends it.
+            stored = item.get("id")
+            carried = kind == "reasoning" and item.get("encrypted_content")
+            if body.get("store") is False and stored and not carried:
+                return _openai_error(
+                    404,
+                    f"Item with id '{stored}' not found. Items are not persisted when `store` is set to false. "
+                    "Try again with `store` set to true, or remove this item from your input.",
+                    "input",
+                    None,
+                )
+        return None
+
+
+def _openai_error(status, message, param, code):
+    return json_reply(
+        {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}, status
+    )
+
+
+def _invalid_value(value, supported, param):
+    names = ", ".join(f"'{name}'" for name in sorted(supported))
+    return _openai_error(400, f"Invalid value: '{value}'. Supported values are: {names}.", param, "invalid_value")
+
+
 class Flood:
     """An Anthropic text stream that does not end, written as fast as the connection takes it.
 
@@ -226,11 +420,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeUpstream:
-    def __init__(self, listening=True, tls=None):
-        """`tls`: (certificate, key) files to answer over HTTPS, as real upstreams do."""
+    def __init__(self, listening=True, tls=None, rules=None):
+        """`tls`: (certificate, key) files to answer over HTTPS, as real upstreams do. `rules`: a
+        ResponsesRules the POSTs to .../responses must keep (also settable, `fake.rules = ...`)."""
         self.requests = []
         self._replies = []
         self.default = None  # a Reply, or a function of the Recorded request returning one
+        self.rules = rules
         self.closed_streams = []  # (path, events written) of streams the client closed early
         self.closed_unanswered = []  # (path, time.monotonic()) of calls closed during delay_headers
         self._lock = threading.Lock()
@@ -264,18 +460,31 @@ class FakeUpstream:
             self.closed_streams.clear()
             self.closed_unanswered.clear()
             self.default = None
+            self.rules = None
 
     @property
     def last(self):
         return self.requests[-1]
 
     def _next(self, recorded):
+        refusal = self._refusal(recorded)
+        if refusal is not None:
+            return refusal
         with self._lock:
             if self._replies:
                 return self._replies.pop(0)
         if callable(self.default):
             return self.default(recorded)
         return self.default or json_reply({"error": {"message": "fake upstream: no reply queued"}}, 599)
+
+    def _refusal(self, recorded):
+        """OpenAI's error for a Responses request that breaks the rules; the queued reply waits."""
+        rules = self.rules
+        if rules is None or recorded.method != "POST" or not isinstance(recorded.body, dict):
+            return None
+        if not recorded.path.split("?")[0].endswith("/responses"):
+            return None
+        return rules.refusal(recorded.body)
 
     def close(self):
         if self._thread is not None:
@@ -301,7 +510,7 @@ def _handler(fake):
             except ValueError:
                 body = raw
             recorded = Recorded(
-                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address, raw
             )
             fake.requests.append(recorded)
             reply = fake._next(recorded)

@@ -12,6 +12,7 @@ have systemd-analyze || need+=(systemd)
 have wrk || need+=(wrk)
 have valgrind || need+=(valgrind)
 have npm || need+=(nodejs npm)
+have prometheus || need+=(prometheus)  # and promtool: the dashboard and alert rules tests
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing from Debian's packages: ${need[*]}"

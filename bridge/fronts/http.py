@@ -11,7 +11,7 @@ from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..gateway import failover, passthrough, upstream
-from ..policy import admission, limits
+from ..policy import admission, auth, limits
 from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, json_codec, ratelimit
 from ..protocols.errors import BridgeError, invalid
 from ..serve import observability
@@ -47,7 +47,9 @@ def read_json(items="messages", generates=True):
     limits.check_values(raw, settings.max_json_values)
     body = parse_json(raw)
     limits.check_parsed(body, items, settings)
-    observability.current().model = body.get("model") if isinstance(body.get("model"), str) else None
+    record = observability.current()
+    record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    auth.check_model(record, record.model)
     admission.admit_body(bridge(), raw, body, generates)
     return body
 
@@ -184,8 +186,8 @@ def forward(route, prepare, stream_translator, translate_body, framing, reword, 
             return prepare(deployment)
 
     try:
-        _, response, context = failover.send(bridge(), route, prepared, passthrough, path)
-        return answer(response, context, stream_translator, translate_body, framing)
+        deployment, response, context = failover.send(bridge(), route, prepared, passthrough, path)
+        return answer(response, context, stream_translator, translate_body, framing, deployment.cloud)
     except upstream.ClientLeft:
         return Response(status=499)  # for the access line (nginx's status for it): nobody reads it
     except BridgeError as error:
@@ -239,8 +241,11 @@ def route_for(client_protocol, body):
     return bridge().routes.route_for(client_protocol, model)
 
 
-def answer(response, context, stream_translator, translate_body, framing):
-    """The client's answer to an upstream's: its stream relayed and translated, or its body translated."""
+def answer(response, context, stream_translator, translate_body, framing, cloud=None):
+    """The client's answer to an upstream's: its stream relayed and translated, or its body translated.
+
+    A `cloud` deployment's (gateway/bedrock.py, vertex.py) stream is decoded by its decoder, and
+    its body put in Anthropic's shape first."""
     headers = {
         **dropped_header(context.dropped),
         **ratelimit.client_headers(stream_translator.protocol, response.headers, time.time()),
@@ -255,13 +260,18 @@ def answer(response, context, stream_translator, translate_body, framing):
             settings.max_event_bytes,
             settings.client_stall_timeout,
             request.environ.get(STREAM_LOOP),
+            cloud and cloud.decoder(settings.max_event_bytes),
         )
         return sse_response(events, headers)
     body = upstream.read_json(response)
+    content = response.content
+    shaped = body if cloud is None else cloud.answer(body)
+    if shaped is not body:
+        body, content = shaped, json_codec.dumps(shaped)
     if translate_body is None:  # pass-through: the upstream's bytes as it sent them
         passthrough.check_answer(body, stream_translator.protocol)
         observability.current().answered(body)
-        return Response(response.content, headers=headers, mimetype="application/json")
+        return Response(content, headers=headers, mimetype="application/json")
     return json_response(translate_body(body, context), headers=headers)
 
 

@@ -82,6 +82,7 @@ class Balancer:
     def cool_down(self, deployment):
         with self._lock:
             self._cool_until[deployment.name] = self._clock() + self.cooldown
+        observability.cooling(deployment.name, time.time() + self.cooldown)
 
 
 def _tier(deployment):
@@ -111,23 +112,31 @@ def send(state, route, prepare, passthrough=False, path=None):
         body = cap_max_tokens(body, deployment.protocol, deployment.max_tokens)
         headers = auth.upstream_headers(state.settings, deployment, request.headers, passthrough)
         record.deployment = deployment.name
+        url = deployment.url(path or GENERATE[deployment.protocol])
+        cloud = deployment.cloud  # Bedrock, Vertex: their own URL, body and signature
+        if cloud is not None:
+            record.upstream_model = body.get("model")
+            url, body, headers = cloud.request(path or GENERATE[deployment.protocol], body, headers, context.stream)
+        span = record.attempt(deployment.name, deployment.provider, body, headers)
         try:
             response = state.upstream.request(
                 "POST",
-                deployment.url(path or GENERATE[deployment.protocol]),
+                url,
                 headers,
                 body,
                 stream=context.stream,
                 retries=0 if several else None,
                 held=auth.held_credential(state.settings, deployment),
                 client=client,
+                sign=cloud.sign if cloud is not None else None,
             )
         except BridgeError as error:
-            observability.attempted(deployment.name, _outcome(error))
+            moving_on = several and moves_on(error) and number < len(attempts)
+            record.attempted(deployment.name, _outcome(error), span, _reason(error) if moving_on else None)
             if not several or not moves_on(error):
                 raise
             state.balancer.cool_down(deployment)
-            if number == len(attempts):
+            if not moving_on:
                 raise
             log.warning(
                 "request %s: deployment %s failed before answering (%s); trying %s",
@@ -137,9 +146,17 @@ def send(state, route, prepare, passthrough=False, path=None):
                 attempts[number].name,
             )
             continue
-        observability.attempted(deployment.name, str(response.status_code))
+        record.attempted(deployment.name, str(response.status_code), span)
         record.upstream_error = None  # a deployment tried before is not this call's failure
         return deployment, response, context
+
+
+def _reason(error):
+    """Why a call left a deployment (observability.FAILOVER_REASONS)."""
+    status = error.upstream_status
+    if status is not None:
+        return "rate_limit" if status == 429 else "server_error"
+    return "timeout" if error.kind == "timeout" else "connection"
 
 
 def _outcome(error):

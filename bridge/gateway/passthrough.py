@@ -103,16 +103,16 @@ class _Relay(translator.StreamTranslator):
 
     def __init__(self, context):
         self.context = context
-        self._upstream_error = None
+        self._ending = None  # the upstream's own last events, which the client gets instead of bridge's
 
     def fail(self, error):
-        if self._upstream_error is not None:
-            return [self._upstream_error]
+        if self._ending is not None:
+            return self._ending
         return super().fail(error)
 
     def _failed(self, payload, error):
         """Raise `error` for the relay to record, and hand the client the upstream's own event."""
-        self._upstream_error = payload
+        self._ending = [payload]
         raise error
 
 
@@ -205,11 +205,13 @@ _RESPONSES_DELTAS = {
 class ResponsesRelay(_Relay):
     """A Responses stream, which ends with its response's last state (completed, incomplete or failed).
 
-    An `error` event is the upstream's failure, relayed as it came; a `response.failed` is an
-    answer that says it failed, relayed whole as the stream's end.
+    An `error` event is relayed as it came, and so is what follows it: OpenAI may end the
+    stream there or with a `response.failed`. Either end is the upstream's failure for the
+    access record, raised once the client has the event (fail() then adds nothing).
     """
 
     protocol = OPENAI
+    _error = None  # the error event's, until the stream's end
 
     def feed(self, event_name, payload):
         kind = payload.get("type") if isinstance(payload, dict) else None
@@ -220,16 +222,32 @@ class ResponsesRelay(_Relay):
             if type(delta) is str:
                 self.relayed += len(delta) if delta.isascii() else text_size(delta)
         elif kind == "error":
-            self._failed(payload, from_openai({"error": payload}))
+            self._error = from_openai(
+                {"error": payload.get("error") if isinstance(payload.get("error"), dict) else payload}
+            )
+        elif kind == "response.failed":
+            response = payload.get("response")
+            self._failed(
+                payload,
+                self._error or from_openai({"error": response.get("error") if isinstance(response, dict) else None}),
+            )
         self.done = kind in _RESPONSES_ENDS
         return [payload]
 
     def finish(self):
         if self.done:
             return []
+        if self._error is not None:
+            self._ending = []  # the error event, relayed, was the stream's last
+            raise self._error
         raise BridgeError(
             "api_error", "upstream stream ended before response.completed; the answer is incomplete", status=502
         )
+
+    def fail(self, error):
+        if self._ending is not None:
+            return self._ending
+        return [{"type": "error", **error.body_for(self.protocol)}]  # an error event, as OpenAI writes one
 
     def estimate(self):
         return self.context.input_tokens, size_tokens(self.relayed)

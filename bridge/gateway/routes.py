@@ -17,6 +17,11 @@ goes to its front's default route, built from today's settings: BRIDGE_OPENAI_* 
 Anthropic clients, BRIDGE_ANTHROPIC_* for OpenAI clients, BRIDGE_MODEL_MAP naming the
 upstream model; `"default_routes": false` turns them off, and such a name is then a 404.
 
+An `anthropic` deployment may be Claude in a company's cloud account instead: `"cloud":
+"bedrock"` (with `region`, and `endpoint_url`, `aws_profile`; bedrock.py) or `"cloud": "vertex"`
+(with `project`, `region`, and `endpoint_url`, `credentials_file`; vertex.py), its `model`
+the cloud's model id, its credentials the cloud library's own, in place of `base_url` and a key.
+
 A key is never in the file nor in a URL: a deployment names the environment variable or
 the file that holds it, and it is read here, kept out of every repr and log line. All the
 deployments of a route speak one protocol, so that a request is validated once for it.
@@ -27,16 +32,19 @@ import fnmatch
 from urllib.parse import quote
 
 from .. import settings as settings_module
+from ..policy import prices as price_table
 from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, errors
 from ..protocols.errors import BridgeError
 from ..settings import PROMPT_CACHE_TTLS, SettingsError, _url, json_setting, named_file, read_text
 from ..translate.capabilities import check_fields
+from . import bedrock, vertex
 
 PROTOCOLS = (UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES)
 # Each protocol's generation and model-list paths, after the base URL (OpenAI's two share a
 # base URL: https://api.openai.com/v1, Azure's .../openai/v1 or .../openai with an api-version).
 GENERATE = {UPSTREAM_CHAT: "/chat/completions", UPSTREAM_MESSAGES: "/v1/messages", UPSTREAM_RESPONSES: "/responses"}
 MODELS = {UPSTREAM_CHAT: "/models", UPSTREAM_MESSAGES: "/v1/models", UPSTREAM_RESPONSES: "/models"}
+_PROVIDERS = {UPSTREAM_CHAT: "openai", UPSTREAM_MESSAGES: "anthropic", UPSTREAM_RESPONSES: "openai"}
 _AUTH_STYLES = ("bearer", "api-key", "x-api-key", "none")
 _DEFAULT_AUTH = {UPSTREAM_CHAT: "bearer", UPSTREAM_MESSAGES: "x-api-key", UPSTREAM_RESPONSES: "bearer"}
 _UNRESERVED = "-._~"  # characters a query value keeps unquoted
@@ -62,7 +70,12 @@ _DEPLOYMENT_FIELDS = {
     "web_search",
     "weight",
     "tier",
+    "prices",
+    "cloud",
+    *bedrock.FIELDS,
+    *vertex.FIELDS,
 }
+CLOUDS = {"bedrock": bedrock.Bedrock, "vertex": vertex.Vertex}
 # Per-deployment switches that are global settings for the default routes.
 _OPENAI_SWITCHES = {
     "max_tokens_param": "openai_max_tokens_param",
@@ -87,9 +100,16 @@ class Deployment:
     weight: int = 1
     tier: int = 1  # 2 and up: a backup, called only while every deployment of the tiers before fails
     key_source: str = ""  # where the key comes from, for an operator's log line: never the key
+    prices: price_table.Price | None = None  # its own (`prices`), else the shipped table's by upstream model
+    cloud: object = dataclasses.field(default=None, repr=False, compare=False)  # bedrock.py, vertex.py
     # The settings its translation reads: the model map naming its upstream model, and the
     # per-upstream switches (openai_max_tokens_param, ...).
     settings: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def provider(self):
+        """Its gen_ai.provider.name (the OpenTelemetry GenAI conventions' name for who serves it)."""
+        return self.cloud.provider if self.cloud is not None else _PROVIDERS.get(self.protocol, self.protocol)
 
     def url(self, path, query=""):
         """The URL of `path` (`/chat/completions`, `/v1/messages`, ...) on this deployment,
@@ -136,6 +156,11 @@ class Table:
     def names(self):
         """Client-facing model ids the routes define (patterns are not model ids)."""
         return [name for route in self.routes for name in route.models if "*" not in name]
+
+    def upstream_models(self):
+        """Upstream model names the routes and model maps name (a name passed through is not one)."""
+        maps = (deployment.settings.model_map for deployment in self.deployments() if deployment.settings)
+        return {target for model_map in maps for _, target in model_map}
 
     def deployments(self):
         """Every deployment once, the default routes' first."""
@@ -252,11 +277,14 @@ def _deployment(item, where, settings, environ):
         raise SettingsError(f"{where}: name is required (it names the deployment in logs and metrics)")
     where = f'{where} ("{name}")'
     _known(item, _DEPLOYMENT_FIELDS, where)
-    protocol = item.get("protocol")
+    cloud = _cloud(item, where)
+    protocol = item.get("protocol", UPSTREAM_MESSAGES if cloud else None)
     if protocol not in PROTOCOLS:
         raise SettingsError(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    base_url = _url(f"{where}: base_url", _text(item, "base_url", where, required=True))
-    auth = item.get("auth", _DEFAULT_AUTH[protocol])
+    if cloud and protocol != UPSTREAM_MESSAGES:
+        raise SettingsError(f"{where}: a {cloud.kind} deployment speaks anthropic, not {protocol}")
+    base_url = cloud.base_url if cloud else _url(f"{where}: base_url", _text(item, "base_url", where, required=True))
+    auth = "none" if cloud else item.get("auth", _DEFAULT_AUTH[protocol])  # a cloud's own: sign()
     if auth not in _AUTH_STYLES:
         raise SettingsError(f"{where}: auth must be one of {', '.join(_AUTH_STYLES)}, got {auth!r}")
     key = _key(item, where, environ)
@@ -292,8 +320,8 @@ def _deployment(item, where, settings, environ):
             raise SettingsError(f"{where}: prompt_cache must be one of {', '.join(PROMPT_CACHE_TTLS)}")
         switches["prompt_cache"] = item["prompt_cache"]
     if "capabilities" in item:
-        if protocol != UPSTREAM_MESSAGES:
-            raise SettingsError(f"{where}: capabilities applies to anthropic deployments only")
+        if protocol == UPSTREAM_CHAT:
+            raise SettingsError(f"{where}: capabilities applies to anthropic and openai-responses deployments only")
         if not isinstance(item["capabilities"], dict):
             raise SettingsError(f"{where}: capabilities must be an object")
         try:
@@ -320,9 +348,28 @@ def _deployment(item, where, settings, environ):
         max_tokens=_whole(item, "max_tokens", where, 0),
         weight=_whole(item, "weight", where, 1, minimum=1),
         tier=_whole(item, "tier", where, 1, minimum=1),
-        key_source=_key_source(name, item),
+        prices=price_table.parse(item["prices"], where) if "prices" in item else None,
+        key_source=f"the {cloud.describe()} of deployment {name}" if cloud else _key_source(name, item),
+        cloud=cloud,
         settings=own,
     )
+
+
+def _cloud(item, where):
+    """The deployment's cloud (bedrock.py, vertex.py), None for an API with a base URL and a key."""
+    kind = item.get("cloud")
+    fields = sorted(field for field in (*bedrock.FIELDS, *vertex.FIELDS) if field in item)
+    if kind is None:
+        if fields:
+            raise SettingsError(f"{where}: {fields[0]} applies to a cloud deployment only (cloud: bedrock or vertex)")
+        return None
+    if kind not in CLOUDS:
+        raise SettingsError(f"{where}: cloud must be one of {', '.join(CLOUDS)}, got {kind!r}")
+    kind_fields = bedrock.FIELDS if kind == "bedrock" else vertex.FIELDS
+    for field in ("base_url", "api_key_env", "api_key_file", "auth", *fields):
+        if field in item and field not in kind_fields:
+            raise SettingsError(f"{where}: a {kind} deployment takes no {field} (its credentials are the cloud's)")
+    return CLOUDS[kind].from_entry(item, where)
 
 
 def _key(item, where, environ):
@@ -407,10 +454,11 @@ def _check_unique(table, where):
 
 def _check_relay(table, settings):
     """A key held with no client keys is an open relay, as settings.load says for the defaults."""
-    holding = [deployment.name for route in table.routes for deployment in route.deployments if deployment.key]
-    if holding and not settings.client_keys and not settings.allow_open_relay:
+    holding = [d.name for route in table.routes for d in route.deployments if d.key or d.cloud]
+    if holding and not settings.checks_keys and not settings.allow_open_relay:
         raise SettingsError(
-            f"BRIDGE_ROUTES: deployment {holding[0]} holds an upstream key but BRIDGE_CLIENT_KEYS is empty: "
+            f"BRIDGE_ROUTES: deployment {holding[0]} holds an upstream key or cloud credentials "
+            "but BRIDGE_CLIENT_KEYS is empty: "
             "anyone who can reach the bridge could spend that key. Set BRIDGE_CLIENT_KEYS, or "
             "BRIDGE_ALLOW_OPEN_RELAY=true if the network in front of the bridge already restricts who can call it."
         )

@@ -78,21 +78,23 @@ class Upstream:
         self.settings = settings
         self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
 
-    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None, client=None):
+    def request(self, method, url, headers, body=None, stream=False, retries=None, held=None, client=None, sign=None):
         """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both.
 
         `retries` (BRIDGE_RETRIES by default) bounds the retries of this URL; a caller with
         another deployment to try instead passes 0 and moves on when Unanswered is raised.
         `held` names the credential in `headers` when it is the bridge's own, not the client's
         (auth.held_credential): a 401/403 for it is the operator's to fix. `client` is the
-        client's socket, watched until the answer begins (ClientLeft).
+        client's socket, watched until the answer begins (ClientLeft). `sign(method, url,
+        headers, body bytes)` gives the headers with a cloud deployment's credential, made for
+        the exact bytes sent (bedrock.py, vertex.py).
         """
         record = observability.current()
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             record.upstream_model = body["model"]
         try:
             retries = self.settings.retries if retries is None else retries
-            response = self._send(method, url, headers, body, stream, retries, held, client)
+            response = self._send(method, url, headers, body, stream, retries, held, client, sign)
         except ClientLeft:
             record.error = "client_closed"  # the access line's outcome, as for a stream the client left
             raise
@@ -102,8 +104,14 @@ class Upstream:
         record.upstream_status = response.status_code
         return response
 
-    def _send(self, method, url, headers, body, stream, retries, held, client):
-        prepared = _prepare(method, url, headers, json_codec.dumps(body) if body is not None else None)
+    def _send(self, method, url, headers, body, stream, retries, held, client, sign):
+        data = json_codec.dumps(body) if body is not None else None
+        if sign is not None:
+            try:
+                headers = sign(method, url, headers, data)
+            except BridgeError as error:  # its credentials: nothing was sent, another deployment may answer
+                raise Unanswered(error.kind, error.message, status=error.status) from None
+        prepared = _prepare(method, url, headers, data)
         timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
         while True:
@@ -438,7 +446,12 @@ def answer_error(response):
     except (ValueError, RecursionError):
         payload = None
     message = code = param = None
+    if isinstance(payload, list) and len(payload) == 1:
+        payload = payload[0]  # Vertex AI: [{"error": {"code", "message", "status"}}]
     inner = payload.get("error") if isinstance(payload, dict) else None
+    if inner is None and isinstance(payload, dict) and isinstance(payload.get("message"), str):
+        # Amazon Bedrock: {"message"}, its type in a header
+        inner = {"message": payload["message"], "type": response.headers.get("x-amzn-errortype", "").split(":")[0]}
     if isinstance(inner, str) and inner:
         inner = {"message": inner}  # llama.cpp's and LM Studio's own servers, some gateways
     if isinstance(inner, dict):

@@ -89,7 +89,7 @@ def _cap(settings, environ):
     if settings.max_requests_per_client is not None:
         return settings.max_requests_per_client
     threads = environ.get(THREADS)
-    return max(1, threads // 2) if threads and len(settings.client_keys) > 1 else 0
+    return max(1, threads // 2) if threads and (len(settings.client_keys) > 1 or settings.redis_keys) else 0
 
 
 def admit_body(bridge, raw, body, generates):

@@ -23,6 +23,11 @@ as settling never releases twice. A client may still pass a
 token limit by the last call admitted under it, plus what each call in flight uses beyond its
 reservation. Admission is one round trip (a Lua script).
 
+Budgets (BRIDGE_BUDGETS): dollars per key, team and user per UTC day and calendar month, checked
+in the same script: the spend counted (prices.py prices each call at its end) plus what calls
+in flight reserved (`estimated` input and output at the dearest prices that may serve the
+model), each budget with its own sorted set of reservations, settled as the tokens' are.
+
 Counting goes off every request's path: the end of a request puts its counts on its worker's
 queue, and one writer thread per worker sends what is queued to Redis, in one transaction, as
 soon as it is there. A full queue drops and counts (bridge_usage_dropped_total), as does a
@@ -38,6 +43,7 @@ the timeout, and neither is a stack trace.
 """
 
 import atexit
+import calendar
 import collections
 import logging
 import math
@@ -56,14 +62,17 @@ from requests.structures import CaseInsensitiveDict
 from ..protocols.errors import BridgeError
 from ..protocols.shapes import is_count
 from ..serve.observability import _series, _tokens
+from ..settings import Limits
 from ..translate import model_map
 from ..translate.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
+from . import prices
 from .admission import RETRY_AFTER, refusal
 
 log = logging.getLogger("bridge.usage")
 
 KINDS = ("input", "output", "cache_read", "cache_write")
 _DAY_KEPT = 35 * 86400  # `bridge usage` reads today's counts; a month stays for whoever asks Redis
+_SPEND_KEPT = 400 * 86400  # spend per day by key, team, user and model: a year of chargeback
 RESERVATION_SECONDS = 900  # a reservation never settled (its worker killed mid-call) lapses then
 QUEUED = 10_000  # usage counts a worker keeps for Redis at most
 _BATCH = 500  # counts the writer sends in one transaction at most
@@ -81,6 +90,23 @@ CLIENT_TOKENS = Counter(
     "for and kind: input (cached included), output, cache_read and cache_write (parts of input).",
     ["client", "model", "kind"],
 )
+CLIENT_COST = Counter(
+    "bridge_client_cost",
+    "US dollars spent (the upstream's usage by kind times prices: policy/prices.py), by client key name, its team "
+    "and model asked for; a call with no price counts in bridge_unpriced_requests instead.",
+    ["client", "team", "model"],
+)
+UNPRICED = Counter(
+    "bridge_unpriced_requests",
+    "Requests that used tokens of a model with no price (a deployment's `prices`, or the shipped table): their "
+    "cost is unknown, not $0.",
+    ["deployment"],
+)
+SOFT_BUDGETS = Counter(
+    "bridge_soft_budget_exceeded",
+    "Requests admitted past a soft budget (BRIDGE_BUDGETS), by its scope and window.",
+    ["scope", "window"],
+)
 LIMITED = Counter("bridge_client_limited", "Requests refused by a client limit.", ["client", "limit"])
 REDIS_ERRORS = Counter(
     "bridge_redis_errors", "Redis calls that failed or timed out, by what they were for.", ["operation"]
@@ -93,23 +119,44 @@ DROPPED = Counter(
 )
 
 # KEYS: this minute's requests, this minute's tokens, today's tokens, the client's reservations
-# (a sorted set of "id:tokens" by expiry) and their sum. ARGV: the three limits (0: none), now,
-# then the reservation: its member, its expiry, its tokens (0: none), the seconds its keys live.
-# Refused: {limit name, its count, tokens held}; admitted: {""}.
+# (a sorted set of "id:tokens" by expiry) and their sum; then per budget its reservations ("id:micros")
+# and their sum, today's and this month's spend (micro-dollars). ARGV: the three limits (0: none),
+# now, then the token reservation: its member, its expiry, its tokens (0: none), the seconds its keys
+# live; the money reservation: its member, its micro-dollars; then per budget its day and month limits
+# (0: none), 1 when soft, its label. Refused: {limit name, its count, held} or {"budget", label,
+# window, spent, held, limit}; admitted: {"", soft budgets passed as "label window"...}.
 _ADMIT = """
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
-if #lapsed > 0 then
-    local tokens = 0
-    for _, member in ipairs(lapsed) do tokens = tokens + tonumber(string.match(member, '%d+$')) end
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
-    redis.call('DECRBY', KEYS[5], tokens)
-    if redis.call('ZCARD', KEYS[4]) == 0 then redis.call('DEL', KEYS[5]) end
+local function held(set, sum)
+    local lapsed = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[4])
+    if #lapsed > 0 then
+        local amount = 0
+        for _, member in ipairs(lapsed) do amount = amount + tonumber(string.match(member, '%d+$')) end
+        redis.call('ZREMRANGEBYSCORE', set, '-inf', ARGV[4])
+        redis.call('DECRBY', sum, amount)
+        if redis.call('ZCARD', set) == 0 then redis.call('DEL', sum) end
+    end
+    return math.max(0, tonumber(redis.call('GET', sum) or '0'))
 end
-local held = math.max(0, tonumber(redis.call('GET', KEYS[5]) or '0'))
+local soft = {''}
+for first = 6, #KEYS, 4 do
+    local arg = 11 + (first - 6)
+    local holding = held(KEYS[first], KEYS[first + 1])
+    for offset, window in ipairs({'day', 'month'}) do
+        local limit = tonumber(ARGV[arg + offset - 1])
+        local spent = tonumber(redis.call('GET', KEYS[first + 1 + offset]) or '0')
+        if limit > 0 and spent + holding >= limit then
+            if ARGV[arg + 2] ~= '1' then return {'budget', ARGV[arg + 3], window, spent, holding, limit} end
+            table.insert(soft, ARGV[arg + 3] .. ' ' .. window)
+        end
+    end
+end
+local tokens_held = held(KEYS[4], KEYS[5])
 local tpd = tonumber(redis.call('GET', KEYS[3]) or '0')
-if ARGV[3] ~= '0' and tpd + held >= tonumber(ARGV[3]) then return {'tokens_per_day', tpd, held} end
+if ARGV[3] ~= '0' and tpd + tokens_held >= tonumber(ARGV[3]) then return {'tokens_per_day', tpd, tokens_held} end
 local tpm = tonumber(redis.call('GET', KEYS[2]) or '0')
-if ARGV[2] ~= '0' and tpm + held >= tonumber(ARGV[2]) then return {'tokens_per_minute', tpm, held} end
+if ARGV[2] ~= '0' and tpm + tokens_held >= tonumber(ARGV[2]) then
+    return {'tokens_per_minute', tpm, tokens_held}
+end
 local requests = redis.call('INCR', KEYS[1])
 if requests == 1 then redis.call('EXPIRE', KEYS[1], 120) end
 if ARGV[1] ~= '0' and requests > tonumber(ARGV[1]) then
@@ -122,7 +169,15 @@ if ARGV[7] ~= '0' then
     redis.call('EXPIRE', KEYS[4], ARGV[8])
     redis.call('EXPIRE', KEYS[5], ARGV[8])
 end
-return {''}
+if ARGV[10] ~= '0' then
+    for first = 6, #KEYS, 4 do
+        redis.call('ZADD', KEYS[first], ARGV[6], ARGV[9])
+        redis.call('INCRBY', KEYS[first + 1], ARGV[10])
+        redis.call('EXPIRE', KEYS[first], ARGV[8])
+        redis.call('EXPIRE', KEYS[first + 1], ARGV[8])
+    end
+end
+return soft
 """
 
 # KEYS: the client's reservations and their sum; ARGV: the reservation's member and tokens. A
@@ -169,11 +224,15 @@ def held_keys(client):
 
 
 def estimate(raw, body, output_cap):
-    """Tokens a call may cost, reserved while it runs: its body's bytes as count_tokens counts
-    text (CHARS_PER_TOKEN a token; the JSON's keys and punctuation make it err high, as
-    count_tokens does), a base64 run (an image, a file) a fixed IMAGE_TOKENS; plus the output
-    it asks for at most, or `output_cap` (BRIDGE_RESERVE_OUTPUT_TOKENS) when it asks for more
-    or names none."""
+    """Tokens a call may cost, reserved while it runs (`estimated`'s input and output)."""
+    return sum(estimated(raw, body, output_cap))
+
+
+def estimated(raw, body, output_cap):
+    """(input, output) tokens a call may cost: its body's bytes as count_tokens counts text
+    (CHARS_PER_TOKEN a token; the JSON's keys and punctuation make it err high, as count_tokens
+    does), a base64 run (an image, a file) a fixed IMAGE_TOKENS; and the output it asks for at
+    most, or `output_cap` (BRIDGE_RESERVE_OUTPUT_TOKENS) when it asks for more or names none."""
     size, runs = len(raw), 0
     marked = raw.translate(_AS_RUNS)
     start = marked.find(_DATA_RUN)
@@ -184,7 +243,7 @@ def estimate(raw, body, output_cap):
         runs += 1
         start = marked.find(_DATA_RUN, end)
     asked = next((body[name] for name in _MAX_OUTPUT if is_count(body.get(name))), output_cap)
-    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS + min(asked, output_cap)
+    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS, min(asked, output_cap)
 
 
 def model_labels(settings, table):
@@ -204,51 +263,103 @@ def kinds(usage, tokens=None):
     }
 
 
-# The tokens admission reserved for one call, and their member in the client's sorted set.
-Reservation = collections.namedtuple("Reservation", "member tokens")
+# What admission reserved for one call: tokens (member in the client's sorted set) and money
+# (member in each budget's, `budgets` naming their keys).
+Reservation = collections.namedtuple("Reservation", "member tokens money micros budgets")
+
+# One admitted (or reserved) request's counts on their way to Redis (Accounts.store).
+Counted = collections.namedtuple("Counted", "client team user model used spent micros when admitted reserved")
+
+
+def budget_keys(scope, name, when):
+    """A budget's reservations, their sum, and today's and this month's spend (micro-dollars)."""
+    held = f"bridge:held$:{scope}:{name}"
+    spent = f"bridge:spent:{scope}:{name}:"
+    return held, held + ":micros", spent + day(when), spent + month(when)
+
+
+def month(now):
+    return time.strftime("%Y-%m", time.gmtime(now))
+
+
+def spend_key(when):
+    """One UTC day's spend and tokens, a hash by `client|team|user|model|kind` (`bridge usage`)."""
+    return f"bridge:spend:{day(when)}"
 
 
 class Accounts:
-    """Per-client usage and limits for one app; `redis` is None without BRIDGE_REDIS_URL."""
+    """Per-client usage, limits and budgets for one app; `redis` is None without BRIDGE_REDIS_URL."""
 
     def __init__(self, settings, table):
         self.models = model_labels(settings, table)
         self.limits = dict(settings.client_limits)
+        self.budgets = {(budget.scope, budget.name): budget for budget in settings.budgets}
+        self.table = table
+        self.prices = {deployment.name: deployment.prices for deployment in table.deployments()}
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        self._admit = self.redis.register_script(_ADMIT) if self.limits else None
-        self._release = self.redis.register_script(_RELEASE) if self.limits else None
+        checks = self.limits or self.budgets or settings.redis_keys
+        self._admit = self.redis.register_script(_ADMIT) if checks else None
+        self._release = self.redis.register_script(_RELEASE) if checks else None
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
+        for operation in ("admit", "count"):  # at zero, so that an alert tells none from absent
+            _series(REDIS_ERRORS, operation)
+        for name in {key.name for key in settings.client_keys}:
+            if name in self.limits or "*" in self.limits:
+                for limit in _RESOURCE:
+                    _series(LIMITED, name, limit)
 
     def admit(self, record, call=None, now=None):
         """Admit the request of `record` (its client's), or raise a 429 when its client is over
-        one of its limits, its calls in flight counted by what they hold, or a 503 when Redis
-        cannot say and the bridge fails closed. Under a token limit, reserve what a `call` (its
-        body: raw bytes, parsed) may cost, to settle at the request's end (finished)."""
+        one of its limits, or its key, team or user over a budget, its calls in flight counted
+        by what they hold, or a 503 when Redis cannot say and the bridge fails closed. Reserve
+        what a `call` (its body: raw bytes, parsed) may cost, to settle at the request's end."""
         client = record.client
-        limits = self.limits.get(client) or self.limits.get("*")
-        if limits is None or client is None:
+        limits = getattr(record.key, "limits", None) or self.limits.get(client) or self.limits.get("*")
+        budgets = self._budgets_of(record) if client is not None else ()
+        if (limits is None and not budgets) or client is None:
             record.admitted = True
             return
+        limits = limits or Limits()
         now = time.time() if now is None else now
         minute = int(now // 60)
-        tokens = 0
-        if call is not None and (limits.tokens_per_minute or limits.tokens_per_day):
-            tokens = estimate(*call, self.output_cap)
-        reserved = Reservation(f"{secrets.token_hex(8)}:{tokens}", tokens) if tokens else None
-        keys = (
+        tokens = micros = 0
+        if call is not None and (limits.tokens_per_minute or limits.tokens_per_day or budgets):
+            input_tokens, output_tokens = estimated(*call, self.output_cap)
+            if limits.tokens_per_minute or limits.tokens_per_day:
+                tokens = input_tokens + output_tokens
+            price = self._reserve_price(record.model) if budgets else None
+            if price is not None:
+                micros = prices.micros((input_tokens * price.input + output_tokens * price.output) / prices.MILLION)
+        hexid = secrets.token_hex(8)
+        held = tuple(budget_keys(budget.scope, name, now)[:2] for budget, name in budgets)
+        reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, held)
+        keys = [
             f"bridge:rpm:{client}:{minute}",
             f"bridge:tpm:{client}:{minute}",
             f"bridge:tpd:{client}:{day(now)}",
             *held_keys(client),
-        )
-        member = reserved.member if reserved else ""
-        reservation = (now, member, now + RESERVATION_SECONDS, tokens, RESERVATION_SECONDS)
+        ]
+        arguments = [
+            limits.requests_per_minute,
+            limits.tokens_per_minute,
+            limits.tokens_per_day,
+            now,
+            reserved.member,
+            now + RESERVATION_SECONDS,
+            tokens,
+            RESERVATION_SECONDS,
+            reserved.money,
+            micros,
+        ]
+        for budget, name in budgets:
+            keys.extend(budget_keys(budget.scope, name, now))
+            label = f"{budget.scope} {name}"
+            arguments.extend((prices.micros(budget.day), prices.micros(budget.month), int(budget.soft), label))
+        reserved = reserved if tokens or micros else None
         try:
-            verdict = self._admit(
-                keys, (limits.requests_per_minute, limits.tokens_per_minute, limits.tokens_per_day, *reservation)
-            )
+            verdict = self._admit(keys, arguments)
         except redis.RedisError as error:
             self._failed("admit", error)
             record.reserved = reserved  # Redis may still make it, late: released at the end all the same
@@ -258,33 +369,107 @@ class Accounts:
                 ) from None
             record.admitted = True
             return
+        if verdict[0] == "budget":
+            label, window = verdict[1], verdict[2]
+            _series(LIMITED, client, f"{label.split()[0]}_{window}_budget").inc()
+            raise over_budget(label, window, now, *verdict[3:])
         if verdict[0]:
             _series(LIMITED, client, verdict[0]).inc()
             raise over_limit(verdict[0], getattr(limits, verdict[0]), now, *verdict[1:])
+        for passed in verdict[1:]:
+            label, _, window = passed.rpartition(" ")
+            _series(SOFT_BUDGETS, label.split()[0], window).inc()
+            log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
 
+    def _budgets_of(self, record):
+        """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
+        found = []
+        own = getattr(record.key, "budget", None)  # a key from Redis (keys.py) may have its own
+        for scope, name in (("key", record.client), ("team", record.team), ("user", record.user)):
+            budget = self.budgets.get((scope, name)) or self.budgets.get((scope, "*")) if name else None
+            budget = own if scope == "key" and own is not None else budget
+            if budget is not None:
+                found.append((budget, name))
+        return found
+
+    def _reserve_price(self, model):
+        """The dearest input and output prices of the deployments that may serve `model`, to
+        reserve what a call may cost; None when none has a price."""
+        candidates = []
+        for protocol in self.table.defaults or (None,):
+            try:
+                route = self.table.route_for(protocol, model or "")
+            except BridgeError:
+                continue
+            for deployment in route.deployments:
+                upstream = model_map.map_model(deployment.settings.model_map, model or "")
+                candidates.append(deployment.prices or prices.default_price(upstream))
+        candidates.append(prices.default_price(model))
+        priced = [price for price in candidates if price is not None]
+        if not priced:
+            return None
+        return prices.Price(max(p.input for p in priced), max(p.output for p in priced))
+
+    def priced(self, record):
+        """Dollars the tokens counted for `record` cost (Record.finish puts them in the access
+        line), or None, counted, when what it used has no price; None for a call that used none
+        (a health check, a refused request)."""
+        if record.tokens == (None, None):
+            return None
+        counts = prices.split(record.upstream_usage or record.usage, record.tokens)
+        price = self.prices.get(record.deployment) or prices.default_price(record.upstream_model)
+        cost = prices.cost(price, counts)
+        if cost is None:
+            _series(UNPRICED, record.deployment or "none").inc()
+        return cost
+
     def finished(self, record):
-        """Count what an admitted request used: in Prometheus at once, in Redis through the
-        writer, which also settles the request's reservation (admitted or not)."""
+        """Count what an admitted request used and cost: in Prometheus at once, in Redis through
+        the writer, which also settles the request's reservation (admitted or not)."""
         client = record.client or "none"
         used = kinds(record.upstream_usage or record.usage, record.tokens)
+        model = record.model if record.model in self.models else "other"
         if record.admitted:
-            model = record.model if record.model in self.models else "other"
             _series(CLIENT_REQUESTS, client, model).inc()
             for kind, count in used.items():
                 if count:
                     _series(CLIENT_TOKENS, client, model, kind).inc(count)
+            if record.cost:
+                _series(CLIENT_COST, client, record.team or client, model).inc(record.cost)
         if self.writer is not None and (record.admitted or record.reserved is not None):
+            spent = prices.split(record.upstream_usage or record.usage, record.tokens)
+            micros = prices.micros(record.cost) if record.cost is not None else None
             # Tokens count in the window where they were reported.
-            self.writer.put((client, used, time.time(), record.admitted, record.reserved))
+            self.writer.put(
+                Counted(
+                    client,
+                    record.team or client,
+                    record.user,
+                    model,
+                    used,
+                    spent,
+                    micros,
+                    time.time(),
+                    record.admitted,
+                    record.reserved,
+                )
+            )
 
-    def store(self, pipe, client, used, when, admitted, reserved):
+    def store(self, pipe, counted):
         """Add to a transaction one request's counts (when it was admitted): the token windows
-        the limits read and the day's usage per kind; and its reservation released."""
+        the limits read, the day's usage per kind, its spend for the budgets and per key, team,
+        user and model; and its reservations released."""
+        client, reserved, when = counted.client, counted.reserved, counted.when
         if reserved is not None:
-            self._release(held_keys(client), (reserved.member, reserved.tokens), client=pipe)
-        if not admitted:
+            if reserved.tokens:
+                self._release(held_keys(client), (reserved.member, reserved.tokens), client=pipe)
+            if reserved.micros:
+                for held in reserved.budgets:
+                    self._release(held, (reserved.money, reserved.micros), client=pipe)
+        if not counted.admitted:
             return
+        used = counted.used
         tokens = used["input"] + used["output"]
         per_minute, per_day = f"bridge:tpm:{client}:{int(when // 60)}", f"bridge:tpd:{client}:{day(when)}"
         key = usage_key(client, when)
@@ -296,6 +481,22 @@ class Accounts:
             if count:
                 pipe.hincrby(key, kind, count)
         pipe.expire(key, _DAY_KEPT)
+        spend = spend_key(when)
+        field = f"{client}|{counted.team}|{counted.user or '-'}|{counted.model}|"
+        pipe.hincrby(spend, field + "requests", 1)
+        for kind, count in counted.spent.items():
+            if count:
+                pipe.hincrby(spend, field + kind, count)
+        if counted.micros is None:
+            pipe.hincrby(spend, field + "unpriced", 1)
+        elif counted.micros:
+            pipe.hincrby(spend, field + "micros", counted.micros)
+            for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
+                if name:
+                    _, _, today_key, month_key = budget_keys(scope, name, when)
+                    pipe.incrby(today_key, counted.micros).expire(today_key, 2 * 86400)
+                    pipe.incrby(month_key, counted.micros).expire(month_key, 63 * 86400)
+        pipe.expire(spend, _SPEND_KEPT)
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()
@@ -391,7 +592,7 @@ class _Writer:
         try:
             with self._accounts.redis.pipeline(transaction=True) as pipe:
                 for counts in batch:
-                    self._accounts.store(pipe, *counts)
+                    self._accounts.store(pipe, counts)
                 pipe.execute()
         except redis.RedisError as error:
             self._away = True
@@ -432,6 +633,36 @@ def over_limit(limit, allowed, now, counted=0, held=0):
         f"{reached} its limit of {allowed} {unit} (BRIDGE_CLIENT_LIMITS); {wait}",
         upstream_headers=headers,
     )
+
+
+def over_budget(label, window, now, spent, held, limit):
+    """The 429 for a budget reached (never a 403: Claude Code takes that for a login problem):
+    `retry-after` until its window resets (the next UTC day or month), or when the calls in
+    flight made it, a few seconds, by when one may have ended."""
+    if spent < limit:
+        reset = now + int(RETRY_AFTER)
+        reached = f"with ${held / prices.MILLION:.2f} its calls in flight may still cost, {label} has reached"
+        wait = "retry when one has ended"
+    else:
+        reset = _next_window(now, window)
+        reached = f"{label} has spent ${spent / prices.MILLION:.2f}, reaching"
+        wait = f"it resets at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(reset))}"
+    headers = CaseInsensitiveDict({"retry-after": str(max(1, math.ceil(reset - now)))})
+    per = "daily" if window == "day" else "monthly"
+    return BridgeError(
+        "rate_limit",
+        f"{reached} its {per} budget of ${limit / prices.MILLION:.2f} (BRIDGE_BUDGETS); {wait}",
+        upstream_headers=headers,
+    )
+
+
+def _next_window(now, window):
+    """The start of the next UTC day, or of the next calendar month."""
+    if window == "day":
+        return (now // 86400 + 1) * 86400
+    moment = time.gmtime(now)
+    year, next_month = (moment.tm_year + 1, 1) if moment.tm_mon == 12 else (moment.tm_year, moment.tm_mon + 1)
+    return calendar.timegm((year, next_month, 1, 0, 0, 0))
 
 
 def today(settings, client=None, now=None):

@@ -8,3 +8,5 @@ upstream's protocol is a deployment's `protocol` in the routes file, one of the 
 UPSTREAM_CHAT = "openai-chat"
 UPSTREAM_MESSAGES = "anthropic"
 UPSTREAM_RESPONSES = "openai-responses"
+# An Anthropic upstream's token count, after its base URL (a cloud deployment maps it to its own).
+MESSAGES_COUNT_TOKENS = "/v1/messages/count_tokens"

@@ -1,6 +1,10 @@
-"""A `reasoning` item's `encrypted_content`: the reasoning bridge served, carried by the client.
+"""Reasoning carried by the client between turns, both ways: bridge stores nothing.
 
-bridge stores nothing, and Anthropic requires the signed thinking blocks of a turn
+Anthropic thinking in a Responses `reasoning` item's `encrypted_content`
+(encrypted_content / thinking_block), and an OpenAI reasoning item in an Anthropic
+`thinking` block's `signature` (reasoning_signature / reasoning_item).
+
+Anthropic requires the signed thinking blocks of a turn
 back, byte-exact, before its tool results. Responses clients that ask for
 `include: ["reasoning.encrypted_content"]` (Codex always does) echo every reasoning
 item on every later request, so the block itself travels in that field: versioned,
@@ -13,6 +17,13 @@ A Chat upstream's reasoning (`reasoning_content`) travels the same way, as
 `{"type": "reasoning_content", "text"}`: the Responses front's Chat pair sends it back
 to upstreams that want their reasoning in the history (DeepSeek), and each pair drops
 what another's upstream produced.
+
+The other way, a Responses upstream under `store: false` keeps no reasoning: its reasoning
+item (id, encrypted_content, summary) must come back whole, byte for byte, for the model to
+go on from it. An Anthropic client echoes a thinking block's `signature` untouched (Claude
+Code keeps only {type, thinking, signature} of old thinking), so the item travels there, in
+the same versioned base64url JSON under its own prefix. A real Anthropic signature (base64,
+never a dot) or anything else does not decode: the translator drops that block.
 """
 
 import base64
@@ -22,6 +33,11 @@ import json
 from .json_values import loads_decoded
 
 _PREFIX = "bridge.v1."
+_SIGNATURE_PREFIX = "bridge.rs.v1."
+# The fields of an OpenAI reasoning item the next request needs, kept in the upstream's order.
+# Not `status` (the output's state) nor `content` (raw reasoning text, which an item with
+# encrypted content does not need).
+_ITEM_FIELDS = frozenset(("type", "id", "summary", "encrypted_content"))
 # Characters of base64 decoded at a time (a multiple of 4).
 _SLICE = 1 << 20
 
@@ -40,9 +56,9 @@ def chat_reasoning(text):
     return _encoded({"type": "reasoning_content", "text": text})
 
 
-def _encoded(kept):
+def _encoded(kept, prefix=_PREFIX):
     raw = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
-    return _PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return prefix + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def thinking_block(value):
@@ -79,6 +95,40 @@ def carried(value):
     if block.get("type") == "reasoning_content" and isinstance(block.get("text"), str):
         return {"type": "reasoning_content", "text": block["text"]}
     return None
+
+
+def reasoning_signature(item):
+    """The `signature` of the thinking block that carries the Responses reasoning `item` to an
+    Anthropic client; "" for an item without encrypted content (nothing could bring it back)."""
+    if not isinstance(item.get("encrypted_content"), str) or not item["encrypted_content"]:
+        return ""
+    return _encoded({name: value for name, value in item.items() if name in _ITEM_FIELDS}, _SIGNATURE_PREFIX)
+
+
+def reasoning_item(signature):
+    """The Responses reasoning item a thinking block's `signature` carries, as the upstream sent
+    it; None for a signature that is not bridge's (a real Anthropic one) or carries no whole item.
+
+    What it decodes to counts towards the request's limits, as in thinking_block.
+    """
+    if not isinstance(signature, str) or not signature.startswith(_SIGNATURE_PREFIX):
+        return None
+    try:
+        item = loads_decoded(_decoded(signature, len(_SIGNATURE_PREFIX)), "a thinking block's signature")
+    except (binascii.Error, ValueError):
+        return None
+    if not isinstance(item, dict) or item.get("type") != "reasoning" or not set(item) <= _ITEM_FIELDS:
+        return None
+    if not all(isinstance(item.get(name), str) and item[name] for name in ("id", "encrypted_content")):
+        return None
+    summary = item.get("summary")
+    if not isinstance(summary, list) or not all(_is_summary_part(part) for part in summary):
+        return None
+    return item
+
+
+def _is_summary_part(part):
+    return isinstance(part, dict) and part.get("type") == "summary_text" and isinstance(part.get("text"), str)
 
 
 def _decoded(text, start):

@@ -9,7 +9,8 @@ translators read them as absent. Only the fields some translator reads are check
 check costs a few dict lookups per answer or stream event.
 
 One entry point per shape: anthropic_message and anthropic_event for a Messages upstream
-(both OpenAI fronts), chat_completion and chat_chunk for a Chat upstream.
+(both OpenAI fronts), chat_completion and chat_chunk for a Chat upstream, responses_body,
+responses_event and responses_delta for a Responses upstream.
 """
 
 from .errors import BridgeError, from_anthropic
@@ -19,6 +20,7 @@ MAX_COUNT = 2**53
 ANTHROPIC_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 CHAT_COUNTS = ("prompt_tokens", "completion_tokens", "prompt_cache_hit_tokens")
 CHAT_DETAIL_COUNTS = ("cached_tokens", "cache_write_tokens")
+RESPONSES_COUNTS = ("input_tokens", "output_tokens", "total_tokens")
 
 # Anthropic content block type -> (field, type, required) for each field a translator reads.
 _BLOCK_FIELDS = {
@@ -241,6 +243,107 @@ def _tool_call(call, where, path):
     if function is not None:
         _field(function, "name", str, where, path + ".function.")
         _field(function, "arguments", (str, dict), where, path + ".function.")
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+# The fields of an output item a translator reads (any item type: each has only its own).
+_ITEM_FIELDS = (
+    ("id", str),
+    ("status", str),
+    ("call_id", str),
+    ("name", str),
+    ("arguments", str),
+    ("input", str),
+    ("encrypted_content", str),
+    ("summary", list),
+    ("content", list),
+)
+# The fields of a content, summary or reasoning-text part a translator reads.
+_PART_FIELDS = (("text", str), ("refusal", str))
+_RESPONSES_DETAILS = (
+    ("input_tokens_details", ("cached_tokens", "cache_write_tokens")),
+    ("output_tokens_details", ("reasoning_tokens",)),
+)
+
+
+def responses_body(response):
+    """A Responses `response` object: a non-streamed answer, or the one a stream's last event
+    carries. Its status, error, incomplete_details, output items and usage."""
+    where = "response"
+    if not isinstance(response, dict):
+        raise _malformed(where, "the body", "an object", response)
+    _field(response, "id", str, where)
+    _field(response, "status", str, where)
+    for name in ("error", "incomplete_details"):
+        detail = _field(response, name, dict, where)
+        if detail is not None:
+            _field(detail, "code" if name == "error" else "reason", str, where, name + ".")
+            _field(detail, "message", str, where, name + ".")
+    for position, item in enumerate(_field(response, "output", list, where) or ()):
+        _output_item(item, where, f"output.{position}")
+    usage = _field(response, "usage", dict, where)
+    if usage is not None:
+        _counts(usage, RESPONSES_COUNTS, where, "usage")
+        for name, counts in _RESPONSES_DETAILS:
+            details = _field(usage, name, dict, where, "usage.")
+            if details is not None:
+                _counts(details, counts, where, f"usage.{name}")
+
+
+def responses_event(kind, payload):
+    """One Responses stream event of type `kind` (its payload an object) but the deltas (see
+    responses_delta): its indices integers, and the item, part or response it carries."""
+    where = f"{kind} event"
+    if "response" in payload:
+        responses_body(payload["response"])
+    if "item" in payload:
+        _output_item(payload["item"], where, "item")
+    part = payload.get("part")
+    if part is not None:
+        _part(part, where, "part")
+    for name in ("output_index", "summary_index", "content_index"):
+        value = payload.get(name)
+        if value is not None and type(value) is not int:
+            raise _malformed(where, name, "an integer", value)
+    for name in ("text", "arguments", "input", "refusal"):
+        _field(payload, name, str, where)
+
+
+def responses_delta(kind, payload):
+    """A delta event (text, refusal, summary, reasoning text, a call's arguments) as (output_index,
+    its delta string): checked as it is read, the event a stream is made of. An absent delta is ""."""
+    index = payload.get("output_index")
+    if type(index) is not int:
+        raise _malformed(f"{kind} event", "output_index", "an integer", index)
+    delta = payload.get("delta")
+    if type(delta) is str:
+        return index, delta
+    if delta is None:
+        return index, ""
+    raise _malformed(f"{kind} event", "delta", "a string", delta)
+
+
+def _output_item(item, where, path):
+    if type(item) is not dict:
+        raise _malformed(where, path, "an object", item)
+    if type(item.get("type")) is not str:
+        raise _malformed(where, path + ".type", "a string", item.get("type"))
+    prefix = path + "."
+    for name, kind in _ITEM_FIELDS:
+        if name in item:
+            _field(item, name, kind, where, prefix)
+    for name in ("summary", "content"):
+        for position, part in enumerate(item.get(name) or ()):
+            _part(part, where, f"{path}.{name}.{position}")
+
+
+def _part(part, where, path):
+    if type(part) is not dict:
+        raise _malformed(where, path, "an object", part)
+    for name, kind in _PART_FIELDS:
+        if name in part:
+            _field(part, name, kind, where, path + ".")
 
 
 # -- the checks -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ gunicorn the workers share their metrics through PROMETHEUS_MULTIPROC_DIR
 reports the whole service.
 """
 
+import collections
 import contextvars
 import functools
 import glob
@@ -38,16 +39,23 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 from ..protocols import json_codec
+from ..protocols.errors import KINDS
 from ..protocols.shapes import is_count
+from . import tracing
 from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
 
 _DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
 # Pass-through pairs (http.pass_through) set their own direction on the record.
-_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+_PASSED_THROUGH = ("chat_passthrough", "messages_passthrough", "responses_passthrough")
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+# What the GenAI conventions advise for a token count per request (gen_ai.client.token.usage).
+_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+_PER_TOKEN = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 1, 2.5)
 
 REQUESTS = Counter("bridge_requests", "Requests answered, by direction and HTTP status.", ["direction", "status"])
 DURATION = Histogram(
@@ -91,6 +99,62 @@ QUEUED = Gauge(
     "Requests waiting for a request thread right now (BRIDGE_QUEUE_TIMEOUT).",
     multiprocess_mode="livesum",
 )
+MODEL_REQUESTS = Counter(
+    "bridge_model_requests",
+    "Requests that named a model, by the model asked for and sent upstream (names the routes and "
+    "BRIDGE_MODEL_MAP define, `other` beyond), the deployment that answered or was tried last "
+    "(`none` when none was), the client key's name, its team (its name when it has none) and the "
+    "answer's status class.",
+    ["model", "upstream_model", "deployment", "client", "team", "status_class"],
+)
+FAILOVER_REASONS = ("rate_limit", "server_error", "connection", "timeout")
+FAILOVERS = Counter(
+    "bridge_failovers",
+    "Calls moved from a deployment to the next (failover.py), by the deployment left and why: "
+    "rate_limit (429), server_error (5xx), connection or timeout.",
+    ["deployment", "reason"],
+)
+COOLING_UNTIL = Gauge(
+    "bridge_deployment_cooling_until_seconds",
+    "Unix time a deployment's cool-down ends in the worker that put it there last (0: never); "
+    "bridge_deployment_cooling says whether that is still to come.",
+    ["deployment"],
+    multiprocess_mode="livemax",
+)
+# The OpenTelemetry GenAI semantic conventions' metrics, in their Prometheus form (dots as
+# underscores, seconds as the unit), per model and deployment: gen_ai_request_model is the
+# model asked for, gen_ai_response_model the one sent upstream, both bounded as above.
+_GEN_AI = [
+    "gen_ai_operation_name",
+    "gen_ai_provider_name",
+    "gen_ai_request_model",
+    "gen_ai_response_model",
+    "deployment",
+]
+GEN_AI_DURATION = Histogram(
+    "gen_ai_server_request_duration_seconds",
+    "GenAI conventions: from request to the end of its answer (a stream's whole length).",
+    _GEN_AI,
+    buckets=_SECONDS,
+)
+GEN_AI_FIRST_TOKEN = Histogram(
+    "gen_ai_server_time_to_first_token_seconds",
+    "GenAI conventions: from request to a stream's first event for the client (streams only).",
+    _GEN_AI,
+    buckets=_SECONDS,
+)
+GEN_AI_PER_TOKEN = Histogram(
+    "gen_ai_server_time_per_output_token_seconds",
+    "GenAI conventions: a stream's time after its first event, per output token after the first.",
+    _GEN_AI,
+    buckets=_PER_TOKEN,
+)
+GEN_AI_TOKENS = Histogram(
+    "gen_ai_client_token_usage",
+    "GenAI conventions: tokens per request, by gen_ai_token_type: input (cached included) or output.",
+    [*_GEN_AI, "gen_ai_token_type"],
+    buckets=_TOKEN_BUCKETS,
+)
 QUEUE_WAIT = Histogram(
     "bridge_queue_wait_seconds",
     "How long requests that found every request thread busy waited for one (BRIDGE_QUEUE_TIMEOUT), "
@@ -111,6 +175,9 @@ class Record:
         self.method = method
         self.quiet = quiet
         self.request_id = self.route = self.direction = self.client = None
+        self.key = None  # the client key (settings.ClientKey, policy/keys.StoredKey)
+        self.team = self.user = self.session = None  # the key's team, the user (policy/auth.py), a session id
+        self.cost = None  # dollars, once written (None: no price for what was used, policy/prices.py)
         self.model = self.upstream_model = None
         self.deployment = None  # the last deployment called: the one that answered, if any did
         self.status = self.upstream_status = None
@@ -123,6 +190,9 @@ class Record:
         self.estimated = ()  # which of them ("input", "output") are bridge's estimate
         self.error = None
         self.upstream_error = None
+        self.labels = _NO_LABELS  # the app's (install): what the model and deployment labels may be
+        self.tracing = self.span = None  # the app's tracing.Tracing and this request's span, when traced
+        self.stop_reason = None  # why the answer ended, as the upstream or the client was told: for its span
         self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
         self.reserved = None  # the tokens admission reserved for it (usage.Reservation), settled at its end
 
@@ -140,6 +210,8 @@ class Record:
             usage = _usage_in(item)
             if usage is not None:
                 self.count(usage)
+            if self.span is not None:
+                self.stop_reason = _stop_reason_in(item) or self.stop_reason
 
     def heard(self, payload):
         """An upstream's answer or stream event, before translation: what it reports is what client limits
@@ -149,6 +221,8 @@ class Record:
             usage = _usage_in(payload)
             if usage is not None:
                 self.count(usage, self.upstream_usage)
+            if self.span is not None:
+                self.stop_reason = _stop_reason_in(payload) or self.stop_reason
 
     def answered(self, body):
         """A JSON answer's usage, or the error type the client was told."""
@@ -156,6 +230,8 @@ class Record:
             self.count(body["usage"])
         if isinstance(body.get("error"), dict):
             self.error = body["error"].get("type")
+        if self.span is not None:
+            self.stop_reason = _stop_reason_in(body) or self.stop_reason
 
     def count(self, usage, into=None):
         """Merge usage fields into self.usage (or `into`): later events refine earlier ones,
@@ -171,6 +247,9 @@ class Record:
         details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
         if isinstance(details, dict) and is_count(details.get("cached_tokens")):
             into["cached_tokens"] = details["cached_tokens"]
+        written = usage.get("cache_creation")  # Anthropic's cache writes by lifetime, priced apart
+        if isinstance(written, dict) and is_count(written.get("ephemeral_1h_input_tokens")):
+            into["ephemeral_1h_input_tokens"] = written["ephemeral_1h_input_tokens"]
         server_tools = usage.get("server_tool_use")  # Anthropic's searches, and the bridge's report of them
         if isinstance(server_tools, dict) and is_count(server_tools.get("web_search_requests")):
             into["web_search_requests"] = server_tools["web_search_requests"]
@@ -186,9 +265,10 @@ class Record:
         self.error = error.body_for(protocol)["error"]["type"]
         self.upstream_error = error.kind
 
-    def finish(self, ended=True, then=None):
+    def finish(self, ended=True, then=None, priced=None):
         """Write the access line and the metrics, then call `then` with the record (the app's
-        usage.Accounts.finished); `ended` is false when the client left early."""
+        usage.Accounts.finished); `ended` is false when the client left early. `priced(record)`
+        says what the tokens counted cost (usage.Accounts.priced), for the line."""
         if self.quiet:
             return
         if not ended and self.error is None:
@@ -196,12 +276,16 @@ class Record:
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
         tokens = self.tokens = self._counted()
+        if priced is not None:
+            self.cost = priced(self)
         if access_log.isEnabledFor(logging.INFO):
             # Logger.info() less its search for the caller's file and line, which an access line
             # has no use for; with emit() below, most of what the line cost.
             line = json_codec.dumps_text(self._line(duration, first_byte, tokens))
             access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, line, None, None))
         self._measure(duration, first_byte, tokens)
+        if self.span is not None:
+            self._traced(tokens)
         if then is not None:
             then(self)
 
@@ -213,6 +297,9 @@ class Record:
             "route": self.route,
             "direction": self.direction,
             "client": self.client,
+            "team": self.team,
+            "user": self.user,
+            "session": self.session,
             "model": _capped(self.model),
             "upstream_model": _capped(self.upstream_model),
             "deployment": self.deployment,
@@ -223,6 +310,7 @@ class Record:
             "input_tokens": tokens[0],
             "output_tokens": tokens[1],
             "usage": ("estimated" if self.estimated else "reported") if tokens != (None, None) else None,
+            "cost_usd": round(self.cost, 6) if self.cost is not None else None,
             "stream": self.stream,
             "error": self.error,
         }
@@ -261,11 +349,133 @@ class Record:
                 _series(TOKENS, self.label, kind).inc(count)
                 if kind in self.estimated:
                     _series(ESTIMATED_TOKENS, self.label, kind).inc(count)
+        if self.model is not None:
+            self._measure_model(duration, first_byte, tokens)
         searches = (self.upstream_usage or self.usage).get("web_search_requests")
         if searches:
             _series(WEB_SEARCHES, self.label).inc(searches)
         if self.upstream_error:
             _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+
+    def attempt(self, deployment, provider, body, headers):
+        """The span of a call to `deployment` (failover.py), its context added to `headers` for the
+        upstream; None when the request is not traced."""
+        if self.span is None:
+            return None
+        model = _capped(body.get("model")) if isinstance(body.get("model"), str) else None
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "bridge.deployment": deployment,
+        }
+        if model is not None:
+            attributes["gen_ai.request.model"] = model
+        return self.tracing.attempt(self.span, f"chat {model}" if model else "chat", attributes, headers)
+
+    def attempted(self, deployment, outcome, span=None, failover=None):
+        """One call to a deployment and how it went: its HTTP status, or connection, timeout or
+        client_closed; `failover` names why the call then moved to the next (FAILOVER_REASONS)."""
+        _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
+        if failover is not None:
+            _series(FAILOVERS, deployment, failover).inc()
+        if span is not None:
+            status = int(outcome) if outcome.isdigit() else None
+            failed = status is None or status >= 400
+            attributes = {"http.response.status_code": status, "bridge.failover.reason": failover}
+            self.tracing.ended(span, attributes, error=outcome if failed else None)
+
+    def _traced(self, tokens):
+        """The request's span, named and attributed as the GenAI conventions say, ended."""
+        attributes = {
+            "http.request.method": self.method,
+            "http.route": self.route,
+            "http.response.status_code": self.status,
+            "bridge.request_id": self.request_id,
+            "bridge.client": self.client,
+            "bridge.team": self.team,
+            "bridge.direction": self.direction,
+            "bridge.deployment": self.deployment,
+        }
+        name = f"{self.method} {self.route}" if self.route else self.method
+        if self.model is not None:
+            name = f"chat {_capped(self.model)}"
+            usage = self.upstream_usage or self.usage
+            attributes.update(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": self.labels.provider(self.deployment) if self.deployment else None,
+                    "gen_ai.request.model": _capped(self.model),
+                    "gen_ai.response.model": _capped(self.upstream_model),
+                    "gen_ai.usage.input_tokens": tokens[0],
+                    "gen_ai.usage.output_tokens": tokens[1],
+                    "gen_ai.usage.cache_read.input_tokens": usage.get(
+                        "cache_read_input_tokens", usage.get("cached_tokens")
+                    ),
+                    "gen_ai.usage.cache_creation.input_tokens": usage.get("cache_creation_input_tokens"),
+                    "gen_ai.response.finish_reasons": (self.stop_reason,) if self.stop_reason else None,
+                }
+            )
+        self.span.update_name(name)
+        failed = self.status is None or self.status >= 500
+        self.tracing.ended(self.span, attributes, error=(self.error or str(self.status)) if failed else None)
+
+    def _measure_model(self, duration, first_byte, tokens):
+        """The per-model counter, and the GenAI histograms of a call that went upstream."""
+        labels = self.labels
+        model, upstream_model = labels.model(self.model), labels.upstream_model(self.upstream_model)
+        deployment = self.deployment or "none"
+        status_class = f"{self.status // 100}xx" if self.status else "none"
+        client = self.client or "none"
+        _series(MODEL_REQUESTS, model, upstream_model, deployment, client, self.team or client, status_class).inc()
+        if self.deployment is None:
+            return
+        series = _gen_ai_series(model, upstream_model, deployment, labels.provider(deployment))
+        series.duration.observe(duration)
+        if tokens[0]:
+            series.input_tokens.observe(tokens[0])
+        if tokens[1]:
+            series.output_tokens.observe(tokens[1])
+        if self.stream and first_byte is not None:
+            series.first_token.observe(first_byte)
+            if tokens[1] and tokens[1] > 1:
+                series.per_token.observe((duration - first_byte) / (tokens[1] - 1))
+
+
+class Labels:
+    """The values the model and deployment labels may take, fixed when the app is built, so that
+    no client can grow a label set: names beyond them are `other`."""
+
+    def __init__(self, models=(), upstream_models=(), providers=None):
+        self.models = frozenset(models)
+        self.upstream_models = frozenset(upstream_models)
+        self.providers = dict(providers or {})  # deployment name -> its gen_ai.provider.name
+
+    def model(self, name):
+        return name if name in self.models else "other"
+
+    def upstream_model(self, name):
+        return name if name in self.upstream_models else "other"
+
+    def provider(self, deployment):
+        return self.providers.get(deployment, "other")
+
+
+_NO_LABELS = Labels()
+
+_GenAISeries = collections.namedtuple("_GenAISeries", "duration first_token per_token input_tokens output_tokens")
+
+
+@functools.lru_cache(maxsize=None)
+def _gen_ai_series(model, upstream_model, deployment, provider):
+    """The GenAI histograms' children for one model, upstream model and deployment, looked up once."""
+    labels = ("chat", provider, model, upstream_model, deployment)
+    return _GenAISeries(
+        GEN_AI_DURATION.labels(*labels),
+        GEN_AI_FIRST_TOKEN.labels(*labels),
+        GEN_AI_PER_TOKEN.labels(*labels),
+        GEN_AI_TOKENS.labels(*labels, "input"),
+        GEN_AI_TOKENS.labels(*labels, "output"),
+    )
 
 
 def _usage_in(item):
@@ -276,6 +486,20 @@ def _usage_in(item):
         envelope = item.get("message") or item.get("response")
         usage = envelope.get("usage") if isinstance(envelope, dict) else None
     return usage if isinstance(usage, dict) else None
+
+
+def _stop_reason_in(item):
+    """Why an answer ended, where an answer or event says: Anthropic's stop_reason (a message's,
+    a message_delta's) or a Chat choice's finish_reason."""
+    reason = item.get("stop_reason")
+    if reason is None:
+        delta = item.get("delta")
+        reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+    if reason is None:
+        choices = item.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            reason = choices[0].get("finish_reason")
+    return reason if isinstance(reason, str) else None
 
 
 def _utc_time(timestamp):
@@ -325,9 +549,25 @@ def _tokens(usage):
     return (sum(parts) if parts else None), usage.get("output_tokens")
 
 
-def attempted(deployment, outcome):
-    """One call to a deployment, and how it went (failover.py)."""
-    _series(DEPLOYMENT_CALLS, deployment, outcome).inc()
+def cooling(deployment, until):
+    """`deployment` cools down in this worker until `until` (Unix time)."""
+    _series(COOLING_UNTIL, deployment).set(until)
+
+
+def _at_zero(labels):
+    """Every counter whose label values are known at start, at zero: an alert can then tell
+    none from a metric not there."""
+    for direction in (*_DIRECTIONS, *_PASSED_THROUGH):
+        for kind in (*KINDS, "connection"):
+            _series(UPSTREAM_ERRORS, direction, kind)
+        for kind in ("input", "output"):
+            _series(TOKENS, direction, kind)
+            _series(ESTIMATED_TOKENS, direction, kind)
+        _series(WEB_SEARCHES, direction)
+    for deployment in labels.providers:
+        for reason in FAILOVER_REASONS:
+            _series(FAILOVERS, deployment, reason)
+        _series(COOLING_UNTIL, deployment)
 
 
 def current():
@@ -335,9 +575,17 @@ def current():
     return _current.get(None) or Record()
 
 
-def install(app, settings, finished=None):
+def session_of(headers):
+    """A client's session id (Claude Code's header), fit for a log line."""
+    session = headers.get("x-claude-code-session-id")
+    return escaped(session, 100) if session else None
+
+
+def install(app, settings, finished=None, priced=None, labels=_NO_LABELS, untraced=()):
     """Log and measure every request `app` serves, and serve GET /metrics; `finished(record)`
-    is called with each request's record once it is written.
+    is called with each request's record once it is written, `priced(record)` before (Record.finish);
+    `labels` bounds its metrics' labels. With settings.traces, every request but those to the
+    `untraced` paths has a span.
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
@@ -347,7 +595,9 @@ def install(app, settings, finished=None):
     access_log.setLevel(settings.log_level)
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
-    app.wsgi_app = _Observed(app.wsgi_app, finished)
+    traced = tracing.Tracing() if settings.traces else None
+    app.wsgi_app = _Observed(app.wsgi_app, finished, priced, labels, traced, untraced)
+    _at_zero(labels)
 
 
 class _SharedMetrics(multiprocess.MultiProcessCollector):
@@ -376,7 +626,29 @@ def metrics():
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         _SharedMetrics(registry)
-    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return Response(generate_latest(_WithCooling(registry)), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class _WithCooling:
+    """A registry's metrics, and bridge_deployment_cooling read from the cool-downs' ends at the
+    scrape: no worker has to wake up to say a cool-down ended."""
+
+    def __init__(self, registry):
+        self._registry = registry
+
+    def collect(self):
+        now = time.time()
+        for family in self._registry.collect():
+            yield family
+            if family.name == "bridge_deployment_cooling_until_seconds":
+                state = GaugeMetricFamily(
+                    "bridge_deployment_cooling",
+                    "1 while a deployment cools down in some worker (tried only after the others), else 0.",
+                    labels=["deployment"],
+                )
+                for sample in family.samples:
+                    state.add_metric([sample.labels["deployment"]], 1.0 if sample.value > now else 0.0)
+                yield state
 
 
 def _note_response(response):
@@ -394,15 +666,23 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished):
+    def __init__(self, wsgi_app, finished, priced, labels, traced, untraced):
         self.wsgi_app = wsgi_app
         self.finished = finished
+        self.priced = priced
+        self.labels = labels
+        self.tracing = traced
+        self.untraced = untraced
 
     def __call__(self, environ, start_response):
-        record = Record(environ.get("REQUEST_METHOD"), quiet=environ.get("PATH_INFO") == "/metrics")
+        path = environ.get("PATH_INFO")
+        record = Record(environ.get("REQUEST_METHOD"), quiet=path == "/metrics")
+        record.labels = self.labels
+        if self.tracing is not None and path not in self.untraced:
+            record.tracing, record.span = self.tracing, self.tracing.request(environ)
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
-        return _Body(answer, record, self.finished, write_at_end=not environ.get(CLOSES_ANSWERS))
+        return _Body(answer, record, self.finished, self.priced, write_at_end=not environ.get(CLOSES_ANSWERS))
 
 
 class _Body:
@@ -416,9 +696,10 @@ class _Body:
     record's work stays there (usage only queues its count for Redis: usage.py's writer).
     """
 
-    def __init__(self, iterable, record, finished, write_at_end=True):
+    def __init__(self, iterable, record, finished, priced=None, write_at_end=True):
         self._iterable = iterable
         self._finished = finished
+        self._priced = priced
         self._chunks = iter(iterable)
         self._record = record
         self._write_at_end = write_at_end
@@ -457,7 +738,7 @@ class _Body:
         self._written = True
         if self._record.stream:
             _series(OPEN_STREAMS, self._record.label).dec()
-        self._record.finish(ended=self._ended, then=self._finished)
+        self._record.finish(ended=self._ended, then=self._finished, priced=self._priced)
 
 
 class _StderrLines(logging.Handler):

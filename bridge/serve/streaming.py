@@ -92,8 +92,12 @@ def relay(
     max_event_bytes=sse.MAX_EVENT_BYTES,
     client_stall_timeout=60.0,
     loop=None,
+    decoder=None,
 ):
     """Yield the client's bytes for one upstream streaming response.
+
+    `decoder` reads the upstream's bytes as events (feed, close): sse.Decoder by default, an
+    AWS event-stream one for Bedrock (gateway/bedrock.py).
 
     With the worker's stream `loop` (bridge/serve/stream_loop.py) and room in it, the relay waits
     for its upstream by yielding its Parking, and the loop resumes it; otherwise it waits in
@@ -105,7 +109,7 @@ def relay(
     body = _UpstreamBody(response)
     parking = loop.parking(body.socket) if loop is not None else None
     wait = min(ping_interval, PROBE_INTERVAL)
-    decoder = sse.Decoder(max_event_bytes)
+    decoder = decoder or sse.Decoder(max_event_bytes)
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write (read() gives all that has come): a

@@ -117,6 +117,8 @@ class ThreadWorker(gthread.ThreadWorker):
 
         self.queue = ThreadQueue(self.cfg.threads, self.settings.queue_timeout, QUEUED)
         self.queue_wait = QUEUE_WAIT
+        for outcome in ("served", "refused"):  # at zero: an alert on refusals tells none from absent
+            QUEUE_WAIT.labels(outcome)
         if self.settings.streams_per_worker and not self.cfg.is_ssl:  # the loop writes to plain sockets only
             self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)

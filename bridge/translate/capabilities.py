@@ -7,6 +7,12 @@ structured outputs pages (Opus 4.7 takes only adaptive thinking and refuses budg
 Opus 4.6 and Sonnet 4.6 take both, budget_tokens deprecated; older models only budgets),
 and its effort page for the levels (max on Mythos Preview, Opus 4.7, Opus 4.6 and Sonnet
 4.6; xhigh on Opus 4.7 and the Mythos models after the Preview, not on the Preview).
+
+One line is OpenAI's, read for a Responses upstream: `encrypted_reasoning`, a reasoning
+model (o-series, gpt-5, codex), which returns its reasoning encrypted for the next turn
+(`include: ["reasoning.encrypted_content"]`), takes `reasoning`, and refuses `temperature`
+and `top_p`. OpenAI refuses that `include` for its models that do not reason (gpt-4o,
+gpt-4.1: "Encrypted content is not supported with this model").
 """
 
 import dataclasses
@@ -20,6 +26,7 @@ class Capabilities:
     budget_tokens: bool = True  # thinking {"type": "enabled", "budget_tokens": N}
     structured_output: bool = False  # output_config.format (native JSON answers)
     temperature_with_thinking: bool = False  # temperature/top_p/top_k kept with thinking on
+    encrypted_reasoning: bool = True  # an OpenAI reasoning model: encrypted reasoning, no temperature
 
 
 FIELDS = tuple(field.name for field in dataclasses.fields(Capabilities))
@@ -27,6 +34,7 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")  # Anthropic's output_config
 
 _BUDGET = Capabilities(structured_output=True)
 _NO_XHIGH = ("low", "medium", "high", "max")  # xhigh came after max
+_NO_REASONING = Capabilities(encrypted_reasoning=False)
 
 # (pattern, capabilities), first match wins; the last line is any other model (today's rules).
 DEFAULTS = (
@@ -39,6 +47,9 @@ DEFAULTS = (
     ("claude-sonnet-4-5*", _BUDGET),
     ("claude-haiku-4-5*", _BUDGET),
     ("claude-opus-4-1*", _BUDGET),
+    ("gpt-4*", _NO_REASONING),
+    ("gpt-3.5*", _NO_REASONING),
+    ("chatgpt-4o*", _NO_REASONING),
     ("*", Capabilities()),
 )
 

@@ -23,6 +23,7 @@ CHAT_EFFORTS = {
     "max": "high",
 }
 _USER_MAX = 64  # characters of `user` OpenAI takes
+_CALL_ID_MAX = 40  # characters of a tool call's id OpenAI takes
 
 
 def join(texts):
@@ -53,9 +54,20 @@ def object_parameters(schema):
 
 def chat_user(user_id):
     """A user id as `user`; OpenAI caps it at 64 characters, so longer ids go as a stable hash."""
-    if len(user_id) <= _USER_MAX:
-        return user_id
+    return user_id if len(user_id) <= _USER_MAX else hashed_user(user_id)
+
+
+def hashed_user(user_id):
+    """A user id as a stable hash: what OpenAI's 64-character `user` takes of any id."""
     return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
+
+
+def openai_call_id(call_id):
+    """A tool call's id as OpenAI takes it: one past 40 characters goes as a stable hash, the
+    same for the assistant's call and its tool message."""
+    if len(call_id) <= _CALL_ID_MAX:
+        return call_id
+    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:32]
 
 
 def stream_fields(stream_usage):

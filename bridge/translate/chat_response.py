@@ -6,28 +6,13 @@ An answer in OpenAI's shape, as OpenAI-compatible servers really send it: exactl
 `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Groq, OpenRouter, Ollama);
 tool `arguments` a JSON string, or the object itself (llama-server, TGI); usage with its
 cache and reasoning counts where the server gives them (DeepSeek's `prompt_cache_hit_tokens`
-too). Tool-call ids go to clients with stricter id rules and come back (client_tool_id,
-upstream_tool_id), and a context overflow is recognised however the server words it
-(overflow.py) at the statuses servers report it with.
+too).
 """
 
-import base64
-import binascii
 import collections
-import hashlib
-import re
-import uuid
 
-from ..protocols import json_codec, overflow
+from ..protocols import json_codec
 from ..protocols.errors import BridgeError
-
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-_ENCODED_ID = "toolu_b64_"
-_ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
-_OPENAI_ID_MAX = 40
-# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
-# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
-_OVERFLOW_STATUSES = (None, 400, 413, 422)
 
 
 def only_choice(choices):
@@ -103,43 +88,3 @@ def usage_counts(openai_usage):
 
 def _count(value):
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def overflow_of(error):
-    """The context overflow an upstream's error reports (overflow.Overflow), or None for another error."""
-    if error.upstream_status not in _OVERFLOW_STATUSES:
-        return None
-    return overflow.find(error.upstream_detail)
-
-
-def client_tool_id(upstream_id):
-    """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
-
-    Ids that do not fit (Kimi's `functions.get_weather:0`) are base64url-encoded
-    so the next request can give the upstream its own id back (upstream_tool_id).
-    A missing id gets a fresh one.
-    """
-    if not isinstance(upstream_id, str) or not upstream_id:
-        return f"toolu_{uuid.uuid4().hex}"
-    if _ANTHROPIC_ID.match(upstream_id):
-        return upstream_id
-    return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
-
-
-def upstream_tool_id(client_id):
-    """The tool-call id to send upstream for a call id of the conversation.
-
-    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
-    stable hash, the same for the assistant's call and its tool message. An
-    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
-    no copies of itself, however long.
-    """
-    if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
-        encoded = client_id[len(_ENCODED_ID) :]
-        try:
-            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            pass
-    if len(client_id) <= _OPENAI_ID_MAX:
-        return client_id
-    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]

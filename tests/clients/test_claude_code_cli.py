@@ -1,5 +1,6 @@
 """The real Claude Code CLI through the bridge: what `claude -p` prints, and what reaches the
-OpenAI-compatible model server behind the bridge (the fake upstream).
+OpenAI-compatible model server behind the bridge (the fake upstream), a Chat one or, at the end, an
+OpenAI Responses one.
 
 The CLI is the npm package pinned in tests/clients/package.json, which `make test` installs into
 .clients/ where npm exists. Without it these tests skip, except under CI=true, where a missing
@@ -17,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.fake_upstream import chat_stream, fixture
+from tests.fake_upstream import ResponsesRules, chat_stream, fixture, json_reply, responses_answer, responses_stream
 from tests.helpers.clis import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -182,3 +183,151 @@ def test_a_tool_search_result_reaches_the_model_on_the_first_try(claude, fake):
     result = text_of(answer_to(body, "call_search_1")["content"])
     assert "WebFetch" in result, result
     assert {"WebFetch", "ToolSearch"} <= set(tool_names(body)), tool_names(body)
+
+
+# Beta flags Bedrock takes (the supported list of AWS's Anthropic request parameters, in part).
+BEDROCK_BETAS = {
+    "claude-code-20250219",
+    "interleaved-thinking-2025-05-14",
+    "context-management-2025-06-27",
+    "context-1m-2025-08-07",
+    "effort-2025-11-24",
+    "tool-search-tool-2025-10-19",
+}
+
+
+def test_a_prompt_reaches_claude_on_bedrock_signed_and_its_stream_comes_back(
+    claude_cli, start_bridge, monkeypatch, tmp_path
+):
+    """Claude Code through the bridge to a Bedrock deployment (tests/fake_clouds.py): its Messages
+    requests go on as InvokeModelWithResponseStream, SigV4-signed (the fake refuses any other),
+    and the event-stream frames come back to it as its own SSE."""
+    from tests.fake_clouds import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, FakeBedrock
+    from tests.fake_upstream import json_reply, messages_stream
+
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+        ("AWS_SESSION_TOKEN", SESSION_TOKEN),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", str(tmp_path / "aws-config")),
+        ("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials")),
+    ):
+        monkeypatch.setenv(name, value)
+    bedrock = FakeBedrock()
+    try:
+
+        def answer(request):
+            if request.path.endswith("/invoke-with-response-stream"):
+                return messages_stream("Hi there, from Bedrock.")
+            if request.path.endswith("/count-tokens"):
+                return json_reply({"inputTokens": 10})
+            return fixture("anthropic/text.json")
+
+        bedrock.default = answer
+        bedrock.betas = BEDROCK_BETAS  # Claude Code sends more, which Bedrock would refuse: the route keeps them back
+        deployment = {
+            "name": "bedrock",
+            "cloud": "bedrock",
+            "region": REGION,
+            "endpoint_url": bedrock.url,
+            "model": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "betas": sorted(BEDROCK_BETAS),
+        }
+        routes = {"routes": [{"models": ["claude-*"], "deployments": [deployment]}]}
+        live = start_bridge(BRIDGE_ROUTES=json.dumps(routes), BRIDGE_CLIENT_KEYS="cc:sk-ant-dummy-key-for-tests")
+        run = ClaudeCode(claude_cli, live.url, tmp_path).run("say hi")
+        assert run.stdout.strip() == "Hi there, from Bedrock.", run.transcript
+        assert run.api_errors == [], run.transcript
+        streamed = [r for r in bedrock.requests if r.path.endswith("/invoke-with-response-stream")]
+        assert streamed and all(r.body["anthropic_version"] == "bedrock-2023-05-31" for r in streamed)
+        assert any(r.body.get("tools") and "say hi" in json.dumps(r.body["messages"]) for r in streamed)
+        assert all(bedrock.refusal(r) is None for r in bedrock.requests), "every request signed"
+        assert {b for r in streamed for b in r.body.get("anthropic_beta", ())} <= BEDROCK_BETAS
+    finally:
+        bedrock.close()
+
+
+# -- on an OpenAI Responses upstream ------------------------------------------------------------
+
+
+@pytest.fixture
+def claude_on_responses(claude_cli, start_bridge, other_fake, tmp_path):
+    """Claude Code on a bridge whose claude-* models are served by a Responses deployment on
+    `other_fake`, which keeps OpenAI's rules (store:false item ids, unknown fields...)."""
+    other_fake.rules = ResponsesRules()
+    deployment = {"name": "responses", "protocol": "openai-responses", "base_url": f"{other_fake.url}/v1"}
+    routes = {"routes": [{"models": ["claude-*"], "deployments": [{**deployment, "model": "gpt-5"}]}]}
+    live = start_bridge(BRIDGE_ROUTES=json.dumps(routes))
+    return ClaudeCode(claude_cli, live.url, tmp_path)
+
+
+def responses_server(*turns):
+    """model_server for a Responses upstream: the input-token count, a side request's text, and
+    turn n (a request with tools and n function_call_output items) `turns[n]`."""
+
+    def answer(request):
+        body = request.body if isinstance(request.body, dict) else {}
+        if request.path.endswith("/input_tokens"):
+            return json_reply({"object": "response.input_tokens", "input_tokens": 100})
+        if body.get("stream") is not True:
+            return json_reply(responses_answer("ok"))
+        if not body.get("tools"):
+            return responses_stream("ok")
+        results = sum(item.get("type") == "function_call_output" for item in body["input"])
+        return turns[min(results, len(turns) - 1)]
+
+    return answer
+
+
+def responses_conversation(fake, prompt):
+    """The Responses requests of the main conversation: with tools, and the user's prompt."""
+    return [
+        r.body
+        for r in fake.requests
+        if r.path.endswith("/responses")
+        and r.body.get("tools")
+        and any(item.get("role") == "user" and prompt in text_of(item.get("content")) for item in r.body["input"])
+    ]
+
+
+def test_on_responses_a_prompt_prints_the_models_text(claude_on_responses, other_fake):
+    other_fake.default = responses_server(responses_stream("Hi there, from the Responses model."))
+    run = claude_on_responses.run("say hi")
+    assert run.stdout.strip() == "Hi there, from the Responses model.", run.transcript
+    assert run.api_errors == [], run.transcript
+    [sent] = responses_conversation(other_fake, "say hi")
+    assert sent["stream"] is True and sent["model"] == "gpt-5" and sent["store"] is False
+    assert "Claude" in sent["instructions"] and {"Bash", "Read"} <= {tool["name"] for tool in sent["tools"]}
+
+
+def test_on_responses_a_tool_loop_carries_the_reasoning_item_back_byte_for_byte(claude_on_responses, other_fake):
+    """The model reasons, then calls Read; Claude Code runs it and sends the next turn, whose input
+    holds the first answer's reasoning item as the upstream sent it, then the call and its output."""
+    secret = uuid.uuid4().hex
+    notes = claude_on_responses.project / "notes.txt"
+    notes.write_text(f"the secret word is {secret}\n")
+    prompt = "Read notes.txt and tell me the secret word"
+    first = responses_stream(
+        reasoning=("I should read the file first.", "gAAAAAB-encrypted-" + secret[:8]),
+        function_calls=[("call_read_1", "Read", {"file_path": str(notes)})],
+    )
+    other_fake.default = responses_server(first, responses_stream("The file has a secret word in it."))
+    run = claude_on_responses.run(prompt, "--allowedTools", "Read")
+    assert run.stdout.strip() == "The file has a secret word in it.", run.transcript
+    assert run.api_errors == [], run.transcript
+    turns = responses_conversation(other_fake, prompt)
+    second = turns[-1]
+    sent = next(
+        json.loads(raw.split(b"data: ", 1)[1]) for raw in first.events if b'"reasoning"' in raw and b"item.done" in raw
+    )
+    reasoning = [item for item in second["input"] if item.get("type") == "reasoning"]
+    assert [json.dumps(item) for item in reasoning] == [json.dumps(sent["item"])], reasoning
+    after = second["input"][second["input"].index(reasoning[0]) + 1 :]
+    assert after[0] == {
+        "type": "function_call",
+        "call_id": "call_read_1",
+        "name": "Read",
+        "arguments": json.dumps({"file_path": str(notes)}, separators=(",", ":")),
+    }
+    assert after[1]["type"] == "function_call_output" and secret in text_of(after[1]["output"])

@@ -10,6 +10,8 @@ import socket
 import pytest
 import requests
 
+from bridge.fronts import messages
+from bridge.protocols import UPSTREAM_CHAT
 from tests.fake_upstream import Reply, fixture, json_reply
 from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 
@@ -43,7 +45,8 @@ def test_an_unexpected_error_is_a_500_in_the_clients_protocol_naming_the_request
     def broken(*args):
         raise RuntimeError("a bug in a translation rule")
 
-    monkeypatch.setattr("bridge.fronts.messages.to_chat_request", broken)
+    _, *rest = messages._PAIRS[UPSTREAM_CHAT]
+    monkeypatch.setitem(messages._PAIRS, UPSTREAM_CHAT, (broken, *rest))
     body = {"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     failed = requests.post(f"{bridge.url}/v1/messages", json=body, headers={"x-request-id": "trace-42"})
     assert is_anthropic_error(failed, 500, "api_error")

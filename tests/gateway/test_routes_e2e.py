@@ -32,12 +32,14 @@ ANTHROPIC_BODIES = sorted(
 OPENAI_BODIES = sorted(
     f"openai/{p.name}"
     for p in (FIXTURES / "openai").glob("*.json")
-    if not p.name.startswith("error_") and not p.name.endswith(".meta.json")
+    if not p.name.startswith(("error_", "responses_")) and not p.name.endswith(".meta.json")
 )
 # Every recorded stream, the ones ending in an error event and the several-choice one too:
 # pass-through relays what the translators refuse.
 ANTHROPIC_SSE = sorted(f"anthropic/{p.name}" for p in (FIXTURES / "anthropic").glob("*.sse"))
-OPENAI_SSE = sorted(f"openai/{p.name}" for p in (FIXTURES / "openai").glob("*.sse"))
+OPENAI_SSE = sorted(
+    f"openai/{p.name}" for p in (FIXTURES / "openai").glob("*.sse") if not p.name.startswith("responses_")
+)
 CLAUDE_CODE_2_1_332 = sorted((FIXTURES / "clients" / "claude-code-2.1.332").glob("claude_code_*.json"))
 
 

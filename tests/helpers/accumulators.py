@@ -12,6 +12,7 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from bridge.protocols.reasoning import reasoning_item
 from bridge.translate.translator import DONE
 from tests.helpers.recorded import recorded_events
 
@@ -111,3 +112,20 @@ def without_nulls(value):
     if isinstance(value, list):
         return [without_nulls(item) for item in value]
     return value
+
+
+def responses_chat_comparable(completion):
+    """A Chat completion from a Responses upstream as far as its streamed and non-streamed forms
+    must agree: nulls read as absent; `created`, the time of each request; the stream's merge
+    `index` of list entries; content "" where no text came (the role chunk); and a reasoning
+    item's encrypted_content, which OpenAI encrypts anew for each event that carries the item
+    (the stream sends its output_item.done's, a body has the final response's)."""
+    completion = {**without_nulls(completion), "created": None}
+    message = completion["choices"][0]["message"]
+    if message.get("content") == "":
+        del message["content"]
+    for entry in [*message.get("thinking_blocks", []), *message.get("tool_calls", [])]:
+        entry.pop("index", None)
+    for entry in message.get("thinking_blocks", []):
+        entry["signature"] = {**reasoning_item(entry["signature"]), "encrypted_content": "..."}
+    return completion

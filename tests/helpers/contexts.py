@@ -1,7 +1,9 @@
 """The translators' contexts, built as the fronts build them, for unit tests of a pair."""
 
 from bridge.translate.chat_to_messages.request import Context as ChatToMessagesContext
+from bridge.translate.chat_to_responses.request import Context as ChatToResponsesContext
 from bridge.translate.messages_to_chat.request import Context as MessagesToChatContext
+from bridge.translate.messages_to_responses.request import Context as MessagesToResponsesContext
 from bridge.translate.responses_to_chat.request import Context as ResponsesToChatContext
 from bridge.translate.responses_to_messages.request import Context as ResponsesToMessagesContext
 
@@ -9,6 +11,11 @@ from bridge.translate.responses_to_messages.request import Context as ResponsesT
 def chat_to_messages_context(**overrides):
     """What the chat_to_messages translators know of a plain request for gpt-4o."""
     return ChatToMessagesContext(**{"stream": False, "model": "gpt-4o", "created": 1700000000, **overrides})
+
+
+def chat_to_responses_context(**overrides):
+    """What the chat_to_responses translators know of a plain request for gpt-5-codex."""
+    return ChatToResponsesContext(**{"stream": False, "model": "gpt-5-codex", "created": 1700000000, **overrides})
 
 
 RESPONSE_ID = "resp_" + "0123456789abcdef" * 2
@@ -70,6 +77,12 @@ def messages_to_chat_context(**overrides):
             **overrides,
         }
     )
+
+
+def messages_to_responses_context(**overrides):
+    """What the messages_to_responses translators know of a plain request, with an input estimate of 42."""
+    values = {"model": "claude-sonnet-4-5", "stream": False, "dropped": [], "tool_names": {}, "input_tokens": 42}
+    return MessagesToResponsesContext(**{**values, **overrides})
 
 
 def translated(translator, events, eof=True):

@@ -11,8 +11,9 @@ from bridge.protocols.overflow import Overflow
 from bridge.translate.translator import DONE
 from tests.fake_upstream import FIXTURES
 
-# The recorded streams whose answer completes; the others end in an `event: error`, or carry
-# several answers (multi_choice.sse), which the bridge refuses.
+# The recorded Chat Completions streams whose answer completes; the others end in an `event: error`,
+# or carry several answers (multi_choice.sse), which the bridge refuses. The Responses API's
+# recordings (openai/responses_*) are RESPONSES_STREAMS.
 ANTHROPIC_STREAMS = sorted(
     f"anthropic/{path.name}"
     for path in (FIXTURES / "anthropic").glob("*.sse")
@@ -21,8 +22,9 @@ ANTHROPIC_STREAMS = sorted(
 OPENAI_STREAMS = sorted(
     f"openai/{path.name}"
     for path in (FIXTURES / "openai").glob("*.sse")
-    if path.name not in ("groq_midstream_error.sse", "multi_choice.sse")
+    if path.name not in ("groq_midstream_error.sse", "multi_choice.sse") and not path.name.startswith("responses_")
 )
+RESPONSES_STREAMS = sorted(f"openai/{path.name}" for path in (FIXTURES / "openai").glob("responses_*.sse"))
 
 
 def recorded(name):

@@ -8,7 +8,7 @@ import pytest
 from bridge import settings as settings_module
 from bridge.protocols.errors import BridgeError
 from bridge.protocols.schemas.anthropic import validate_messages
-from bridge.translate.chat_response import client_tool_id
+from bridge.translate.messages_client import client_tool_id
 from bridge.translate.messages_to_chat.request import to_chat_request
 from tests.fake_upstream import FIXTURES
 from tests.helpers.upstream_requests import CHAT_FIELDS, OPENAI_TOOL_NAME, assert_valid_chat_request

@@ -7,13 +7,8 @@ import tracemalloc
 import pytest
 
 from bridge.protocols.errors import BridgeError, from_openai
-from bridge.translate.chat_response import client_tool_id, upstream_tool_id
-from bridge.translate.messages_to_chat.response import (
-    INVALID_ARGUMENTS_KEY,
-    anthropic_overflow,
-    to_anthropic_message,
-    usage,
-)
+from bridge.translate.messages_client import INVALID_ARGUMENTS_KEY, anthropic_overflow, client_tool_id, upstream_tool_id
+from bridge.translate.messages_to_chat.response import to_anthropic_message, usage
 from tests.helpers.contexts import messages_to_chat_context as context
 from tests.helpers.recorded import OVERFLOWS, recorded
 

@@ -21,12 +21,16 @@ from bridge.gateway.passthrough import Context as PassThroughContext
 from bridge.protocols import sse
 from bridge.serve.streaming import ANTHROPIC_SSE, CHAT_SSE, RESPONSES_SSE, _payload
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFront
+from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatOnResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
+from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesOnResponses
 from bridge.translate.responses_to_chat.stream import StreamTranslator as ResponsesFromChat
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
 from tests.helpers.contexts import (
     chat_to_messages_context,
+    chat_to_responses_context,
     messages_to_chat_context,
+    messages_to_responses_context,
     responses_to_chat_context,
     responses_to_messages_context,
 )
@@ -83,6 +87,22 @@ def chat_stream(delta, count, opening=(), closing=()):
     )
 
 
+def responses_stream(item, delta, count):
+    """A Responses upstream's stream: response.created; one output `item` with `delta` events
+    (their type) `count` times, the item done; response.completed."""
+    response = {"id": "resp_1", "status": "in_progress", "output": []}
+    at = {"output_index": 0, "item_id": item["id"]}
+    return b"".join(
+        [
+            _event("response.created", response=response),
+            _event("response.output_item.added", item=item, **at),
+            _event(delta, delta=PIECE, content_index=0, summary_index=0, **at) * count,
+            _event("response.output_item.done", item=item, **at),
+            _event("response.completed", response={**response, "status": "completed"}),
+        ]
+    )
+
+
 TEXT = ({"type": "text", "text": ""}, {"type": "text_delta", "text": PIECE})
 THINKING = ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": PIECE})
 SIGNATURE = ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "signature_delta", "signature": PIECE})
@@ -102,6 +122,16 @@ def call(fields):
     return {"tool_calls": [{"index": 0, "function": fields}]}
 
 
+# A Responses upstream's output item and the delta event it streams.
+RESPONSES_TEXT = ({"type": "message", "id": "msg_1", "content": []}, "response.output_text.delta")
+RESPONSES_SUMMARY = (
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+    "response.reasoning_summary_text.delta",
+)
+RESPONSES_ARGUMENTS = (
+    {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f"},
+    "response.function_call_arguments.delta",
+)
 NAMED = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "lookup", "arguments": ""}}]}
 PATCHING = {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "apply_patch", "arguments": '{"input": "'}}]}
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
@@ -199,13 +229,46 @@ STREAMS = {
         RESPONSES_SSE,
         {"delta": call({"arguments": PIECE}), "opening": [PATCHING], "closing": [call({"arguments": '"}'})]},
     ),
+    "messages-on-responses-text": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        RESPONSES_TEXT,
+    ),
+    "messages-on-responses-summary": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        RESPONSES_SUMMARY,
+    ),
+    "messages-on-responses-arguments": (
+        lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),
+        ANTHROPIC_SSE,
+        RESPONSES_ARGUMENTS,
+    ),
+    "chat-on-responses-text": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_TEXT,
+    ),
+    "chat-on-responses-summary": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_SUMMARY,
+    ),
+    "chat-on-responses-arguments": (
+        lambda: ChatOnResponses(chat_to_responses_context(stream=True)),
+        CHAT_SSE,
+        RESPONSES_ARGUMENTS,
+    ),
     "passthrough-messages": (lambda: AnthropicRelay(PassThroughContext("m", True)), ANTHROPIC_SSE, TEXT),
     "passthrough-chat": (lambda: ChatRelay(PassThroughContext("m", True)), CHAT_SSE, {"content": PIECE}),
 }
 
 
 def upstream_body(shape, count):
-    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, or Chat deltas."""
+    """The upstream stream of `count` deltas of a STREAMS shape: a Messages block, Chat deltas, or
+    a Responses item and its delta event."""
+    if isinstance(shape, tuple) and isinstance(shape[1], str):
+        return responses_stream(*shape, count)
     if isinstance(shape, tuple):
         return anthropic_stream(*shape, count)
     if "start" in shape:

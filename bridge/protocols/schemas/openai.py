@@ -10,7 +10,8 @@ it cannot read, and conversations with nothing to answer.
 Unknown top-level fields are kept (the translator reports them as dropped);
 unknown fields inside messages and parts are ignored, because clients echo
 whole response messages back (`annotations`, `reasoning_content`, SDK-only
-fields), and so are those Anthropic has no place for (`name`, image `detail`).
+fields), and so are those Anthropic has no place for (`name`); image `detail` is kept for
+the Responses upstream, and ignored for Anthropic.
 """
 
 import base64
@@ -99,6 +100,7 @@ def valid_image_url(url):
 
 class ImageUrl(Schema):
     url = fields.String(required=True, validate=valid_image_url)
+    detail = fields.String(allow_none=True)  # OpenAI's resolution; the Responses upstream takes it
 
 
 class ImagePart(Part):

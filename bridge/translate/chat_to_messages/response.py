@@ -16,6 +16,7 @@ import datetime
 
 from ...protocols import json_codec, shapes
 from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
+from ..chat_answer import completion, tool_call, usage_of
 
 
 def to_chat_completion(message, context):
@@ -33,6 +34,7 @@ def to_chat_completion(message, context):
             text.append(arguments(block.get("input")))
             length += len(text[-1])
         elif kind == "tool_use":
+            # Anthropic ids (toolu_...) are valid Chat ids as they are: stable both ways.
             calls.append(tool_call(block["id"], block["name"], arguments(block.get("input"))))
         elif kind == "thinking":
             reasoning.append(block.get("thinking") or "")
@@ -54,28 +56,12 @@ def to_chat_completion(message, context):
         chat_message["reasoning_content"] = "".join(reasoning)
     if signed:
         chat_message["thinking_blocks"] = signed
-    return {
-        "id": completion_id(message.get("id")),
-        "object": "chat.completion",
-        "created": context.created,
-        "model": context.model,
-        "choices": [{"index": 0, "message": chat_message, "logprobs": None, "finish_reason": finish}],
-        "usage": chat_usage(message.get("usage") or {}),
-    }
-
-
-def completion_id(message_id):
-    return f"chatcmpl-{message_id or 'bridge'}"
+    return completion(message.get("id"), context, chat_message, finish, chat_usage(message.get("usage") or {}))
 
 
 def arguments(tool_input):
     """Chat carries tool input as a JSON string."""
     return json_codec.dumps_text(tool_input if tool_input is not None else {})
-
-
-def tool_call(call_id, name, args):
-    """Anthropic ids (toolu_...) are valid Chat ids as they are, so they stay stable both ways."""
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def thinking_entry(block):
@@ -103,16 +89,7 @@ def chat_annotations(citations, start, end):
 def chat_usage(usage):
     """Chat's prompt_tokens include cached tokens (see token_counts)."""
     counts = token_counts(usage)
-    out = {
-        "prompt_tokens": counts.input,
-        "completion_tokens": counts.output,
-        "total_tokens": counts.input + counts.output,
-        "prompt_tokens_details": {"cached_tokens": counts.cache_read},
-    }
-    if counts.thinking is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": counts.thinking}
-    out.update(search_usage(usage))
-    return out
+    return {**usage_of(counts.input, counts.output, counts.cache_read, counts.thinking), **search_usage(usage)}
 
 
 def to_openai_model(anthropic_model):

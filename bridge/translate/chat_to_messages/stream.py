@@ -23,15 +23,8 @@ import dataclasses
 from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow, refusal_text
 from ..anthropic_stream import Block, MessagesStream
-from .response import (
-    arguments,
-    chat_annotations,
-    chat_usage,
-    completion_id,
-    finish_reason,
-    thinking_entry,
-    tool_call,
-)
+from ..chat_answer import chunk, chunk_head, tool_call
+from .response import arguments, chat_annotations, chat_usage, finish_reason, thinking_entry
 
 
 @dataclasses.dataclass
@@ -63,12 +56,7 @@ class StreamTranslator(MessagesStream):
         return openai_overflow(error)
 
     def on_message_start(self, message):
-        self.head = {
-            "id": completion_id(message.get("id")),
-            "object": "chat.completion.chunk",
-            "created": self.context.created,
-            "model": self.context.model,
-        }
+        self.head = chunk_head(message.get("id"), self.context)
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def on_block_start(self, state):
@@ -145,4 +133,4 @@ class StreamTranslator(MessagesStream):
         return [self._chunk({"annotations": entries})]
 
     def _chunk(self, delta, finish=None):
-        return {**self.head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return chunk(self.head, delta, finish)

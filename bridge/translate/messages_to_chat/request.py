@@ -47,12 +47,9 @@ where the two protocols place things differently:
 """
 
 import dataclasses
-import itertools
-import re
 
 from ...protocols import json_codec
-from ...protocols.errors import BridgeError, invalid
-from ...protocols.tool_names import safe_tool_name
+from ...protocols.errors import invalid
 from ..chat_request import (
     CHAT_EFFORTS,
     chat_tool,
@@ -63,14 +60,23 @@ from ..chat_request import (
     stream_fields,
     tool_attachments,
 )
-from ..chat_response import upstream_tool_id
+from ..messages_client import (
+    UNENFORCED,
+    content_blocks,
+    conversation,
+    function_tools,
+    refuse_stateful,
+    requested_effort,
+    source_url,
+    system_texts,
+    tool_choice,
+    upstream_name,
+    upstream_tool_id,
+)
 from ..model_map import map_model
 from ..tokens import count_tokens
 
 MAX_STOP_SEQUENCES = 4
-# Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
-# to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
-_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
 # Top-level fields this module translates; any other is reported as dropped.
 _READ = frozenset(
     (
@@ -90,14 +96,6 @@ _READ = frozenset(
         "stream",
     )
 )
-# Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
-_UNENFORCED = {
-    "safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
-    "on an OpenAI-compatible upstream; the request goes on without it"
-}
-_CACHE_CONTROL = itertools.repeat("cache_control")
-# Claude Code's stand-in tool that keeps Anthropic's deferred tool loading on; meaningless elsewhere.
-DEFERRED_TOOL_PLACEHOLDER = "DeferredToolPlaceholder"
 
 
 @dataclasses.dataclass
@@ -115,7 +113,7 @@ class Context:
 
 def to_chat_request(body, settings):
     """(Chat request body, Context) for a validated Messages request body."""
-    _refuse_stateful(body)
+    refuse_stateful(body)
     names = {}
     dropped = [field for field in body if field not in _READ]
     chat = {
@@ -150,89 +148,25 @@ def to_chat_request(body, settings):
         tool_names={short: name for name, short in names.items()},
         stop_sequences=tuple(stop),
         input_tokens=count_tokens(body) if stream else 0,
-        warnings=[_UNENFORCED[field] for field in _UNENFORCED if field in body],
+        warnings=[UNENFORCED[field] for field in UNENFORCED if field in body],
     )
     return chat, context
-
-
-def _refuse_stateful(body):
-    """Fields that ask the server to keep or rewrite the conversation: bridge stores nothing.
-
-    `thread` gets Anthropic's own refusal (error.details.error_code thread_unsupported_request),
-    on which both SDKs' tool runners stop threading and resend the whole conversation.
-    """
-    if "thread" in body:
-        raise BridgeError(
-            "invalid_request",
-            "thread: this endpoint does not store conversations; send the "
-            "full conversation in `messages` without `thread`",
-            param="thread",
-            details={"error_code": "thread_unsupported_request", "unsupported": []},
-        )
-    if body.get("compaction") is not None:
-        raise invalid(
-            "compaction: an OpenAI-compatible upstream cannot return a compaction block; "
-            "summarize the conversation with a normal request instead",
-            "compaction",
-        )
 
 
 # -- messages --------------------------------------------------------------------
 
 
 def _messages(body, names, reasoning_history, dropped):
-    system = _texts(body.get("system"), dropped)
+    system = system_texts(body.get("system"), dropped)
     out = []
-    unanswered = {}  # tool_use id -> path of the block, for the calls of the last assistant turn
-    for i, message in enumerate(body["messages"]):
-        role, blocks = message["role"], _blocks(message["content"])
-        if role == "system":
-            system.extend(_texts(blocks, dropped))
-            continue
-        if _marks_cache(blocks):
-            dropped.append("cache_control")
+    for i, role, blocks, unanswered in conversation(body, system, dropped):
         if role == "assistant":
-            _require_answered(unanswered)
-            unanswered = {b["id"]: f"messages.{i}.content.{j}" for j, b in enumerate(blocks) if b["type"] == "tool_use"}
             out.extend(_assistant_turn(blocks, names, reasoning_history))
         else:
             out.extend(_user_turn(i, blocks, unanswered, names))
-            _require_answered(unanswered)
-    _require_answered(unanswered)
     if system:
         out.insert(0, {"role": "system", "content": join(system)})
     return out
-
-
-def _blocks(content):
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-def _texts(content, dropped):
-    """The non-empty texts of a system string or list of text blocks, without a billing header line."""
-    if content is None:
-        return []
-    blocks = _blocks(content)
-    if _marks_cache(blocks):
-        dropped.append("cache_control")
-    texts = (_BILLING_HEADER.sub("", block["text"]) for block in blocks)
-    return [text for text in texts if text]
-
-
-def _marks_cache(blocks):
-    """Whether a block carries Anthropic's cache_control, which no Chat upstream takes. Looked
-    for in C (map over dict.__contains__): a generator's frames cost more than the lookups."""
-    return any(map(dict.__contains__, blocks, _CACHE_CONTROL))
-
-
-def _require_answered(unanswered):
-    if unanswered:
-        tool_id, path = next(iter(unanswered.items()))
-        raise invalid(
-            f"{path}: tool_use {tool_id!r} has no tool_result in the next user message; "
-            "every tool call must be answered before the conversation goes on",
-            path,
-        )
 
 
 def _assistant_turn(blocks, names, reasoning_history):
@@ -246,7 +180,7 @@ def _assistant_turn(blocks, names, reasoning_history):
                     "id": upstream_tool_id(block["id"]),
                     "type": "function",
                     "function": {
-                        "name": _upstream_name(block["name"], names),
+                        "name": upstream_name(block["name"], names),
                         "arguments": json_codec.dumps_text(block["input"]),
                     },
                 }
@@ -295,7 +229,7 @@ def _tool_result(block, path, names):
         texts = [content] if content else []
     for j, inner in enumerate(content if isinstance(content, list) else []):
         if inner["type"] == "tool_reference":
-            texts.append(f"Tool loaded: {_upstream_name(inner['tool_name'], names)}")
+            texts.append(f"Tool loaded: {upstream_name(inner['tool_name'], names)}")
             continue
         for part in _user_parts(inner, f"{path}.content.{j}"):
             if part["type"] == "text":
@@ -314,14 +248,8 @@ def _user_parts(block, path):
     if kind == "text":
         return [{"type": "text", "text": block["text"]}] if block["text"] else []
     if kind == "image":
-        return [{"type": "image_url", "image_url": {"url": _url(block["source"])}}]
+        return [{"type": "image_url", "image_url": {"url": source_url(block["source"])}}]
     return _document_parts(block, path)
-
-
-def _url(source):
-    if source["type"] == "url":
-        return source["url"]
-    return f"data:{source['media_type']};base64,{source['data']}"
 
 
 def _document_parts(block, path):
@@ -338,58 +266,32 @@ def _document_parts(block, path):
         return [{"type": "text", "text": join(texts)}] if texts else []
     if source["type"] == "content":
         inner = source["content"]
-        parts = [p for j, b in enumerate(_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
+        parts = [p for j, b in enumerate(content_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
         return ([{"type": "text", "text": join(heading)}] if heading and parts else []) + parts
-    return [file_part(block.get("title"), _url(source))]
+    return [file_part(block.get("title"), source_url(source))]
 
 
 # -- tools -------------------------------------------------------------------------
 
 
-def _upstream_name(name, names):
-    """The name OpenAI will accept for a tool, remembered so responses can restore it."""
-    if name not in names:
-        names[name] = safe_tool_name(name)
-    return names[name]
-
-
 def _tools(body, names, dropped):
-    tools, declared = [], set()
-    for i, tool in enumerate(body.get("tools") or []):
-        if tool.get("type") not in (None, "custom"):
-            raise invalid(
-                f"tools.{i}.type: {tool['type']!r} is an Anthropic server tool; an "
-                "OpenAI-compatible upstream cannot run it",
-                f"tools.{i}.type",
-            )
-        if "defer_loading" in tool:
-            dropped.append("tools.defer_loading")  # every tool goes upstream inline
-        if tool["name"] == DEFERRED_TOOL_PLACEHOLDER and tool.get("defer_loading"):
-            dropped.append(f"tools.{DEFERRED_TOOL_PLACEHOLDER}")
-            continue
-        declared.add(tool["name"])
-        name = _upstream_name(tool["name"], names)
-        tools.append(chat_tool(name, tool.get("description"), tool["input_schema"], tool.get("strict")))
+    tools = function_tools(body, names, dropped)
     choice = body.get("tool_choice")
     if not tools:
         if choice:
             dropped.append("tool_choice")
         return {}
-    out = {"tools": tools}
+    out = {
+        "tools": [
+            chat_tool(name, tool.get("description"), tool["input_schema"], tool.get("strict")) for name, tool in tools
+        ]
+    }
     if choice:
-        out["tool_choice"] = _tool_choice(choice, names, declared)
+        mode = tool_choice(choice, names, tools)
+        out["tool_choice"] = mode if isinstance(mode, str) else {"type": "function", "function": {"name": mode[1]}}
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
-
-
-def _tool_choice(choice, names, declared):
-    kind = choice["type"]
-    if kind == "tool":
-        if choice["name"] not in declared:
-            raise invalid(f"tool_choice.name: no tool named {choice['name']!r} in tools", "tool_choice.name")
-        return {"type": "function", "function": {"name": names[choice["name"]]}}
-    return {"auto": "auto", "any": "required", "none": "none"}[kind]
 
 
 # -- sampling and the rest -------------------------------------------------------------
@@ -413,7 +315,7 @@ def _reasoning(body, enabled, dropped):
     accepts; adaptive thinking leaves the upstream's default.
     """
     thinking = body.get("thinking") or {}
-    effort = _effort(body)
+    effort = requested_effort(body)
     if not enabled:
         if thinking and thinking["type"] != "disabled":
             dropped.append("thinking")
@@ -430,14 +332,3 @@ def _reasoning(body, enabled, dropped):
     if thinking.get("type") == "disabled":
         return {"reasoning_effort": "low"}
     return {}
-
-
-def _effort(body):
-    """Per-turn control (Claude Code 2.1.332): a `role:"system"` message's own output_config steers
-    the turns from there on, over the top-level one."""
-    effort = (body.get("output_config") or {}).get("effort")
-    for message in body["messages"]:
-        config = message.get("output_config") if message["role"] == "system" else None
-        if config and config.get("effort"):
-            effort = config["effort"]
-    return effort

@@ -1,9 +1,11 @@
 """Chat Completions response -> Anthropic Messages response (pure functions).
 
-The rules the stream translator shares live here too: finish_reason ->
-stop_reason, usage in Anthropic's shape. How a Chat answer is read (one choice,
-`content` that may be an array, reasoning fields, tool-call ids) is
-chat_response.py, shared with the Responses front's Chat pair.
+The stream translator shares usage in Anthropic's shape from here. How a
+Chat answer is read (one choice, `content` that may be an array, reasoning
+fields) is chat_response.py, shared with the Responses front's Chat pair;
+what an Anthropic answer needs (stop_reason, tool_use ids and inputs, an
+overflow in Anthropic's words) is messages_client.py, shared with
+messages_to_responses.
 
 Decisions:
 - Exactly one choice: Chat `choices` are alternative answers, an Anthropic
@@ -27,24 +29,11 @@ Decisions:
 """
 
 import datetime
-import json
-import re
-import uuid
 
 from ...protocols import shapes
 from ...protocols.errors import BridgeError, from_openai, invalid
-from ..chat_response import (
-    arguments_text,
-    client_tool_id,
-    content_parts,
-    json_object,
-    only_choice,
-    overflow_of,
-    reasoning_text,
-    usage_counts,
-)
-
-INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
+from ..chat_response import content_parts, json_object, only_choice, reasoning_text, usage_counts
+from ..messages_client import anthropic_message, client_tool_id, stop_fields, tool_input
 
 
 def to_anthropic_message(completion, context):
@@ -84,64 +73,7 @@ def to_anthropic_message(completion, context):
     stop = stop_fields(
         choice.get("finish_reason"), bool(calls), bool(refusal), matched_stop(choice, context.stop_sequences)
     )
-    return {
-        "id": message_id(completion.get("id")),
-        "type": "message",
-        "role": "assistant",
-        "model": context.model,
-        "content": content,
-        **stop,
-        "usage": usage(completion.get("usage")),
-    }
-
-
-def anthropic_overflow(error, estimate):
-    """An upstream's context overflow in Anthropic's words; any other error as it came.
-
-    - The prompt fits but prompt + max_tokens does not (vLLM says both): `input length and
-      `max_tokens` exceed context limit: T + M > N, ...`; Claude Code retries with a
-      max_tokens that fits.
-    - Otherwise `prompt is too long: T tokens > N maximum`, with the upstream's numbers;
-      `estimate()` (count_tokens, called only then) stands in for a size it does not give.
-      When it names no limit, N is T: a gap of zero, which Claude Code reads as "too long by
-      an unknown amount" and meets with its own rule (drop the oldest fifth) rather than with
-      a limit the bridge made up. T is never written below N, for the same reason.
-    """
-    found = overflow_of(error)
-    if found is None:
-        return error
-    prompt = found.prompt if found.prompt is not None else estimate()
-    if found.limit is not None and found.output and prompt < found.limit:
-        message = (
-            f"input length and `max_tokens` exceed context limit: {prompt} + {found.output} > "
-            f"{found.limit}, decrease input length or `max_tokens` and try again"
-        )
-    else:
-        limit = found.limit if found.limit is not None else prompt
-        message = f"prompt is too long: {max(prompt, limit)} tokens > {limit} maximum"
-    return error.replaced(kind="invalid_request", message=message, status=400)
-
-
-def stop_fields(finish_reason, tool_called, refused, stop_sequence):
-    """A message's stop_reason and stop_sequence for how the upstream ended; stop_details for a refusal."""
-    reason, sequence = _stop_reason(finish_reason, tool_called, refused, stop_sequence)
-    fields = {"stop_reason": reason, "stop_sequence": sequence}
-    if reason == "refusal":
-        explanation = "stopped by the upstream's content filter" if finish_reason == "content_filter" else None
-        fields["stop_details"] = {"type": "refusal", "category": None, "explanation": explanation}
-    return fields
-
-
-def _stop_reason(finish_reason, tool_called, refused, stop_sequence):
-    if refused or finish_reason == "content_filter":
-        return "refusal", None
-    if finish_reason == "length":
-        return "max_tokens", None
-    if tool_called:  # not finish_reason "tool_calls": a client runs the tool_use blocks, so there must be one
-        return "tool_use", None
-    if stop_sequence is not None:
-        return "stop_sequence", stop_sequence
-    return "end_turn", None
+    return anthropic_message(completion.get("id"), context, content, stop, usage(completion.get("usage")))
 
 
 def matched_stop(choice, stop_sequences):
@@ -163,27 +95,9 @@ def usage(openai_usage):
     }
 
 
-def tool_input(arguments):
-    """A tool call's `arguments` as the object Anthropic's `input` must be."""
-    text = arguments_text(arguments)
-    if not text.strip():
-        return {}
-    try:
-        parsed = json.loads(text)  # not orjson: a model's integers stay exact however long
-    except ValueError:
-        parsed = None
-    return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
-
-
 def client_tool_name(context, upstream_name):
     """The client's own name for a tool the request had to rename for OpenAI."""
     return context.tool_names.get(upstream_name, upstream_name)
-
-
-def message_id(upstream_id):
-    """msg_ + the upstream completion id (for tracing), or a fresh id when it has none."""
-    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "", upstream_id) if isinstance(upstream_id, str) else ""
-    return f"msg_{cleaned or uuid.uuid4().hex}"
 
 
 def to_anthropic_model(openai_model):

@@ -20,8 +20,8 @@ SDK's accumulator reads the Messages stream grammar:
 """
 
 from ...protocols.errors import ANTHROPIC
-from ..chat_response import client_tool_id
 from ..chat_stream import ChatStream
+from ..messages_client import anthropic_overflow, client_tool_id, message_start, stop_fields
 from . import response
 
 _EMPTY_BLOCKS = {
@@ -38,29 +38,10 @@ class StreamTranslator(ChatStream):
         self.blocks = 0  # content blocks opened so far = index of the next one
 
     def reword(self, error):
-        return response.anthropic_overflow(error, lambda: self.context.input_tokens)
+        return anthropic_overflow(error, lambda: self.context.input_tokens)
 
     def on_start(self, chunk):
-        return [
-            {
-                "type": "message_start",
-                "message": {
-                    "id": response.message_id(chunk.get("id")),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": self.context.model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": self.context.input_tokens,
-                        "output_tokens": 0,
-                        "cache_creation_input_tokens": 0,
-                        "cache_read_input_tokens": 0,
-                    },
-                },
-            }
-        ]
+        return [message_start(chunk.get("id"), self.context)]
 
     def on_open(self, piece):
         if isinstance(piece, str):
@@ -94,7 +75,7 @@ class StreamTranslator(ChatStream):
 
     def on_end(self):
         choice = self.finished
-        stop = response.stop_fields(
+        stop = stop_fields(
             choice["finish_reason"],
             self.tool_called,
             self.refused,

@@ -74,10 +74,10 @@ from ..chat_request import (
     file_part,
     flattened,
     join,
+    openai_call_id,
     stream_fields,
     tool_attachments,
 )
-from ..chat_response import upstream_tool_id
 from ..model_map import map_model
 from ..responses_client import Context as ResponsesContext
 from ..responses_client import (
@@ -213,7 +213,7 @@ def _tool_call(item, names):
     them, json.dumps' own separators: the same text the model wrote, in the common case."""
     arguments = item["arguments"] if item["type"] == "function_call" else {"input": item["input"]}
     return {
-        "id": upstream_tool_id(item["call_id"]),
+        "id": openai_call_id(item["call_id"]),
         "type": "function",
         "function": {"name": call_name(item, names), "arguments": json.dumps(arguments, ensure_ascii=False)},
     }
@@ -221,7 +221,7 @@ def _tool_call(item, names):
 
 def _tool_output(chat, index, item):
     """A role:"tool" message, right after the calls; its images and files wait in `held`."""
-    call_id = upstream_tool_id(item["call_id"])
+    call_id = openai_call_id(item["call_id"])
     output = item["output"]
     if isinstance(output, str):
         text, media = output, []

@@ -31,7 +31,7 @@ stops on and says the context window is full; the message stays the server's.
 import json
 import uuid
 
-from ...protocols import shapes
+from ...protocols import overflow, shapes
 from ...protocols.errors import BridgeError, from_openai
 from ...protocols.reasoning import chat_reasoning
 from ..chat_response import (
@@ -39,7 +39,6 @@ from ..chat_response import (
     content_parts,
     json_object,
     only_choice,
-    overflow_of,
     reasoning_text,
     usage_counts,
 )
@@ -138,6 +137,6 @@ def chat_usage(openai_usage):
 
 def responses_overflow(error):
     """A Chat server's context overflow as OpenAI reports one; any other error as it came."""
-    if overflow_of(error) is None:
+    if overflow.reported(error) is None:
         return error
     return error.replaced(kind="invalid_request", status=400, code="context_length_exceeded", param="input")

@@ -1,0 +1,241 @@
+"""Claude through Amazon Bedrock: an `anthropic` deployment with `"cloud": "bedrock"`.
+
+What differs from Anthropic's own API, all of it here:
+- the URL: POST /model/{model id or inference-profile ARN}/invoke, /invoke-with-response-stream
+  or /count-tokens on bedrock-runtime.{region}.amazonaws.com (or the deployment's endpoint_url,
+  a VPC endpoint);
+- the body: no `model` nor `stream` (the path says both), `anthropic_version` bedrock-2023-05-31,
+  and the client's `anthropic-beta` header values as the body's `anthropic_beta` list (only
+  those of the deployment's `betas`, when it names them: Bedrock refuses a whole call for one
+  flag it does not know, and which it knows differs by model);
+  count_tokens wraps that body, base64, in CountTokens' {"input": {"invokeModel": {"body"}}}
+  and answers {"inputTokens"}, given back as Anthropic's {"input_tokens"};
+- the credential: AWS Signature V4 by botocore's signer over the exact bytes sent, with the
+  credentials of botocore's default chain (environment, shared files and `aws_profile`,
+  web identity, the instance role), which refreshes them before they expire;
+- a stream: application/vnd.amazon.eventstream frames, decoded by botocore's parser, whose
+  `chunk` frames carry one Anthropic event each (base64 JSON) and whose exception frames
+  are the stream's failure, in the kinds the bridge's other upstreams fail with;
+- an error answer: {"message"} with its type in x-amzn-ErrorType (upstream.answer_error reads it).
+
+botocore is an optional extra (`pip install 'bridge[bedrock]'`), imported when a route names
+a Bedrock deployment.
+"""
+
+import base64
+from urllib.parse import quote
+
+from ..protocols import MESSAGES_COUNT_TOKENS, json_codec
+from ..protocols.errors import BridgeError
+from ..protocols.sse import Event
+from ..settings import SettingsError
+from .cloud import Cloud, endpoint_of, require_model
+
+ANTHROPIC_VERSION = "bedrock-2023-05-31"
+FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
+# Exception frames of a stream: the kind of error each is, and the status a
+# client is told.
+_EXCEPTIONS = {
+    "throttlingException": ("rate_limit", 429),
+    "serviceUnavailableException": ("overloaded", 529),
+    "modelStreamErrorException": ("api_error", 502),
+    "internalServerException": ("api_error", 500),
+    "validationException": ("invalid_request", 400),
+    "modelTimeoutException": ("timeout", 504),
+}
+
+
+def _botocore():
+    try:
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.eventstream
+        import botocore.session
+    except ImportError:
+        raise SettingsError("a Bedrock deployment needs botocore: pip install 'bridge[bedrock]'") from None
+    return botocore
+
+
+class Bedrock(Cloud):
+    """One Bedrock deployment's region, endpoint and credentials."""
+
+    kind = "bedrock"
+    provider = "aws.bedrock"  # gen_ai.provider.name
+
+    def __init__(self, region, endpoint_url=None, aws_profile=None, betas=None):
+        super().__init__(endpoint_url or f"https://bedrock-runtime.{region}.amazonaws.com")
+        self.region = region
+        self.aws_profile = aws_profile
+        self.betas = betas  # the beta flags passed on; None: all the client sends
+
+    @classmethod
+    def from_entry(cls, item, where):
+        """From a routes-file deployment, or SettingsError naming the field."""
+        region = item.get("region")
+        if not isinstance(region, str) or not region:
+            raise SettingsError(f"{where}: region is required for a Bedrock deployment (us-east-1, ...)")
+        endpoint = endpoint_of(item, where)
+        profile = item.get("aws_profile")
+        if profile is not None and (not isinstance(profile, str) or not profile):
+            raise SettingsError(f"{where}: aws_profile must name a profile of the shared AWS files")
+        betas = item.get("betas")
+        if betas is not None and (not isinstance(betas, list) or not all(isinstance(b, str) and b for b in betas)):
+            raise SettingsError(f"{where}: betas must be an array of beta flags (interleaved-thinking-2025-05-14, ...)")
+        require_model(item, where, "the Bedrock model id or inference-profile ARN")
+        cloud = cls(region, endpoint, profile, None if betas is None else frozenset(betas))
+        cloud.credentials(where)  # found now, or the configuration is refused
+        return cloud
+
+    def describe(self):
+        """Where the credentials come from, for an operator's log line: never a key."""
+        profile = f", profile {self.aws_profile}" if self.aws_profile else ""
+        return f"AWS credentials (botocore's default chain{profile})"
+
+    def credentials(self, where="Bedrock"):
+        """botocore's credentials (refreshable ones refresh themselves), or SettingsError."""
+        with self._lock:
+            if self._credentials is None:
+                botocore = _botocore()
+                try:
+                    found = botocore.session.Session(profile=self.aws_profile).get_credentials()
+                except Exception as error:  # a profile that is not there, a broken file
+                    raise SettingsError(f"{where}: AWS credentials: {type(error).__name__}: {error}") from None
+                if found is None:
+                    raise SettingsError(
+                        f"{where}: no AWS credentials found (environment, shared files, web identity or instance role)"
+                    )
+                self._credentials = found
+            return self._credentials
+
+    def request(self, path, body, headers, stream):
+        """(URL, body, headers) of an Anthropic call `path` (/v1/messages, its count_tokens) on Bedrock."""
+        body = dict(body)
+        model = quote(str(body.pop("model", "")), safe=":")
+        body.pop("stream", None)
+        body.setdefault("anthropic_version", ANTHROPIC_VERSION)
+        betas = [beta.strip() for beta in headers.get("anthropic-beta", "").split(",") if beta.strip()]
+        betas = [beta for beta in betas if self.betas is None or beta in self.betas]
+        headers = {k: v for k, v in headers.items() if k not in ("anthropic-version", "anthropic-beta")}
+        if betas:
+            body.setdefault("anthropic_beta", betas)
+        if path == MESSAGES_COUNT_TOKENS:
+            # An InvokeModel body needs max_tokens, and more of them than a thinking budget.
+            thinking = body.get("thinking")
+            budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+            invoke = json_codec.dumps({"max_tokens": budget + 1 if isinstance(budget, int) else 1, **body})
+            body = {"input": {"invokeModel": {"body": base64.b64encode(invoke).decode()}}}
+            return f"{self.base_url}/model/{model}/count-tokens", body, headers
+        action = "invoke-with-response-stream" if stream else "invoke"
+        return f"{self.base_url}/model/{model}/{action}", body, headers
+
+    def sign(self, method, url, headers, data):
+        """`headers` and the SigV4 ones for these exact bytes."""
+        botocore = _botocore()
+        try:
+            frozen = self.credentials().get_frozen_credentials()
+        except Exception as error:  # a refresh that failed: STS or the metadata service unreachable
+            raise BridgeError(
+                "api_error", f"the bridge could not get its AWS credentials: {type(error).__name__}", status=502
+            ) from None
+        request = botocore.awsrequest.AWSRequest(method=method, url=url, headers=dict(headers), data=data)
+        botocore.auth.SigV4Auth(frozen, "bedrock", self.region).add_auth(request)
+        return dict(request.headers.items())
+
+    def decoder(self, max_event_bytes):
+        return EventStreamDecoder(max_event_bytes)
+
+    def answer(self, payload):
+        """A non-streamed answer in Anthropic's shape: CountTokens' {"inputTokens"} renamed."""
+        if isinstance(payload, dict) and set(payload) == {"inputTokens"}:
+            return {"input_tokens": payload["inputTokens"]}
+        return payload
+
+    def probe(self, model):
+        """(method, URL, body) of a call that costs nothing: count the tokens of one word."""
+        url, body, _ = self.request(
+            MESSAGES_COUNT_TOKENS, {"model": model, "messages": [{"role": "user", "content": "hi"}]}, {}, False
+        )
+        return "POST", url, body
+
+
+class EventStreamDecoder:
+    """sse.Decoder's interface over AWS event-stream bytes: feed(bytes) -> events, close().
+
+    A frame larger than `max_event_bytes` is refused as the SSE decoder refuses an event that
+    large; botocore checks each frame's lengths and CRC32s.
+    """
+
+    def __init__(self, max_event_bytes):
+        self._buffer = _botocore().eventstream.EventStreamBuffer()
+        self._max = max_event_bytes
+        self._pending = 0  # bytes fed that no whole frame took yet
+        self._failure = None  # an exception frame's error, raised at the next feed
+
+    def feed(self, data):
+        """The events of the frames `data` completes. An exception frame is raised once the
+        events before it, which came in the same read, went to the client."""
+        if self._failure is not None:
+            raise self._failure
+        if not data:
+            return []
+        self._buffer.add_data(data)
+        self._pending += len(data)
+        events = []
+        try:
+            for message in self._buffer:
+                self._pending -= message.prelude.total_length
+                event = _event(message)
+                if event is not None:
+                    events.append(event)
+        except BridgeError as error:
+            if not events:
+                raise
+            self._failure = error
+            return events
+        except _botocore().eventstream.ParserError as error:
+            raise BridgeError(
+                "api_error", f"upstream sent a malformed event-stream frame ({type(error).__name__})", status=502
+            ) from None
+        if self._pending > self._max:
+            raise BridgeError(
+                "api_error",
+                f"upstream sent a stream event larger than {self._max} bytes (BRIDGE_MAX_EVENT_BYTES)",
+                status=502,
+            )
+        return events
+
+    def close(self):
+        if self._failure is not None:
+            raise self._failure
+        if self._pending:
+            raise BridgeError("api_error", "the upstream's event stream ended inside a frame", status=502)
+        return []
+
+
+def _event(message):
+    """The Anthropic event a frame carries (sse.Event), None for a frame without one, or the
+    BridgeError an exception frame is."""
+    headers = message.headers
+    kind = headers.get(":message-type")
+    if kind == "event":
+        if headers.get(":event-type") != "chunk":
+            return None
+        try:
+            text = base64.b64decode(json_codec.loads(message.payload)["bytes"], validate=True).decode()
+        except (ValueError, KeyError, TypeError):
+            raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
+        return Event(None, text)
+    name = headers.get(":exception-type") or headers.get(":error-code") or "unknown"
+    try:
+        payload = json_codec.loads(message.payload) if message.payload else {}
+    except ValueError:
+        payload = {}
+    text = payload.get("message") if isinstance(payload, dict) else None
+    text = text if isinstance(text, str) else headers.get(":error-message", "no message")
+    raise stream_error(name, text)
+
+
+def stream_error(name, message):
+    """A Bedrock exception (a stream's frame) as the bridge's error of the same kind."""
+    kind, status = _EXCEPTIONS.get(name[:1].lower() + name[1:], ("api_error", 502))
+    return BridgeError(kind, f"Bedrock {name}: {message[:1000]}", status=status, upstream_status=status)

@@ -1,0 +1,1 @@
+"""Client speaks Anthropic Messages; the upstream speaks the OpenAI Responses API."""

@@ -1,0 +1,573 @@
+"""Claude through Amazon Bedrock: a route's `"cloud": "bedrock"` deployment, over real HTTP to a
+fake bedrock-runtime that checks each SigV4 signature with botocore and streams in AWS
+event-stream frames (tests/fake_clouds.py). The SDKs are the clients: the anthropic SDK passed
+through, the openai SDK translated, and AnthropicBedrock as the reference for the bodies."""
+
+import base64
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+
+import anthropic
+import openai
+import pytest
+import requests
+
+from bench.processes import wait_for
+from tests.fake_clouds import (
+    ACCESS_KEY,
+    EVENTSTREAM,
+    REGION,
+    SECRET_KEY,
+    SESSION_TOKEN,
+    FakeBedrock,
+    bedrock_error,
+    chunk,
+    exception,
+    frame,
+    sse_data,
+)
+from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply, messages_stream
+from tests.helpers.recorded import recorded, recorded_events
+from tests.helpers.servers import anthropic_client, openai_client
+
+CLIENT_KEY = "sk-client-of-the-bridge"
+MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+PROFILE_ARN = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-v1:0"
+HI = [{"role": "user", "content": "Say hi"}]
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+@pytest.fixture(scope="module")
+def bedrock():
+    server = FakeBedrock()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def aws(monkeypatch, tmp_path, bedrock):
+    """The test's credentials in the environment, as botocore's chain reads them; no shared
+    file nor instance role of the machine's."""
+    bedrock.reset()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+
+
+def deployment(bedrock, name="bedrock-east", **fields):
+    return {"name": name, "cloud": "bedrock", "region": REGION, "endpoint_url": bedrock.url, "model": MODEL, **fields}
+
+
+def started(start_bridge, *deployments, **settings):
+    document = {"routes": [{"models": ["claude-*"], "deployments": list(deployments)}], "cooldown_seconds": 600}
+    return start_bridge(BRIDGE_ROUTES=json.dumps(document), BRIDGE_CLIENT_KEYS=f"team:{CLIENT_KEY}", **settings)
+
+
+@pytest.fixture
+def live(start_bridge, bedrock):
+    return started(start_bridge, deployment(bedrock))
+
+
+def reference(bedrock, **call):
+    """What AnthropicBedrock sends for the same call (path, body), to the same fake."""
+    client = anthropic.AnthropicBedrock(
+        base_url=bedrock.url,
+        aws_region=REGION,
+        aws_access_key=ACCESS_KEY,
+        aws_secret_key=SECRET_KEY,
+        aws_session_token=SESSION_TOKEN,
+        max_retries=0,
+    )
+    before = len(bedrock.requests)
+    if call.get("stream"):
+        with client.messages.create(**call) as stream:
+            list(stream)
+    else:
+        client.messages.create(**call)
+    assert len(bedrock.requests) == before + 1
+    return bedrock.requests[-1]
+
+
+def without_version(body):
+    """AnthropicBedrock's installed version writes its own API version where Bedrock's is due."""
+    return {k: v for k, v in body.items() if k != "anthropic_version"}
+
+
+# -- pass-through: the anthropic SDK ---------------------------------------------------------
+
+
+def test_a_passed_through_call_is_signed_and_sent_as_anthropic_bedrock_sends_it(live, bedrock):
+    bedrock.reply(fixture("anthropic/text.json"))
+    message = anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(
+        model="claude-opus-5",
+        max_tokens=256,
+        messages=HI,
+        extra_headers={"anthropic-beta": "context-1m-2025-08-07,interleaved-thinking-2025-05-14"},
+    )
+    assert message.content[0].text == recorded("anthropic/text.json")["content"][0]["text"]
+    sent = bedrock.requests[-1]
+    assert sent.path == f"/model/{MODEL}/invoke"
+    assert sent.body == {
+        "max_tokens": 256,
+        "messages": HI,
+        "anthropic_version": "bedrock-2023-05-31",
+        "anthropic_beta": ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"],
+    }
+    assert "x-api-key" not in sent.headers and "anthropic-beta" not in sent.headers
+
+    bedrock.reply(fixture("anthropic/text.json"))
+    theirs = reference(
+        bedrock,
+        model=MODEL,
+        max_tokens=256,
+        messages=HI,
+        extra_headers={"anthropic-beta": "context-1m-2025-08-07,interleaved-thinking-2025-05-14"},
+    )
+    assert theirs.path == sent.path
+    assert without_version(theirs.body) == without_version(sent.body)
+
+
+def test_a_passed_through_stream_comes_event_for_event_from_the_frames(live, bedrock):
+    bedrock.reply(fixture("anthropic/thinking_tool_use.sse"))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    call = {
+        "max_tokens": 2048,
+        "messages": HI,
+        "tools": [WEATHER],
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
+    with client.messages.stream(model="claude-opus-5", **call) as stream:
+        events = [event.type for event in stream if event.type in recorded_types("anthropic/thinking_tool_use.sse")]
+        final = stream.get_final_message()
+    assert events == [name for name in recorded_types("anthropic/thinking_tool_use.sse") if name != "ping"]
+    assert [block.type for block in final.content] == ["thinking", "tool_use"]
+    sent = bedrock.requests[-1]
+    assert sent.path == f"/model/{MODEL}/invoke-with-response-stream"
+    assert "stream" not in sent.body and "model" not in sent.body
+
+    bedrock.reply(fixture("anthropic/thinking_tool_use.sse"))
+    theirs = reference(bedrock, model=MODEL, stream=True, **call)
+    assert (theirs.path, without_version(theirs.body)) == (sent.path, without_version(sent.body))
+
+
+def recorded_types(name):
+    return [event for event, _ in recorded_events(name)]
+
+
+def test_an_inference_profile_arn_is_one_path_segment(start_bridge, bedrock):
+    live = started(start_bridge, deployment(bedrock, model=PROFILE_ARN))
+    bedrock.reply(fixture("anthropic/text.json"))
+    anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(model="claude-x", max_tokens=16, messages=HI)
+    assert bedrock.requests[-1].path == "/model/" + PROFILE_ARN.replace("/", "%2F") + "/invoke"
+
+    bedrock.reply(fixture("anthropic/text.json"))
+    assert reference(bedrock, model=PROFILE_ARN, max_tokens=16, messages=HI).path == bedrock.requests[-2].path
+
+
+def test_count_tokens_goes_to_bedrock_count_tokens_with_the_invoke_body(live, bedrock):
+    bedrock.reply(json_reply({"inputTokens": 42}))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    counted = client.messages.count_tokens(model="claude-opus-5", messages=HI, tools=[WEATHER])
+    assert counted.input_tokens == 42
+    sent = bedrock.requests[-1]
+    assert sent.path == f"/model/{MODEL}/count-tokens"
+    invoke = json.loads(base64.b64decode(sent.body["input"]["invokeModel"]["body"]))
+    assert invoke == {
+        "max_tokens": 1,
+        "messages": HI,
+        "tools": [WEATHER],
+        "anthropic_version": "bedrock-2023-05-31",
+    }
+
+    bedrock.reply(json_reply({"inputTokens": 50}))
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    assert client.messages.count_tokens(model="claude-opus-5", messages=HI, thinking=thinking).input_tokens == 50
+    invoke = json.loads(base64.b64decode(bedrock.requests[-1].body["input"]["invokeModel"]["body"]))
+    assert invoke["max_tokens"] == 2049, "InvokeModel wants more output tokens than the thinking budget"
+
+
+# -- translated: the openai SDK ----------------------------------------------------------------
+
+
+def test_the_openai_sdk_streams_chat_and_calls_tools_through_bedrock(live, bedrock):
+    client = openai_client(live.url, api_key=CLIENT_KEY)
+    bedrock.reply(messages_stream(["Hel", "lo"]))
+    stream = client.chat.completions.create(model="claude-opus-5", messages=HI, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello"
+    assert bedrock.requests[-1].path.endswith("/invoke-with-response-stream")
+
+    bedrock.reply(fixture("anthropic/tool_use.json"))
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER["input_schema"]}}
+    answer = client.chat.completions.create(model="claude-opus-5", messages=HI, tools=[tool])
+    assert (
+        answer.choices[0].message.tool_calls[0].function.name
+        == recorded("anthropic/tool_use.json")["content"][-1]["name"]
+    )
+    sent = bedrock.requests[-1]
+    assert sent.path.endswith("/invoke") and sent.body["tools"][0]["name"] == "get_weather"
+    assert sent.body["anthropic_version"] == "bedrock-2023-05-31" and "model" not in sent.body
+
+
+def test_the_openai_sdk_streams_a_response_with_reasoning_through_bedrock(live, bedrock):
+    bedrock.reply(fixture("anthropic/thinking.sse"))
+    client = openai_client(live.url, api_key=CLIENT_KEY)
+    stream = client.responses.create(
+        model="claude-opus-5", input="Think, then say hi", reasoning={"effort": "low"}, stream=True
+    )
+    events = list(stream)
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    assert [item.type for item in events[-1].response.output] == ["reasoning", "message"]
+    assert bedrock.requests[-1].body["thinking"]["type"] in ("enabled", "adaptive")
+
+
+# -- credentials -------------------------------------------------------------------------------
+
+
+def test_a_wrong_secret_is_refused_by_the_signature_check_and_is_the_operators_problem(
+    start_bridge, bedrock, monkeypatch, caplog
+):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    live = started(start_bridge, deployment(bedrock))
+    with caplog.at_level("WARNING", logger="bridge.gateway.upstream"):
+        response = requests.post(
+            f"{live.url}/v1/messages",
+            headers={"x-api-key": CLIENT_KEY},
+            json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI},
+        )
+    assert "check the AWS credentials (botocore's default chain) of deployment bedrock-east" in caplog.text
+    assert "no key held" not in caplog.text and "not-the-secret" not in caplog.text
+    assert bedrock.requests[-1].headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID")
+    assert response.status_code == 502, response.text
+    assert "credentials were refused" in response.json()["error"]["message"]
+    assert "not-the-secret" not in response.text
+    assert requests.get(f"{live.url}/healthz").json() == {"status": "ok"}
+
+
+def test_credentials_come_from_a_shared_file_and_its_profile(start_bridge, bedrock, monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    (tmp_path / "aws-credentials").write_text(
+        f"[bridge]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        f"aws_session_token = {SESSION_TOKEN}\n"
+    )
+    live = started(start_bridge, deployment(bedrock, aws_profile="bridge"))
+    bedrock.reply(fixture("anthropic/text.json"))
+    message = anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(
+        model="claude-opus-5", max_tokens=16, messages=HI
+    )
+    assert message.content[0].text
+
+
+def test_no_credentials_anywhere_is_a_settings_error_naming_the_deployment(start_bridge, bedrock, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    from bridge.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=r'deployments\[0\] \("bedrock-east"\): no AWS credentials found'):
+        started(start_bridge, deployment(bedrock))
+
+
+def test_without_botocore_the_error_says_which_extra_to_install(bedrock):
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(bedrock)]}]}
+    program = (
+        "import sys; sys.modules['botocore'] = None\n"
+        "from bridge import settings; from bridge.gateway import routes\n"
+        "try:\n"
+        "    routes.load(settings.load(dict(BRIDGE_ROUTES=sys.argv[1], BRIDGE_CLIENT_KEYS='k')))\n"
+        "except settings.SettingsError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program, json.dumps(document)], capture_output=True, text=True)
+    assert "pip install 'bridge[bedrock]'" in out.stdout, out.stderr
+
+
+# -- Bedrock's failures ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "status, kind, sdk_error",
+    [
+        (429, "ThrottlingException", anthropic.RateLimitError),
+        (400, "ValidationException", anthropic.BadRequestError),
+        (404, "ResourceNotFoundException", anthropic.NotFoundError),
+        (503, "ServiceUnavailableException", anthropic.InternalServerError),
+        (500, "InternalServerException", anthropic.InternalServerError),
+    ],
+)
+def test_bedrock_http_errors_reach_the_client_in_its_protocol(live, bedrock, status, kind, sdk_error):
+    bedrock.reply(bedrock_error(status, kind, f"{kind} says no"))
+    with pytest.raises(sdk_error) as caught:
+        anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(
+            model="claude-opus-5", max_tokens=16, messages=HI
+        )
+    assert f"{kind} says no" in str(caught.value)
+
+    bedrock.reply(bedrock_error(status, kind, f"{kind} says no"))
+    response = requests.post(
+        f"{live.url}/v1/chat/completions",
+        headers={"authorization": f"Bearer {CLIENT_KEY}"},
+        json={"model": "claude-opus-5", "messages": HI},
+    )
+    assert response.json()["error"]["message"] == f"{kind} says no"
+    assert response.status_code == (503 if status == 503 else status)
+
+
+@pytest.mark.parametrize(
+    "name, error_type",
+    [
+        ("throttlingException", "rate_limit_error"),
+        ("modelStreamErrorException", "api_error"),
+        ("validationException", "invalid_request_error"),
+        ("serviceUnavailableException", "overloaded_error"),
+        ("internalServerException", "api_error"),
+    ],
+)
+def test_an_exception_frame_ends_the_stream_with_an_error_event_of_its_kind(live, bedrock, name, error_type):
+    opening = messages_stream("Hel").events[:3]  # message_start, the block's start, one delta
+    frames = [chunk(sse_data(event)) for event in opening]
+    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[*frames, exception(name, "it broke")]))
+    response = requests.post(
+        f"{live.url}/v1/messages",
+        headers={"x-api-key": CLIENT_KEY},
+        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI, "stream": True},
+    )
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[2]["delta"]["text"] == "Hel", "what came before the frame reached the client"
+    assert events[-1] == {"type": "error", "error": {"type": error_type, "message": f"Bedrock {name}: it broke"}}
+
+
+def test_a_broken_frame_is_a_clear_error_not_a_crash(live, bedrock):
+    good = chunk(sse_data(messages_stream().events[0]))
+    broken = bytearray(chunk({"type": "ping"}))
+    broken[-1] ^= 0xFF  # its CRC32 no longer matches
+    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[good, bytes(broken)]))
+    client = openai_client(live.url, api_key=CLIENT_KEY)
+    with pytest.raises(openai.APIError, match="malformed event-stream frame"):
+        list(client.chat.completions.create(model="claude-opus-5", messages=HI, stream=True))
+    assert requests.get(f"{live.url}/healthz").json() == {"status": "ok"}
+
+
+# -- failover across kinds ---------------------------------------------------------------------
+
+
+def test_a_throttled_bedrock_deployment_fails_over_to_anthropics_api(start_bridge, bedrock, fake):
+    anthropic_api = {"name": "anthropic-api", "protocol": "anthropic", "base_url": fake.url, "tier": 2}
+    live = started(start_bridge, deployment(bedrock), anthropic_api, BRIDGE_RETRIES=1)
+    bedrock.reply(bedrock_error(429, "ThrottlingException", "Too many requests, please wait before trying again."))
+    fake.reply(fixture("anthropic/text.sse"))
+    stream = openai_client(live.url, api_key=CLIENT_KEY).chat.completions.create(
+        model="claude-opus-5", messages=HI, stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text and len(bedrock.requests) == 1 and len(fake.requests) == 1
+    assert fake.last.body["model"] == "claude-opus-5", "the Anthropic deployment's own model name"
+    assert fake.last.path == "/v1/messages" and fake.last.body["stream"] is True
+
+    fake.reply(fixture("anthropic/text.json"))  # Bedrock cools down: the next call goes to Anthropic at once
+    anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(model="claude-opus-5", max_tokens=8, messages=HI)
+    assert len(bedrock.requests) == 1 and len(fake.requests) == 2
+
+
+def test_bridge_check_probes_the_bedrock_deployment_with_its_credentials(bedrock, fake, monkeypatch):
+    from tests.helpers.servers import bridge_env
+
+    document = {"default_routes": False, "routes": [{"models": ["claude-*"], "deployments": [deployment(bedrock)]}]}
+    env = {**bridge_env(fake), "BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}
+
+    bedrock.reply(json_reply({"inputTokens": 3}))
+    ok = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "check"], env={**os.environ, **env}, capture_output=True, text=True
+    )
+    assert f"bedrock-east (bedrock): POST {bedrock.url}/model/{MODEL}/count-tokens -> reachable, HTTP 200" in ok.stdout
+    assert bedrock.requests[-1].path.endswith("/count-tokens")
+
+    failed = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "check"],
+        env={**os.environ, **env, "AWS_SECRET_ACCESS_KEY": "wrong-secret"},
+        capture_output=True,
+        text=True,
+    )
+    assert failed.returncode == 1 and "failing: bedrock-east" in failed.stdout
+    assert "HTTP 403 (the credentials were refused" in failed.stdout
+    assert "wrong-secret" not in failed.stdout + failed.stderr and SECRET_KEY not in ok.stdout + ok.stderr
+
+
+# -- the routes file ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"cloud": "azure"}, "cloud must be one of bedrock, vertex"),
+        ({"base_url": "https://example.com"}, "a bedrock deployment takes no base_url"),
+        ({"api_key_env": "KEY"}, "a bedrock deployment takes no api_key_env"),
+        ({"project": "p"}, "a bedrock deployment takes no project"),
+        ({"region": None}, "region is required for a Bedrock deployment"),
+        ({"protocol": "openai-chat"}, "a bedrock deployment speaks anthropic, not openai-chat"),
+        ({"model": None}, "model is required"),
+    ],
+)
+def test_a_bedrock_deployment_s_mistakes_are_named(bedrock, fields, message):
+    from bridge import settings
+    from bridge.gateway import routes
+
+    entry = {k: v for k, v in {**deployment(bedrock), **fields}.items() if v is not None}
+    document = {"routes": [{"models": ["c"], "deployments": [entry]}]}
+    with pytest.raises(settings.SettingsError, match=re.escape(message)):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}))
+
+
+def test_a_cloud_field_on_an_api_deployment_and_credentials_without_client_keys_are_refused(bedrock):
+    from bridge import settings
+    from bridge.gateway import routes
+
+    api = {"name": "a", "protocol": "anthropic", "base_url": bedrock.url, "region": REGION}
+    with pytest.raises(settings.SettingsError, match="region applies to a cloud deployment only"):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps({"routes": [{"models": ["c"], "deployments": [api]}]})}))
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(bedrock)]}]}
+    with pytest.raises(settings.SettingsError, match="holds an upstream key or cloud credentials"):
+        routes.load(settings.load({"BRIDGE_ROUTES": json.dumps(document)}))
+
+
+def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_it(bedrock):
+    """gunicorn's master hands workers the configuration `bridge check --pickle` wrote."""
+    from bridge.gateway import routes
+
+    document = {"routes": [{"models": ["c"], "deployments": [deployment(bedrock)]}]}
+    environ = {"BRIDGE_ROUTES": json.dumps(document), "BRIDGE_CLIENT_KEYS": "k"}
+    _, table = pickle.loads(pickle.dumps(routes.configuration(environ)))
+    cloud = table.routes[0].deployments[0].cloud
+    url = f"{bedrock.url}/model/{MODEL}/invoke"
+    headers = cloud.sign("POST", url, {"content-type": "application/json"}, b"{}")
+    bedrock.reply(json_reply({"ok": True}))
+    assert requests.post(url, data=b"{}", headers=headers).status_code == 200
+
+
+def test_the_fakes_frames_are_botocores_test_vectors_byte_for_byte():
+    """tests/fake_clouds.frame writes what AWS's format says (PROVENANCE.md: botocore's vectors)."""
+    vectors = FIXTURES / "bedrock"
+    assert (
+        frame({"content-type": "application/json"}, b"{'foo':'bar'}")
+        == (vectors / "eventstream_one_string_header.bin").read_bytes()
+    )
+    error_frame = frame({":message-type": "error", ":error-code": "code", ":error-message": "message"}, b"")
+    assert error_frame == (vectors / "eventstream_error_message.bin").read_bytes()
+
+
+def test_an_error_frame_is_an_error_of_the_stream():
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1 << 20)
+    recorded_frame = (FIXTURES / "bedrock" / "eventstream_error_message.bin").read_bytes()
+    with pytest.raises(BridgeError, match="Bedrock code: message"):
+        decoder.feed(recorded_frame[:20])
+        decoder.feed(recorded_frame[20:])
+
+
+def test_a_frame_larger_than_the_event_limit_is_refused_before_it_is_whole():
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1000)
+    large = chunk({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x" * 5000}})
+    with pytest.raises(BridgeError, match="larger than 1000 bytes"):
+        decoder.feed(large[:2000])
+
+
+def test_credentials_near_their_expiry_are_refreshed_by_botocore_before_a_call(
+    start_bridge, bedrock, monkeypatch, tmp_path
+):
+    """A credential_process profile (as SSO or a vault hands out short-lived keys): credentials
+    that expire within botocore's refresh window are fetched again before the next signature."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    runs = tmp_path / "runs"
+    script = tmp_path / "credentials.py"
+    script.write_text(
+        "import datetime, json, sys\n"
+        f"open({str(runs)!r}, 'a').write('run\\n')\n"
+        "expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)\n"
+        f"print(json.dumps({{'Version': 1, 'AccessKeyId': {ACCESS_KEY!r}, 'SecretAccessKey': {SECRET_KEY!r},\n"
+        f"  'SessionToken': {SESSION_TOKEN!r}, 'Expiration': expires.isoformat()}}))\n"
+    )
+    (tmp_path / "aws-config").write_text(f"[profile vault]\ncredential_process = {sys.executable} {script}\n")
+    live = started(start_bridge, deployment(bedrock, aws_profile="vault"))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    for _ in range(3):
+        bedrock.reply(fixture("anthropic/text.json"))
+        assert client.messages.create(model="claude-opus-5", max_tokens=8, messages=HI).content
+    assert len(runs.read_text().splitlines()) >= 4, "fetched at start-up, then again before each call"
+
+
+def test_a_deployments_cap_and_the_access_line_hold_for_bedrock(start_bridge, bedrock):
+    from tests.helpers.servers import access_lines
+
+    live = started(start_bridge, deployment(bedrock, max_tokens=100), BRIDGE_LOG_LEVEL="INFO")
+    bedrock.reply(messages_stream("Hi"))
+    with access_lines() as lines:
+        stream = openai_client(live.url, api_key=CLIENT_KEY).chat.completions.create(
+            model="claude-opus-5", messages=HI, max_tokens=4000, stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hi"
+        wait_for(lambda: lines, "the access line")
+    assert bedrock.requests[-1].body["max_tokens"] == 100
+    [line] = lines
+    assert (line["deployment"], line["upstream_model"]) == ("bedrock-east", MODEL)
+    assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (100, 10, "reported")
+
+
+def test_a_deployments_betas_keep_the_flags_bedrock_refuses_away(start_bridge, bedrock):
+    """Bedrock refuses a whole call for one beta flag its model does not know."""
+    bedrock.betas = {"interleaved-thinking-2025-05-14"}
+    call = {"model": "claude-opus-5", "max_tokens": 8, "messages": HI}
+    flags = {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}
+    every = started(start_bridge, deployment(bedrock))
+    with pytest.raises(anthropic.BadRequestError, match="invalid beta flag"):
+        anthropic_client(every.url, api_key=CLIENT_KEY).messages.create(**call, extra_headers=flags)
+
+    chosen = started(start_bridge, deployment(bedrock, betas=["interleaved-thinking-2025-05-14"]))
+    bedrock.reply(fixture("anthropic/text.json"))
+    anthropic_client(chosen.url, api_key=CLIENT_KEY).messages.create(**call, extra_headers=flags)
+    assert bedrock.requests[-1].body["anthropic_beta"] == ["interleaved-thinking-2025-05-14"]
+
+
+def test_credentials_that_cannot_be_refreshed_send_the_call_to_the_next_deployment(
+    start_bridge, bedrock, fake, monkeypatch, tmp_path
+):
+    """Nothing was sent: the call goes on to Anthropic's API, and the log says why."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    runs = tmp_path / "runs"
+    script = tmp_path / "credentials.py"
+    script.write_text(  # short-lived keys once, then the vault is gone
+        "import datetime, json, pathlib, sys\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "if runs.exists(): sys.exit('vault unreachable')\n"
+        "runs.write_text('run')\n"
+        "expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)\n"
+        f"print(json.dumps({{'Version': 1, 'AccessKeyId': {ACCESS_KEY!r}, 'SecretAccessKey': {SECRET_KEY!r},\n"
+        f"  'SessionToken': {SESSION_TOKEN!r}, 'Expiration': expires.isoformat()}}))\n"
+    )
+    (tmp_path / "aws-config").write_text(f"[profile vault]\ncredential_process = {sys.executable} {script}\n")
+    anthropic_api = {"name": "anthropic-api", "protocol": "anthropic", "base_url": fake.url, "tier": 2}
+    live = started(start_bridge, deployment(bedrock, aws_profile="vault"), anthropic_api, BRIDGE_RETRIES=1)
+    fake.reply(fixture("anthropic/text.json"))
+    message = anthropic_client(live.url, api_key=CLIENT_KEY).messages.create(
+        model="claude-opus-5", max_tokens=8, messages=HI
+    )
+    assert message.content[0].text == recorded("anthropic/text.json")["content"][0]["text"]
+    assert not bedrock.requests and len(fake.requests) == 1
