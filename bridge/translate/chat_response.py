@@ -11,8 +11,38 @@ too).
 
 import collections
 
-from ..protocols import json_codec
-from ..protocols.errors import BridgeError
+from ..protocols import json_codec, shapes
+from ..protocols.errors import BridgeError, from_openai
+
+Answer = collections.namedtuple("Answer", "choice reasoning text refusal calls")
+Call = collections.namedtuple("Call", "id name arguments")
+
+
+def read_answer(completion):
+    """A non-streamed completion as its Answer: the one choice, its reasoning, text and refusal,
+    and its tool calls (Call, `arguments` as JSON text). An error in a 200 is raised; a call
+    without a name is a 502, as no client can run it."""
+    if not isinstance(completion, dict):
+        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
+    if completion.get("error"):
+        raise from_openai(completion)
+    shapes.chat_completion(completion)
+    choice = only_choice(completion.get("choices"))
+    message = json_object(choice.get("message"))
+    parts = content_parts(message.get("content"))
+    calls = []
+    for position, call in enumerate(call for call in message.get("tool_calls") or [] if isinstance(call, dict)):
+        function = json_object(call.get("function"))
+        if not function.get("name"):
+            raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
+        calls.append(Call(call.get("id"), function["name"], arguments_text(function.get("arguments"))))
+    return Answer(
+        choice=choice,
+        reasoning=reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking"),
+        text="".join(text for kind, text in parts if kind == "text"),
+        refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else "",
+        calls=calls,
+    )
 
 
 def only_choice(choices):

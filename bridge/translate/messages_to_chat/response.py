@@ -30,48 +30,35 @@ Decisions:
 
 import datetime
 
-from ...protocols import shapes
-from ...protocols.errors import BridgeError, from_openai, invalid
-from ..chat_response import content_parts, json_object, only_choice, reasoning_text, usage_counts
+from ...protocols.errors import invalid
+from ..chat_response import read_answer, usage_counts
 from ..messages_client import anthropic_message, client_tool_id, stop_fields, tool_input
 
 
 def to_anthropic_message(completion, context):
-    if not isinstance(completion, dict):
-        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
-    if completion.get("error"):
-        raise from_openai(completion)
-    shapes.chat_completion(completion)
-    choice = only_choice(completion.get("choices"))
-    message = json_object(choice.get("message"))
-    parts = content_parts(message.get("content"))
-    thinking = reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking")
-    text = "".join(text for kind, text in parts if kind == "text")
-    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
-
+    answer = read_answer(completion)
     content = []
-    if thinking:
-        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
-    if text:
-        content.append({"type": "text", "text": text})
-    if refusal:
-        content.append({"type": "text", "text": refusal})
-    calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-    for position, call in enumerate(calls):
-        function = json_object(call.get("function"))
-        if not function.get("name"):
-            raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
+    if answer.reasoning:
+        content.append({"type": "thinking", "thinking": answer.reasoning, "signature": ""})
+    if answer.text:
+        content.append({"type": "text", "text": answer.text})
+    if answer.refusal:
+        content.append({"type": "text", "text": answer.refusal})
+    for call in answer.calls:
         content.append(
             {
                 "type": "tool_use",
-                "id": client_tool_id(call.get("id")),
-                "name": client_tool_name(context, function.get("name")),
-                "input": tool_input(function.get("arguments")),
+                "id": client_tool_id(call.id),
+                "name": client_tool_name(context, call.name),
+                "input": tool_input(call.arguments),
             }
         )
-
+    choice = answer.choice
     stop = stop_fields(
-        choice.get("finish_reason"), bool(calls), bool(refusal), matched_stop(choice, context.stop_sequences)
+        choice.get("finish_reason"),
+        bool(answer.calls),
+        bool(answer.refusal),
+        matched_stop(choice, context.stop_sequences),
     )
     return anthropic_message(completion.get("id"), context, content, stop, usage(completion.get("usage")))
 

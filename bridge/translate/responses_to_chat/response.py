@@ -31,17 +31,9 @@ stops on and says the context window is full; the message stays the server's.
 import json
 import uuid
 
-from ...protocols import overflow, shapes
-from ...protocols.errors import BridgeError, from_openai
+from ...protocols import overflow
 from ...protocols.reasoning import chat_reasoning
-from ..chat_response import (
-    arguments_text,
-    content_parts,
-    json_object,
-    only_choice,
-    reasoning_text,
-    usage_counts,
-)
+from ..chat_response import read_answer, usage_counts
 from ..responses_events import (
     InputText,
     call_item,
@@ -64,17 +56,8 @@ FILTERED = "The upstream's content filter stopped the answer."
 
 def to_response(completion, context):
     """One Chat completion as one Response."""
-    if not isinstance(completion, dict):
-        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
-    if completion.get("error"):
-        raise from_openai(completion)
-    shapes.chat_completion(completion)
-    choice = only_choice(completion.get("choices"))
-    message = json_object(choice.get("message"))
-    parts = content_parts(message.get("content"))
-    reasoning = reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking")
-    text = "".join(text for kind, text in parts if kind == "text")
-    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
+    answer = read_answer(completion)
+    choice, reasoning, text, refusal = answer.choice, answer.reasoning, answer.text, answer.refusal
     if not refusal and choice.get("finish_reason") == "content_filter":
         refusal = FILTERED
     output = []
@@ -83,16 +66,8 @@ def to_response(completion, context):
     if text or refusal:
         content = ([output_text(text)] if text else []) + ([refusal_part(refusal)] if refusal else [])
         output.append(message_item(item_id(context, "message", len(output)), content))
-    calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-    for position, call in enumerate(calls):
-        function = json_object(call.get("function"))
-        if not function.get("name"):
-            raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
-        output.append(
-            call_output(
-                context, len(output), call.get("id"), function["name"], arguments_text(function.get("arguments"))
-            )
-        )
+    for call in answer.calls:
+        output.append(call_output(context, len(output), call.id, call.name, call.arguments))
     status, incomplete_details = outcome(choice.get("finish_reason"))
     if status == "incomplete":
         mark_incomplete(output)
