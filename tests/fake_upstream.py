@@ -101,10 +101,11 @@ def message(text, usage, model="claude-x"):
     }
 
 
-def chat_stream(text="", tool_calls=(), model="fake-model"):
+def chat_stream(text="", tool_calls=(), model="fake-model", reasoning=""):
     """A streamed Chat Completions answer as an OpenAI-compatible server writes it: a role chunk,
-    the text, each tool call `(id, name, arguments dict)` whole in one chunk, the finish reason,
-    a usage chunk, then `data: [DONE]`."""
+    the reasoning (`reasoning_content`, as DeepSeek and vLLM send it), the text, each tool call
+    `(id, name, arguments dict)` whole in one chunk, the finish reason, a usage chunk, then
+    `data: [DONE]`."""
 
     def data(choices, **extra):
         body = {
@@ -121,6 +122,8 @@ def chat_stream(text="", tool_calls=(), model="fake-model"):
         return data([{"index": 0, "delta": fields, "finish_reason": finish_reason}])
 
     events = [delta({"role": "assistant", "content": ""})]
+    if reasoning:
+        events.append(delta({"reasoning_content": reasoning}))
     if text:
         events.append(delta({"content": text}))
     for index, (call_id, name, arguments) in enumerate(tool_calls):

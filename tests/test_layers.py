@@ -152,7 +152,7 @@ def test_the_layer_test_sees_a_climbing_import(tmp_path):
 
 TRANSLATORS = [
     f"bridge.translate.{direction}.{stage}"
-    for direction in ("chat_to_messages", "messages_to_chat", "responses_to_messages")
+    for direction in ("chat_to_messages", "messages_to_chat", "responses_to_messages", "responses_to_chat")
     for stage in ("request", "response", "stream")
 ] + [
     "bridge.translate.tokens",
@@ -160,6 +160,11 @@ TRANSLATORS = [
     "bridge.translate.anthropic_request",
     "bridge.translate.anthropic_response",
     "bridge.translate.anthropic_stream",
+    "bridge.translate.chat_request",
+    "bridge.translate.chat_response",
+    "bridge.translate.chat_stream",
+    "bridge.translate.responses_client",
+    "bridge.translate.responses_events",
     "bridge.gateway.passthrough",
     "bridge.gateway.caps",
     "bridge.gateway.routes",

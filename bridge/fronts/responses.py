@@ -1,25 +1,30 @@
-"""POST /v1/responses: translated for an Anthropic route, passed through for a Responses one;
-nothing is stored.
+"""POST /v1/responses: translated for an Anthropic or a Chat route, passed through for a Responses
+one; nothing is stored.
 
 Errors before the first byte are OpenAI's, worded for the Responses clients' retry rules
 (tests/fixtures/clients/codex-0.171.0/CODEX.md §5): a 429 keeps the upstream's `retry-after`
 (Codex retries a 429 only with one), an overloaded upstream (Anthropic 529) is a 503 that always carries one (Codex
 retries a 503 at once only with it, else 30 times over 25 s), and a context overflow is a
-400 with `code: "context_length_exceeded"` (Codex then says the context is full).
+400 with `code: "context_length_exceeded"` (Codex then says the context is full), however the
+upstream worded it.
 """
 
 from flask import Blueprint, request
 from requests.structures import CaseInsensitiveDict
 
-from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_RESPONSES
 from ..protocols.errors import OPENAI, BridgeError
 from ..protocols.schemas.responses import validate_responses
+from ..serve import observability
 from ..serve.streaming import RESPONSES_SSE
 from ..translate.anthropic_response import openai_overflow
+from ..translate.responses_to_chat import response as from_chat
+from ..translate.responses_to_chat import stream as from_chat_stream
+from ..translate.responses_to_chat.request import to_chat_request
 from ..translate.responses_to_messages.request import to_messages_request
 from ..translate.responses_to_messages.response import to_response
 from ..translate.responses_to_messages.stream import StreamTranslator
-from .http import forward, large_body_slot, pass_through, read_json, route_for, unpaired
+from .http import forward, large_body_slot, pass_through, read_json, route_for
 
 bp = Blueprint("responses_to_messages", __name__)
 
@@ -37,12 +42,20 @@ def create_response():
     with large_body_slot():
         body = read_json("input")
         route = route_for(OPENAI, body)
-        if route.protocol == UPSTREAM_CHAT:
-            raise unpaired(route, body, "/v1/responses")
-        if route.protocol == UPSTREAM_MESSAGES:
+        if route.protocol != UPSTREAM_RESPONSES:
             body = validate_responses(body)
     if route.protocol == UPSTREAM_RESPONSES:
         return pass_through(route, body)
+    if route.protocol == UPSTREAM_CHAT:
+        observability.current().direction = "responses_to_chat"
+        return forward(
+            route,
+            lambda deployment: to_chat_request(body, deployment.settings),
+            from_chat_stream.StreamTranslator,
+            from_chat.to_response,
+            RESPONSES_SSE,
+            lambda error: with_retry_after(from_chat.responses_overflow(error)),
+        )
     return forward(
         route,
         lambda deployment: to_messages_request(body, deployment.settings),

@@ -36,6 +36,10 @@ class Overflow:
     output: int = None  # max_tokens, when the upstream counted it against the window
 
 
+# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
+# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
+_STATUSES = (None, 400, 413, 422)
+
 _SAYS_OVERFLOW = re.compile(
     r"maximum context length|prompt is too long|exceed context limit|exceeds the available context size"
     r"|exceeds the context (?:length|window)|context length of only|cannot be greater than max_model_len",
@@ -98,6 +102,11 @@ def find(detail):
         if isinstance(detail.get(key), int) and not isinstance(detail.get(key), bool):
             numbers[field] = detail[key]
     return Overflow(**numbers)
+
+
+def reported(error):
+    """The Overflow an upstream's BridgeError reports, or None for another error."""
+    return find(error.upstream_detail) if error.upstream_status in _STATUSES else None
 
 
 def _first(patterns, message):

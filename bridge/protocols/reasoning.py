@@ -13,6 +13,11 @@ base64url JSON. It is not encrypted: it holds what the client was shown anyway
 Anthropic can verify. Anything else (an OpenAI model's encrypted reasoning, a
 client's own string) does not decode, and the request translator drops it.
 
+A Chat upstream's reasoning (`reasoning_content`) travels the same way, as
+`{"type": "reasoning_content", "text"}`: the Responses front's Chat pair sends it back
+to upstreams that want their reasoning in the history (DeepSeek), and each pair drops
+what another's upstream produced.
+
 The other way, a Responses upstream under `store: false` keeps no reasoning: its reasoning
 item (id, encrypted_content, summary) must come back whole, byte for byte, for the model to
 go on from it. An Anthropic client echoes a thinking block's `signature` untouched (Claude
@@ -43,12 +48,29 @@ def encrypted_content(block):
         kept = {"type": "redacted_thinking", "data": block["data"]}
     else:
         kept = {"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]}
+    return _encoded(kept)
+
+
+def chat_reasoning(text):
+    """The client-side form of a Chat upstream's reasoning text."""
+    return _encoded({"type": "reasoning_content", "text": text})
+
+
+def _encoded(kept, prefix=_PREFIX):
     raw = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
-    return _PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return prefix + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def thinking_block(value):
-    """The Anthropic block an `encrypted_content` carries, or None when it carries none of ours.
+    """The Anthropic block an `encrypted_content` carries, or None when it carries none (carried)."""
+    block = carried(value)
+    return block if block is not None and block["type"] != "reasoning_content" else None
+
+
+def carried(value):
+    """What an `encrypted_content` of bridge's carries: an Anthropic `thinking` or
+    `redacted_thinking` block, or a Chat upstream's `reasoning_content`; None when it carries
+    none of ours.
 
     What it decodes to counts towards the request's limits (json_values.loads_decoded): a 413 when
     it holds more JSON values than the request has left.
@@ -70,6 +92,8 @@ def thinking_block(value):
         return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
     if block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
         return {"type": "redacted_thinking", "data": block["data"]}
+    if block.get("type") == "reasoning_content" and isinstance(block.get("text"), str):
+        return {"type": "reasoning_content", "text": block["text"]}
     return None
 
 
@@ -78,9 +102,7 @@ def reasoning_signature(item):
     Anthropic client; "" for an item without encrypted content (nothing could bring it back)."""
     if not isinstance(item.get("encrypted_content"), str) or not item["encrypted_content"]:
         return ""
-    kept = {name: value for name, value in item.items() if name in _ITEM_FIELDS}
-    raw = json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()
-    return _SIGNATURE_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _encoded({name: value for name, value in item.items() if name in _ITEM_FIELDS}, _SIGNATURE_PREFIX)
 
 
 def reasoning_item(signature):

@@ -5,21 +5,24 @@ The request: fields that ask for stored state are refused (thread, compaction); 
 text is gathered without Claude Code's billing line; every tool_use must be answered in
 the next user turn; tool names OpenAI would refuse are shortened and restored; Claude
 Code's deferred-tool placeholder goes nowhere; a `role:"system"` message's effort steers
-the turns after it. The answer: ids and tool inputs as Anthropic requires them, the stop
-reason, and a context overflow in the words Claude Code compacts on.
+the turns after it. The answer: the message around its content (and a stream's
+message_start), ids and tool inputs as Anthropic requires them, the stop reason, and a
+context overflow in the words Claude Code compacts on. What any OpenAI upstream needs of a
+request (a schema's properties, a hashed user, a call id's length) is chat_request.py's.
 """
 
 import base64
 import binascii
-import hashlib
 import itertools
 import json
 import re
 import uuid
 
-from ..protocols import json_codec, overflow
+from ..protocols import overflow
 from ..protocols.errors import BridgeError, invalid
 from ..protocols.tool_names import safe_tool_name
+from .chat_request import openai_call_id
+from .chat_response import arguments_text
 
 # -- the request ------------------------------------------------------------------------------
 
@@ -166,16 +169,6 @@ def source_url(source):
     return f"data:{source['media_type']};base64,{source['data']}"
 
 
-def object_parameters(schema):
-    """OpenAI refuses an object schema without `properties` (MCP's argument-less tools send one)."""
-    return schema if "properties" in schema else {**schema, "properties": {}}
-
-
-def hashed_user(user_id):
-    """A user id as a stable hash: what OpenAI's 64-character `user` takes of any id."""
-    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
-
-
 def requested_effort(body):
     """output_config.effort. Per-turn control (Claude Code 2.1.332): a `role:"system"` message's
     own output_config steers the turns from there on, over the top-level one."""
@@ -193,10 +186,6 @@ INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ENCODED_ID = "toolu_b64_"
 _ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
-_OPENAI_ID_MAX = 40
-# Where an upstream reports an overflow: a 400, or a 413/422 from some local servers and
-# gateways; None is an error inside a 200 body or a stream. A 429 that counts tokens is a rate limit.
-_OVERFLOW_STATUSES = (None, 400, 413, 422)
 
 
 def anthropic_overflow(error, estimate):
@@ -211,7 +200,7 @@ def anthropic_overflow(error, estimate):
       an unknown amount" and meets with its own rule (drop the oldest fifth) rather than with
       a limit the bridge made up. T is never written below N, for the same reason.
     """
-    found = overflow.find(error.upstream_detail) if error.upstream_status in _OVERFLOW_STATUSES else None
+    found = overflow.reported(error)
     if found is None:
         return error
     prompt = found.prompt if found.prompt is not None else estimate()
@@ -261,13 +250,6 @@ def tool_input(arguments):
     return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: text}
 
 
-def arguments_text(arguments):
-    """`arguments` as JSON text: OpenAI sends a string, llama-server and TGI have sent the object itself."""
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments)
-
-
 def client_tool_id(upstream_id):
     """An upstream tool-call id as an Anthropic tool_use id, which must match [a-zA-Z0-9_-]+.
 
@@ -285,10 +267,9 @@ def client_tool_id(upstream_id):
 def upstream_tool_id(client_id):
     """The tool-call id to send upstream for a tool_use id of the conversation.
 
-    Reverses client_tool_id; ids longer than OpenAI's 40 characters become a
-    stable hash, the same for the assistant's call and its tool message. An
-    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs
-    no copies of itself, however long.
+    Reverses client_tool_id; any other id goes as OpenAI takes it (openai_call_id). An
+    encoded id longer than _ENCODED_ID_MAX is not decoded: a client's id costs no copies of
+    itself, however long.
     """
     if client_id.startswith(_ENCODED_ID) and len(client_id) <= _ENCODED_ID_MAX:
         encoded = client_id[len(_ENCODED_ID) :]
@@ -296,9 +277,33 @@ def upstream_tool_id(client_id):
             return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
         except (binascii.Error, UnicodeDecodeError):
             pass
-    if len(client_id) <= _OPENAI_ID_MAX:
-        return client_id
-    return "call_" + hashlib.sha256(client_id.encode()).hexdigest()[:32]
+    return openai_call_id(client_id)
+
+
+def anthropic_message(upstream_id, context, content, stop, usage):
+    """An Anthropic answer of `content`, under the model name the client asked for; `stop` is
+    stop_fields()."""
+    return {
+        "id": message_id(upstream_id),
+        "type": "message",
+        "role": "assistant",
+        "model": context.model,
+        "content": content,
+        **stop,
+        "usage": usage,
+    }
+
+
+def message_start(upstream_id, context):
+    """A stream's first event: the message without content, with the request's input estimate."""
+    usage = {
+        "input_tokens": context.input_tokens,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    not_stopped = {"stop_reason": None, "stop_sequence": None}
+    return {"type": "message_start", "message": anthropic_message(upstream_id, context, [], not_stopped, usage)}
 
 
 def message_id(upstream_id):

@@ -1,5 +1,5 @@
 """The real Codex CLI through bridge's /v1/responses: what `codex exec --json` prints, and what
-reaches the Anthropic Messages server behind bridge (the fake upstream).
+reaches the Anthropic Messages server, or the Chat-only server, behind bridge (the fake upstream).
 
 The CLI is the npm package pinned in tests/clients/package.json (a ~315 MB native binary in an
 optional dependency), which `make test` installs into .clients/ where npm exists. Without it
@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 
-from tests.fake_upstream import messages_stream
+from tests.fake_upstream import chat_stream, messages_stream
 from tests.helpers.clis import pinned_cli, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -106,6 +106,25 @@ def codex(codex_cli, bridge, tmp_path):
     return Codex(codex_cli, bridge.url, tmp_path)
 
 
+@pytest.fixture
+def chat_codex(codex_cli, start_bridge, fake, tmp_path):
+    """Codex through a bridge whose every model is served by a Chat-only server (vLLM, Ollama...)
+    that wants its reasoning back in the history (BRIDGE_OPENAI_REASONING_HISTORY, as DeepSeek)."""
+    deployment = {
+        "name": "local",
+        "protocol": "openai-chat",
+        "base_url": f"{fake.url}/v1",
+        "model": CHAT_MODEL,
+        "reasoning_history": True,
+    }
+    routes = {"default_routes": False, "routes": [{"models": ["*"], "deployments": [deployment]}]}
+    return Codex(codex_cli, start_bridge(BRIDGE_ROUTES=json.dumps(routes)).url, tmp_path)
+
+
+CHAT_MODEL = "qwen3-coder"  # the Chat server's name for the model Codex calls MODEL
+THOUGHT = "The user wants the command run; exec_command runs it."
+
+
 def tool_results(body):
     return [
         block
@@ -165,3 +184,58 @@ def test_a_shell_tool_call_runs_in_codex_and_its_output_goes_back_as_a_tool_resu
     assert (use["id"], use["name"], use["input"]) == ("toolu_codex_1", "exec_command", {"cmd": "echo hello-from-codex"})
     [result] = tool_results(second)
     assert result["tool_use_id"] == "toolu_codex_1" and "hello-from-codex" in text_of(result.get("content"))
+
+
+def tool_messages(body):
+    return [message for message in body["messages"] if message["role"] == "tool"]
+
+
+def chat_server(*turns):
+    """The fake Chat server's answer to any request: turn n (a request carrying n tool messages)
+    gets `turns[n]`, the last one after that."""
+
+    def answer(request):
+        return turns[min(len(tool_messages(request.body)), len(turns) - 1)]
+
+    return answer
+
+
+def test_a_prompt_on_a_chat_server_prints_the_models_text(chat_codex, fake):
+    fake.default = chat_server(chat_stream("Hi there, from a Chat server behind bridge."))
+    run = chat_codex.exec("say hi")
+    assert [item["text"] for item in run.items("agent_message")] == ["Hi there, from a Chat server behind bridge."], (
+        run.transcript
+    )
+    assert run.events[-1]["type"] == "turn.completed", run.transcript
+    [sent] = fake.requests
+    assert sent.path == "/v1/chat/completions" and sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.body["model"] == CHAT_MODEL and sent.body["stream"] is True
+    assert sent.body["messages"][0]["role"] == "system" and "say hi" in text_of(sent.body["messages"][-1]["content"])
+    assert {"exec_command", "apply_patch"} <= {tool["function"]["name"] for tool in sent.body["tools"]}
+
+
+def test_an_exec_command_loop_on_a_chat_server_sends_the_output_back_as_a_tool_message(chat_codex, fake):
+    """Codex runs the model's exec_command and sends its output, which reaches the Chat server as
+    the role:"tool" message answering that call; the model's reasoning, shown by Codex, comes back
+    as the reasoning_content of the call's assistant message."""
+    fake.default = chat_server(
+        chat_stream(reasoning=THOUGHT, tool_calls=[("call_codex_1", "exec_command", {"cmd": "echo hello-from-codex"})]),
+        chat_stream("The command printed hello-from-codex."),
+    )
+    run = chat_codex.exec("run echo hello-from-codex")
+    assert [item["text"] for item in run.items("reasoning")] == [THOUGHT], run.transcript
+    assert [item["text"] for item in run.items("agent_message")] == ["The command printed hello-from-codex."], (
+        run.transcript
+    )
+    [command] = run.items("command_execution")
+    assert "hello-from-codex" in command["aggregated_output"], run.transcript
+    first, second = [request.body for request in fake.requests]
+    assert tool_messages(first) == []
+    [assistant] = [message for message in second["messages"] if message.get("tool_calls")]
+    [call] = assistant["tool_calls"]
+    assert (call["id"], call["function"]["name"]) == ("call_codex_1", "exec_command")
+    assert json.loads(call["function"]["arguments"]) == {"cmd": "echo hello-from-codex"}
+    [output] = tool_messages(second)
+    assert output["tool_call_id"] == "call_codex_1" and "hello-from-codex" in output["content"]
+    assert second["messages"].index(output) == second["messages"].index(assistant) + 1
+    assert assistant["reasoning_content"] == THOUGHT

@@ -16,7 +16,7 @@ import requests
 from bridge.protocols import sse
 from bridge.protocols.schemas.anthropic import validate_messages
 from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
-from tests.helpers.accumulators import anthropic_stream_message
+from tests.helpers.accumulators import anthropic_stream_message, comparable
 from tests.helpers.directions import is_openai_error
 from tests.helpers.recorded import OPENAI_CLIENT_ERRORS, recorded
 
@@ -36,16 +36,6 @@ def blocks(name, kind):
     """The blocks of one type in a recorded answer (.json body or .sse stream)."""
     message = anthropic_stream_message(name) if name.endswith(".sse") else recorded(name)
     return [block for block in message["content"] if block["type"] == kind]
-
-
-def comparable(response):
-    """A Response without what differs between two requests for the same answer: its id (which
-    every item id carries) and its creation time; and without nulls, as the stream helper's
-    ParsedResponse adds `parsed` fields."""
-    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(
-        response.id.removeprefix("resp_"), "ID"
-    )
-    return {**json.loads(text), "created_at": None}
 
 
 # -- responses.create ---------------------------------------------------------------------
@@ -161,7 +151,8 @@ STREAMS = [
 
 @pytest.mark.parametrize("name", STREAMS)
 def test_the_stream_helpers_final_response_equals_the_response_not_streamed(openai_sdk, fake, name):
-    """As OpenAI does, a response cut short by max tokens ends in response.incomplete."""
+    """As OpenAI does, a response cut short by max tokens ends in response.incomplete; a call it
+    cut carries the arguments its deltas streamed (the non-streamed answer has only their parse)."""
     fake.reply(json_reply(anthropic_stream_message(f"anthropic/{name}")), fixture(f"anthropic/{name}"))
     asked = dict(
         model="claude-sonnet-4-5",
@@ -176,6 +167,10 @@ def test_the_stream_helpers_final_response_equals_the_response_not_streamed(open
         # the helper's final response is a completed one's; an incomplete one is its last event's
         final = stream.get_final_response() if whole.status == "completed" else events[-1].response
     assert events[0].type == "response.created" and events[-1].type == f"response.{whole.status}"
+    streamed = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    for item in whole.output:
+        if item.type == "function_call" and item.status == "incomplete":
+            item.arguments = streamed  # the only call, the one cut short
     assert comparable(final) == comparable(whole)
     assert fake.last.body["stream"] is True
 

@@ -303,11 +303,11 @@ def test_a_passed_through_body_the_bridge_cannot_read_is_a_400_naming_the_field(
     healthy(live)
 
 
-def test_the_responses_front_refuses_a_route_to_a_chat_upstream_naming_it(live, other_fake):
-    with pytest.raises(openai.BadRequestError) as caught:
-        openai_client(live.url, api_key=CLIENT_KEY).responses.create(model="gpt-4.1", input="hi")
-    assert "route 'gpt-4.1'" in caught.value.message and "openai-chat" in caught.value.message
-    assert caught.value.body["param"] == "model" and other_fake.requests == []
+def test_the_responses_front_translates_for_a_route_to_a_chat_upstream(live, other_fake):
+    other_fake.reply(fixture("openai/text.json"))
+    response = openai_client(live.url, api_key=CLIENT_KEY).responses.create(model="gpt-4.1", input="hi")
+    assert response.output_text == recorded("openai/text.json")["choices"][0]["message"]["content"]
+    assert other_fake.last.path == "/v1/chat/completions" and other_fake.last.body["model"] == "gpt-41-prod"
     healthy(live)
 
 

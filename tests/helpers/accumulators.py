@@ -1,10 +1,16 @@
 """The official SDKs' stream accumulators, run over what bridge streams: the events a client
 receives must fold into the answer the SDK would have built."""
 
+import json
+
 from anthropic.lib.streaming._beta_messages import accumulate_event
+from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
 
 from bridge.protocols.reasoning import reasoning_item
 from bridge.translate.translator import DONE
@@ -39,6 +45,45 @@ def anthropic_fold(events):
     for event in events:
         message = accumulate_event(event=event, current_snapshot=message, json_bufs=buffers, request_headers=None)
     return message.to_dict(mode="json", exclude_none=True, warnings=False)
+
+
+RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
+
+
+def responses_fold(out, rebuild=False):
+    """The openai SDK's Responses stream state fed a translator's events: its final response, and
+    the events it fires (each event parsed and validated as the SDK's ResponseStreamEvent).
+
+    With `rebuild`, the last event's response comes without `output`, so the SDK must rebuild
+    it from the output_item.done events.
+    """
+    state, fired = ResponseStreamState(input_tools=omit, text_format=omit), []
+    for event in out:
+        parsed = RESPONSES_EVENT.validate_python(event)
+        if rebuild and event["type"] in ("response.completed", "response.incomplete"):
+            parsed.response.output = None
+        fired.extend(state.handle_event(parsed))
+    final = json.loads(fired[-1].response.to_json())
+    return _without_sdk_fields(final), fired
+
+
+def _without_sdk_fields(value):
+    """The SDK's parsed response adds `parsed` and `parsed_arguments`, which are not on the wire."""
+    if isinstance(value, dict):
+        return {k: _without_sdk_fields(v) for k, v in value.items() if k not in ("parsed", "parsed_arguments")}
+    if isinstance(value, list):
+        return [_without_sdk_fields(v) for v in value]
+    return value
+
+
+def comparable(response):
+    """An SDK's Response without what differs between two requests for the same answer: its id
+    (which every item id carries) and its creation time; and without nulls, as the stream helper's
+    ParsedResponse adds `parsed` fields."""
+    text = json.dumps(response.model_dump(mode="json", exclude_none=True)).replace(
+        response.id.removeprefix("resp_"), "ID"
+    )
+    return {**json.loads(text), "created_at": None}
 
 
 def anthropic_stream_message(name):

@@ -4,6 +4,7 @@ from bridge.translate.chat_to_messages.request import Context as ChatToMessagesC
 from bridge.translate.chat_to_responses.request import Context as ChatToResponsesContext
 from bridge.translate.messages_to_chat.request import Context as MessagesToChatContext
 from bridge.translate.messages_to_responses.request import Context as MessagesToResponsesContext
+from bridge.translate.responses_to_chat.request import Context as ResponsesToChatContext
 from bridge.translate.responses_to_messages.request import Context as ResponsesToMessagesContext
 
 
@@ -47,6 +48,20 @@ def responses_to_messages_context(**overrides):
         "tools": {},
     }
     return ResponsesToMessagesContext(**{**values, **overrides})
+
+
+def responses_to_chat_context(**overrides):
+    """What the responses_to_chat translators know of a plain request for qwen3, with an input estimate of 42."""
+    values = {
+        "model": "qwen3",
+        "stream": False,
+        "response_id": RESPONSE_ID,
+        "created_at": 1700000000,
+        "echo": RESPONSES_ECHO,
+        "tools": {},
+        "input_tokens": 42,
+    }
+    return ResponsesToChatContext(**{**values, **overrides})
 
 
 def messages_to_chat_context(**overrides):

@@ -16,21 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
-from openai.types.responses import ResponseStreamEvent
-from pydantic import TypeAdapter
 
 from bridge.protocols.errors import BridgeError
 from bridge.protocols.reasoning import thinking_block
 from bridge.translate.responses_to_messages.response import to_response
 from bridge.translate.responses_to_messages.stream import StreamTranslator
 from tests.fake_upstream import FIXTURES
+from tests.helpers.accumulators import RESPONSES_EVENT as EVENT
+from tests.helpers.accumulators import responses_fold as sdk_fold
 from tests.helpers.contexts import responses_to_messages_context
 from tests.helpers.recorded import recorded_events
 
 STREAMS = sorted(path.name for path in (FIXTURES / "anthropic").glob("*.sse"))
 COMPLETE = [name for name in STREAMS if name != "error_midstream_overloaded.sse"]
 CUT_OFF = ["cache_read.sse", "cache_write.sse", "max_tokens_mid_tool.sse"]  # stop_reason max_tokens
-EVENT = TypeAdapter(ResponseStreamEvent)
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 # Codex 0.171 reads the retry delay of a rate_limit_exceeded failure with this pattern.
 CODEX_RETRY_DELAY = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
@@ -61,31 +60,6 @@ def non_streamed(upstream):
     if "iterations" in usage:  # a body carries every billed iteration; the SDK's fold keeps only known fields
         message["usage"]["iterations"] = usage["iterations"]
     return message
-
-
-def sdk_fold(out, rebuild=False):
-    """The openai SDK's stream state fed our events: its final response, and the events it fires.
-
-    With `rebuild`, the last event's response comes without `output`, so the SDK must rebuild
-    it from the output_item.done events.
-    """
-    state, fired = ResponseStreamState(input_tools=omit, text_format=omit), []
-    for event in out:
-        parsed = EVENT.validate_python(event)
-        if rebuild and event["type"] in ("response.completed", "response.incomplete"):
-            parsed.response.output = None
-        fired.extend(state.handle_event(parsed))
-    final = json.loads(fired[-1].response.to_json())
-    return _without_sdk_fields(final), fired
-
-
-def _without_sdk_fields(value):
-    """The SDK's parsed response adds `parsed` and `parsed_arguments`, which are not on the wire."""
-    if isinstance(value, dict):
-        return {k: _without_sdk_fields(v) for k, v in value.items() if k not in ("parsed", "parsed_arguments")}
-    if isinstance(value, list):
-        return [_without_sdk_fields(v) for v in value]
-    return value
 
 
 def of_type(out, kind):
@@ -129,13 +103,26 @@ def before_message_stop(name):
 @pytest.mark.parametrize("rebuild", [False, True], ids=["final-output", "rebuilt-from-items"])
 @pytest.mark.parametrize("name", COMPLETE)
 def test_the_openai_sdks_fold_of_every_completed_stream_is_the_non_streamed_response(name, rebuild, summary):
-    final, _ = sdk_fold(run(name, summary=summary), rebuild)
-    assert final == to_response(non_streamed(name), context(summary=summary))
+    """But for a call max_tokens cut short: its arguments are what the stream sent of them."""
+    out = run(name, summary=summary)
+    final, _ = sdk_fold(out, rebuild)
+    assert final == as_streamed(to_response(non_streamed(name), context(summary=summary)), out)
+
+
+def as_streamed(response, out):
+    """A response with its cut-off calls' arguments as the stream's deltas sent them."""
+    sent = {}
+    for event in of_type(out, "response.function_call_arguments.delta"):
+        sent[event["output_index"]] = sent.get(event["output_index"], "") + event["delta"]
+    for index, item in enumerate(response["output"]):
+        if item["type"] == "function_call" and item["status"] == "incomplete":
+            item["arguments"] = sent.get(index, "")
+    return response
 
 
 @pytest.mark.parametrize("name", COMPLETE)
 def test_the_deltas_add_up_to_what_the_done_events_carry(name):
-    """For every item the upstream finished: a cut-off one carries only what its whole JSON held."""
+    """Exactly, for every piece but a finished call's arguments: those are the same JSON, re-written whole."""
     out = run(name)
     cut = {
         e["output_index"] for e in of_type(out, "response.output_item.done") if e["item"].get("status") == "incomplete"
@@ -154,9 +141,7 @@ def test_the_deltas_add_up_to_what_the_done_events_carry(name):
                 done[(kind, event["output_index"], event.get("content_index"))] = value
     assert set(sent) <= set(done)
     for key, value in sent.items():
-        if key[1] in cut and key[0] != "response.output_text":
-            continue
-        if key[0] == "response.function_call_arguments":
+        if key[0] == "response.function_call_arguments" and key[1] not in cut:
             assert json.loads(value) == json.loads(done[key])  # the fragments' JSON, re-written whole
         else:
             assert value == done[key]
@@ -359,14 +344,34 @@ def test_max_tokens_ends_with_response_incomplete_reason_max_output_tokens(name)
     assert last["response"]["output"][-1]["status"] == "incomplete"
 
 
-def test_a_tool_call_cut_off_by_max_tokens_is_an_incomplete_item_with_the_json_read_so_far():
+def test_a_tool_call_cut_off_by_max_tokens_is_an_incomplete_item_whose_arguments_are_its_deltas_text():
+    """Not a re-written partial parse: the raw text the deltas sent, in the .done event and the item."""
     out = run("max_tokens_mid_tool.sse")
+    raw = "".join(
+        data["delta"]["partial_json"]
+        for _, data in recorded_events("anthropic/max_tokens_mid_tool.sse")
+        if data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta"
+    )
+    assert raw.startswith('{"filename": "taxes.txt", "lines_of_text": [\n"# COMPREHENSIVE TAX GUIDE')
+    assert "".join(e["delta"] for e in of_type(out, "response.function_call_arguments.delta")) == raw
+    [done] = of_type(out, "response.function_call_arguments.done")
     [call] = [e["item"] for e in of_type(out, "response.output_item.done") if e["item"]["type"] == "function_call"]
-    assert call["status"] == "incomplete"
-    assert json.loads(call["arguments"]) == {
-        "filename": "taxes.txt",
-        "lines_of_text": ["# COMPREHENSIVE TAX GUIDE FOR INDIVIDUALS WITH MULTIPLE W-2s", "", "## INTRODUCTION", ""],
-    }
+    [final] = [item for item in out[-1]["response"]["output"] if item["type"] == "function_call"]
+    assert done["arguments"] == call["arguments"] == final["arguments"] == raw
+    assert call["status"] == final["status"] == "incomplete"
+
+
+def test_a_custom_tool_call_cut_off_by_max_tokens_carries_the_input_text_its_deltas_sent():
+    fragments = ['{"input": "*** Begin Patch\\n', "*** Add File: a.txt\\n+caf\\u00"]
+    events = with_tool("tool_use.sse", "apply_patch", fragments)
+    stop = next(data for _, data in events if data["type"] == "message_delta")
+    stop["delta"]["stop_reason"] = "max_tokens"
+    out = run(events, tools=CUSTOM)
+    sent = "".join(e["delta"] for e in of_type(out, "response.custom_tool_call_input.delta"))
+    assert sent == "*** Begin Patch\n*** Add File: a.txt\n+caf"
+    [done] = of_type(out, "response.custom_tool_call_input.done")
+    [final] = [item for item in out[-1]["response"]["output"] if item["type"] == "custom_tool_call"]
+    assert done["input"] == final["input"] == sent and final["status"] == "incomplete"
 
 
 @pytest.mark.parametrize("name", COMPLETE)

@@ -24,12 +24,14 @@ from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatFro
 from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatOnResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesFront
 from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesOnResponses
+from bridge.translate.responses_to_chat.stream import StreamTranslator as ResponsesFromChat
 from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesFront
 from tests.helpers.contexts import (
     chat_to_messages_context,
     chat_to_responses_context,
     messages_to_chat_context,
     messages_to_responses_context,
+    responses_to_chat_context,
     responses_to_messages_context,
 )
 
@@ -131,6 +133,7 @@ RESPONSES_ARGUMENTS = (
     "response.function_call_arguments.delta",
 )
 NAMED = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "lookup", "arguments": ""}}]}
+PATCHING = {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "apply_patch", "arguments": '{"input": "'}}]}
 CUSTOM = {"apply_patch": {"kind": "custom", "name": "apply_patch", "namespace": None}}
 
 # front-kind: (translator, framing, the stream of `count` deltas)
@@ -200,6 +203,31 @@ STREAMS = {
         lambda: MessagesFront(messages_to_chat_context(stream=True)),
         ANTHROPIC_SSE,
         {"delta": call({"arguments": PIECE}), "closing": [call({"name": "lookup"})]},
+    ),
+    "responses-chat-text": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"content": PIECE},
+    ),
+    "responses-chat-refusal": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"refusal": PIECE},
+    ),
+    "responses-chat-summary": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True, summary=True)),
+        RESPONSES_SSE,
+        {"reasoning_content": PIECE},
+    ),
+    "responses-chat-tool": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True)),
+        RESPONSES_SSE,
+        {"delta": call({"arguments": PIECE}), "opening": [NAMED]},
+    ),
+    "responses-chat-custom": (
+        lambda: ResponsesFromChat(responses_to_chat_context(stream=True, tools=CUSTOM)),
+        RESPONSES_SSE,
+        {"delta": call({"arguments": PIECE}), "opening": [PATCHING], "closing": [call({"arguments": '"}'})]},
     ),
     "messages-on-responses-text": (
         lambda: MessagesOnResponses(messages_to_responses_context(stream=True)),

@@ -4,8 +4,8 @@ Validation happens here, before any translation, so every rejection names the
 field the way the client wrote it (`input.7.call_id`, `tools.5.tools.0.name`).
 The content parts, the JSON-schema answer format and the tool-call arguments
 are the Chat schema's own (schemas/openai.py). Besides shape, the schema
-refuses what a stateless bridge in front of Anthropic cannot do without
-changing the answer:
+refuses what a stateless bridge in front of Anthropic or a Chat server cannot
+do without changing the answer:
 
 - state kept by a server: `previous_response_id`, `conversation`, stored
   prompts (`prompt`), `background` responses, `item_reference` and OpenAI
@@ -13,8 +13,8 @@ changing the answer:
 - log probabilities (`top_logprobs`, `include: message.output_text.logprobs`),
   audio input, files uploaded to OpenAI (`file_id`), documents other than PDF.
 - a tool call left unanswered before the conversation goes on, or an output
-  that answers no call: Anthropic would refuse the request, and here the 400
-  names the item.
+  that answers no call: Anthropic and Chat servers would refuse the request,
+  and here the 400 names the item.
 - a `tool_choice` naming a tool the request does not declare, or a hosted tool.
 
 Hosted tools (`web_search`, `file_search`, `mcp`...) and the other fields the
@@ -27,7 +27,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 
 from marshmallow import ValidationError, fields, validate
 
-from ..reasoning import thinking_block
+from ..reasoning import carried
 from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
 from .openai import (
     NAME,
@@ -76,11 +76,11 @@ CALLS = ("function_call", "custom_tool_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output")
 _STATELESS = "bridge stores nothing: send the full conversation in `input`"
 _URL_FILE = (
-    "files uploaded to OpenAI cannot be read by the Anthropic upstream; send the document "
+    "files uploaded to OpenAI cannot be read by the upstream; send the document "
     "inline as file_data (data:application/pdf;base64,...) or as file_url"
 )
 _URL_IMAGE = (
-    "images uploaded to OpenAI cannot be read by the Anthropic upstream; send the image as "
+    "images uploaded to OpenAI cannot be read by the upstream; send the image as "
     "image_url (a base64 data URL or an http(s) URL)"
 )
 
@@ -100,6 +100,7 @@ class InputText(Schema):
 class InputImage(Schema):
     file_id = must_be_absent(_URL_IMAGE)
     image_url = fields.String(required=True, validate=valid_image_url)
+    detail = fields.String(allow_none=True)  # a Chat upstream's image_url.detail, where it is one Chat knows
 
 
 class InputFile(Schema):
@@ -114,7 +115,7 @@ class InputFile(Schema):
 USER_PARTS = Tagged(
     {"input_text": InputText(), "input_image": InputImage(), "input_file": InputFile()},
     what="content part",
-    refused={"input_audio": "audio input is not supported by the Anthropic upstream"},
+    refused={"input_audio": "audio input is not supported by the upstream"},
 )
 SYSTEM_PARTS = Tagged({"input_text": InputText()}, what="content part")
 ASSISTANT_PARTS = Tagged({"output_text": InputText(), "refusal": RefusalPart()}, what="content part")
@@ -163,12 +164,13 @@ class CallOutput(Schema):
 
 
 class EncryptedReasoning(fields.String):
-    """A reasoning item's `encrypted_content`, loaded as the Anthropic thinking block it carries,
-    or None when it carries none of ours (another model's reasoning, which the translator names
-    as dropped). Decoded once, here, within the request's limits (reasoning.thinking_block)."""
+    """A reasoning item's `encrypted_content`, loaded as the reasoning of bridge's it carries (an
+    Anthropic thinking block, a Chat upstream's reasoning_content), or None when it carries none
+    of ours (another model's reasoning, which the translator names as dropped). Decoded once,
+    here, within the request's limits (reasoning.carried)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return thinking_block(super()._deserialize(value, attr, data, **kwargs))
+        return carried(super()._deserialize(value, attr, data, **kwargs))
 
 
 class ReasoningItem(Schema):
@@ -286,7 +288,7 @@ NAMED_TOOL_CHOICE = Tagged(
     {"function": NamedTool(), "custom": NamedTool(), "allowed_tools": AllowedTools()},
     what="tool choice",
     refused={
-        kind: f"{kind} is a hosted tool, which the Anthropic upstream does not run; choose a function or custom tool"
+        kind: f"{kind} is a hosted tool, which the upstream does not run; choose a function or custom tool"
         for kind in HOSTED_TOOLS
     },
 )

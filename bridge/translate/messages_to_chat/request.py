@@ -47,17 +47,24 @@ where the two protocols place things differently:
 """
 
 import dataclasses
-import re
 
 from ...protocols import json_codec
 from ...protocols.errors import invalid
+from ..chat_request import (
+    CHAT_EFFORTS,
+    chat_tool,
+    chat_user,
+    file_part,
+    flattened,
+    join,
+    stream_fields,
+    tool_attachments,
+)
 from ..messages_client import (
     UNENFORCED,
     content_blocks,
     conversation,
     function_tools,
-    hashed_user,
-    object_parameters,
     refuse_stateful,
     requested_effort,
     source_url,
@@ -70,7 +77,6 @@ from ..model_map import map_model
 from ..tokens import count_tokens
 
 MAX_STOP_SEQUENCES = 4
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # Top-level fields this module translates; any other is reported as dropped.
 _READ = frozenset(
     (
@@ -123,7 +129,7 @@ def to_chat_request(body, settings):
         chat["stop"] = stop
     user = (body.get("metadata") or {}).get("user_id")
     if user:
-        chat["user"] = _user(user)
+        chat["user"] = chat_user(user)
     chat.update(_tools(body, names, dropped))
     chat.update(_reasoning(body, settings.openai_reasoning_effort, dropped))
     output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
@@ -134,9 +140,7 @@ def to_chat_request(body, settings):
         }
     stream = bool(body.get("stream"))
     if stream:
-        chat["stream"] = True
-        if settings.openai_stream_usage:
-            chat["stream_options"] = {"include_usage": True}
+        chat.update(stream_fields(settings.openai_stream_usage))
     context = Context(
         model=body["model"],
         stream=stream,
@@ -161,12 +165,8 @@ def _messages(body, names, reasoning_history, dropped):
         else:
             out.extend(_user_turn(i, blocks, unanswered, names))
     if system:
-        out.insert(0, {"role": "system", "content": _join(system)})
+        out.insert(0, {"role": "system", "content": join(system)})
     return out
-
-
-def _join(texts):
-    return "\n\n".join(texts)
 
 
 def _assistant_turn(blocks, names, reasoning_history):
@@ -189,11 +189,11 @@ def _assistant_turn(blocks, names, reasoning_history):
             reasoning.append(block["thinking"])
     if not texts and not calls:
         return []  # thinking only: nothing a Chat assistant message can hold
-    message = {"role": "assistant", "content": _join(texts) if texts else None}
+    message = {"role": "assistant", "content": join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     if reasoning_history and reasoning:
-        message["reasoning_content"] = _join(reasoning)
+        message["reasoning_content"] = join(reasoning)
     return [message]
 
 
@@ -214,12 +214,11 @@ def _user_turn(i, blocks, unanswered, names):
         call_id = upstream_tool_id(block["tool_use_id"])
         tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         if media:
-            attachments.append({"type": "text", "text": f"(attachments of tool result {call_id})"})
-            attachments.extend(media)
+            attachments.extend(tool_attachments(call_id, media))
     content = attachments + parts
     if not content:
         return tool_messages
-    return [*tool_messages, {"role": "user", "content": _flattened(content)}]
+    return [*tool_messages, {"role": "user", "content": flattened(content)}]
 
 
 def _tool_result(block, path, names):
@@ -237,7 +236,7 @@ def _tool_result(block, path, names):
                 texts.append(part["text"])
             else:
                 media.append(part)
-    text = _join(texts)
+    text = join(texts)
     if block.get("is_error"):
         text = f"Error: {text}" if text else "Error"
     return text, media
@@ -264,20 +263,12 @@ def _document_parts(block, path):
         )
     if source["type"] == "text":
         texts = [*heading, source["data"]] if source["data"] else []
-        return [{"type": "text", "text": _join(texts)}] if texts else []
+        return [{"type": "text", "text": join(texts)}] if texts else []
     if source["type"] == "content":
         inner = source["content"]
         parts = [p for j, b in enumerate(content_blocks(inner)) for p in _user_parts(b, f"{path}.source.content.{j}")]
-        return ([{"type": "text", "text": _join(heading)}] if heading and parts else []) + parts
-    filename = re.sub(r"[^\w.\- ]", "_", block.get("title") or "") or "document.pdf"
-    return [{"type": "file", "file": {"filename": filename, "file_data": source_url(source)}}]
-
-
-def _flattened(parts):
-    """A text-only list of parts as one string, for servers that only take strings."""
-    if all(part["type"] == "text" for part in parts):
-        return _join([part["text"] for part in parts])
-    return parts
+        return ([{"type": "text", "text": join(heading)}] if heading and parts else []) + parts
+    return [file_part(block.get("title"), source_url(source))]
 
 
 # -- tools -------------------------------------------------------------------------
@@ -290,22 +281,17 @@ def _tools(body, names, dropped):
         if choice:
             dropped.append("tool_choice")
         return {}
-    out = {"tools": [_chat_tool(name, tool) for name, tool in tools]}
+    out = {
+        "tools": [
+            chat_tool(name, tool.get("description"), tool["input_schema"], tool.get("strict")) for name, tool in tools
+        ]
+    }
     if choice:
         mode = tool_choice(choice, names, tools)
         out["tool_choice"] = mode if isinstance(mode, str) else {"type": "function", "function": {"name": mode[1]}}
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
-
-
-def _chat_tool(name, tool):
-    function = {"name": name, "parameters": object_parameters(tool["input_schema"])}
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    if tool.get("strict") is True:
-        function["strict"] = True
-    return {"type": "function", "function": function}
 
 
 # -- sampling and the rest -------------------------------------------------------------
@@ -319,11 +305,6 @@ def _stop_sequences(sequences):
             "stop_sequences",
         )
     return [s for s in sequences if s]
-
-
-def _user(user_id):
-    """metadata.user_id as `user`; OpenAI caps it at 64 characters, so longer ids go as a stable hash."""
-    return user_id if len(user_id) <= 64 else hashed_user(user_id)
 
 
 def _reasoning(body, enabled, dropped):
@@ -344,7 +325,7 @@ def _reasoning(body, enabled, dropped):
     if "display" in thinking:
         dropped.append("thinking.display")  # whether thinking is shown: the upstream decides
     if effort:
-        return {"reasoning_effort": _EFFORTS[effort]}
+        return {"reasoning_effort": CHAT_EFFORTS[effort]}
     if thinking.get("type") == "enabled":
         budget = thinking["budget_tokens"]
         return {"reasoning_effort": "low" if budget < 4096 else "medium" if budget < 16384 else "high"}

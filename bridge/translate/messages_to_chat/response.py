@@ -1,7 +1,11 @@
 """Chat Completions response -> Anthropic Messages response (pure functions).
 
-The rules the stream translator shares live here too: finish_reason ->
-stop_reason, usage, tool-call ids, reading `content` that may be an array.
+The stream translator shares usage in Anthropic's shape from here. How a
+Chat answer is read (one choice, `content` that may be an array, reasoning
+fields) is chat_response.py, shared with the Responses front's Chat pair;
+what an Anthropic answer needs (stop_reason, tool_use ids and inputs, an
+overflow in Anthropic's words) is messages_client.py, shared with
+messages_to_responses.
 
 Decisions:
 - Exactly one choice: Chat `choices` are alternative answers, an Anthropic
@@ -26,103 +30,37 @@ Decisions:
 
 import datetime
 
-from ...protocols import shapes
-from ...protocols.errors import BridgeError, from_openai, invalid
-from ..messages_client import client_tool_id, message_id, stop_fields, tool_input
+from ...protocols.errors import invalid
+from ..chat_response import read_answer, usage_counts
+from ..messages_client import anthropic_message, client_tool_id, stop_fields, tool_input
 
 
 def to_anthropic_message(completion, context):
-    if not isinstance(completion, dict):
-        raise BridgeError("api_error", "upstream answered with JSON that is not an object", status=502)
-    if completion.get("error"):
-        raise from_openai(completion)
-    shapes.chat_completion(completion)
-    choice = only_choice(completion.get("choices"))
-    message = json_object(choice.get("message"))
-    parts = content_parts(message.get("content"))
-    thinking = reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking")
-    text = "".join(text for kind, text in parts if kind == "text")
-    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else ""
-
+    answer = read_answer(completion)
     content = []
-    if thinking:
-        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
-    if text:
-        content.append({"type": "text", "text": text})
-    if refusal:
-        content.append({"type": "text", "text": refusal})
-    calls = [call for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-    for position, call in enumerate(calls):
-        function = json_object(call.get("function"))
-        if not function.get("name"):
-            raise BridgeError("api_error", f"upstream returned tool call {position} without a name", status=502)
+    if answer.reasoning:
+        content.append({"type": "thinking", "thinking": answer.reasoning, "signature": ""})
+    if answer.text:
+        content.append({"type": "text", "text": answer.text})
+    if answer.refusal:
+        content.append({"type": "text", "text": answer.refusal})
+    for call in answer.calls:
         content.append(
             {
                 "type": "tool_use",
-                "id": client_tool_id(call.get("id")),
-                "name": client_tool_name(context, function.get("name")),
-                "input": tool_input(function.get("arguments")),
+                "id": client_tool_id(call.id),
+                "name": client_tool_name(context, call.name),
+                "input": tool_input(call.arguments),
             }
         )
-
+    choice = answer.choice
     stop = stop_fields(
-        choice.get("finish_reason"), bool(calls), bool(refusal), matched_stop(choice, context.stop_sequences)
+        choice.get("finish_reason"),
+        bool(answer.calls),
+        bool(answer.refusal),
+        matched_stop(choice, context.stop_sequences),
     )
-    return {
-        "id": message_id(completion.get("id")),
-        "type": "message",
-        "role": "assistant",
-        "model": context.model,
-        "content": content,
-        **stop,
-        "usage": usage(completion.get("usage")),
-    }
-
-
-def only_choice(choices):
-    """The single choice of an answer; alternatives cannot be one Anthropic message."""
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-        count = len(choices) if isinstance(choices, list) else 0
-        raise BridgeError(
-            "api_error",
-            f"upstream returned {count} choices; an Anthropic message carries "
-            "exactly one answer (the bridge never asks for n>1)",
-            status=502,
-        )
-    return choices[0]
-
-
-def content_parts(content):
-    """(kind, text) pairs of a Chat `content`: a string, or an array of text/thinking parts (Mistral)."""
-    if isinstance(content, str):
-        return [("text", content)] if content else []
-    parts = []
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            parts.append(("text", part["text"]))
-        elif part.get("type") == "thinking":
-            inner = part.get("thinking")
-            if isinstance(inner, list):
-                inner = "".join(p.get("text", "") for p in inner if isinstance(p, dict))
-            if isinstance(inner, str) and inner:
-                parts.append(("thinking", inner))
-    return [(kind, text) for kind, text in parts if text]
-
-
-def json_object(value):
-    """`value` if it is a JSON object, else {}: a malformed part of an answer carries nothing."""
-    return value if isinstance(value, dict) else {}
-
-
-def reasoning_text(message):
-    """`reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (Groq, OpenRouter, Ollama)."""
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
+    return anthropic_message(completion.get("id"), context, content, stop, usage(completion.get("usage")))
 
 
 def matched_stop(choice, stop_sequences):
@@ -135,22 +73,13 @@ def matched_stop(choice, stop_sequences):
 
 def usage(openai_usage):
     """Anthropic usage from Chat usage: input_tokens excludes what was read from or written to cache."""
-    openai_usage = openai_usage if isinstance(openai_usage, dict) else {}
-    details = openai_usage.get("prompt_tokens_details")
-    details = details if isinstance(details, dict) else {}
-    prompt = _count(openai_usage.get("prompt_tokens"))
-    cached = _count(details.get("cached_tokens")) or _count(openai_usage.get("prompt_cache_hit_tokens"))
-    written = _count(details.get("cache_write_tokens"))
+    counts = usage_counts(openai_usage)
     return {
-        "input_tokens": max(prompt - cached - written, 0),
-        "output_tokens": _count(openai_usage.get("completion_tokens")),
-        "cache_creation_input_tokens": written,
-        "cache_read_input_tokens": cached,
+        "input_tokens": max(counts.prompt - counts.cached - counts.written, 0),
+        "output_tokens": counts.output,
+        "cache_creation_input_tokens": counts.written,
+        "cache_read_input_tokens": counts.cached,
     }
-
-
-def _count(value):
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def client_tool_name(context, upstream_name):

@@ -45,7 +45,7 @@ Tools and the rest
   default; `reasoning.summary: "auto"` always, for the thinking text. On a model that does
   not reason, `thinking` and `output_config.effort` are named as dropped.
 - `output_config.format` (or the deprecated `output_format`) is `text.format` json_schema.
-- `metadata.user_id` is `user` and `prompt_cache_key`, as a hash (messages_client.hashed_user):
+- `metadata.user_id` is `user` and `prompt_cache_key`, as a hash (chat_request.hashed_user):
   the upstream keeps a session's prompts together without learning who it is.
 - Named as dropped: `stop_sequences` and `top_k` (no Responses equivalent), `temperature`
   and `top_p` on a model that reasons (OpenAI refuses them), `cache_control`,
@@ -59,13 +59,12 @@ from ...protocols import json_codec
 from ...protocols.errors import invalid
 from ...protocols.reasoning import reasoning_item
 from ..capabilities import capabilities_of
+from ..chat_request import hashed_user, object_parameters
 from ..messages_client import (
     UNENFORCED,
     content_blocks,
     conversation,
     function_tools,
-    hashed_user,
-    object_parameters,
     refuse_stateful,
     requested_effort,
     source_url,

@@ -23,7 +23,7 @@ block of a reasoning item.
 from ...protocols import shapes
 from ...protocols.errors import BridgeError, from_openai
 from ...protocols.reasoning import reasoning_signature
-from ..messages_client import client_tool_id, message_id, stop_fields, tool_input
+from ..messages_client import anthropic_message, client_tool_id, stop_fields, tool_input
 from ..responses_stream import failed_error
 
 SUMMARY_JOIN = "\n\n"  # between a reasoning item's summary parts
@@ -52,15 +52,9 @@ def to_anthropic_message(response, context):
         elif kind == "function_call":
             tool_called = True
             content.append(tool_use(item, context, tool_input(item.get("arguments"))))
-    return {
-        "id": message_id(response.get("id")),
-        "type": "message",
-        "role": "assistant",
-        "model": context.model,
-        "content": content,
-        **stop(response, tool_called, refused),
-        "usage": usage(response.get("usage")),
-    }
+    return anthropic_message(
+        response.get("id"), context, content, stop(response, tool_called, refused), usage(response.get("usage"))
+    )
 
 
 def input_tokens(answer, context):

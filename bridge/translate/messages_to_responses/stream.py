@@ -25,7 +25,7 @@ import dataclasses
 from ...protocols.errors import ANTHROPIC
 from ...protocols.reasoning import reasoning_signature
 from .. import responses_stream
-from ..messages_client import anthropic_overflow, message_id
+from ..messages_client import anthropic_overflow, message_start
 from ..tokens import size_tokens
 from . import response
 
@@ -59,22 +59,7 @@ class StreamTranslator(responses_stream.ResponsesStream):
     # -- the hooks ------------------------------------------------------------------------
 
     def on_response_start(self, upstream):
-        message = {
-            "id": message_id(upstream.get("id")),
-            "type": "message",
-            "role": "assistant",
-            "model": self.context.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": self.context.input_tokens,
-                "output_tokens": 0,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-            },
-        }
-        return [{"type": "message_start", "message": message}]
+        return [message_start(upstream.get("id"), self.context)]
 
     def on_item_start(self, item):
         if item.kind != "function":

@@ -3,7 +3,10 @@
 The body arrives validated by schemas/responses.py, so these functions only
 translate; what this front shares with the Chat front (text, images, PDFs,
 tool results, merging turns, the JSON-answer tool, thinking budgets, the
-hashed user id) is anthropic_request.py, which both fronts use.
+hashed user id) is anthropic_request.py, which both fronts use; what it shares
+with the Responses front's other pairs (the Context and its echo, the fields
+named as dropped, the tools' names, namespaces and custom tools, tool_choice)
+is responses_client.py.
 
 Stateless
 - Nothing is stored. `store` is accepted and ignored (the Response says
@@ -99,13 +102,11 @@ OpenAI's defaults where the client sent nothing.
 """
 
 import dataclasses
-import time
-import uuid
 
 from ...protocols.errors import invalid
-from ...protocols.schemas.responses import HOSTED_TOOLS, WEB_SEARCH_TOOLS, declared_tools, input_items
-from ...protocols.tool_names import safe_tool_name
+from ...protocols.schemas.responses import WEB_SEARCH_TOOLS, declared_tools, input_items
 from ..anthropic_request import (
+    THINKING_TYPES,
     TOOL_CHOICES,
     add_web_search,
     anthropic_tool,
@@ -126,38 +127,18 @@ from ..anthropic_request import (
 )
 from ..capabilities import capabilities_of
 from ..model_map import map_model
+from ..responses_client import Context as ResponsesContext
+from ..responses_client import (
+    allowed_names,
+    call_name,
+    chat_response_format,
+    client_tools,
+    context_for,
+    forced_name,
+    tool_description,
+    tool_parameters,
+)
 
-# Top-level fields this module reads (or the schema refuses); any other is reported as dropped.
-KNOWN = {
-    "model",
-    "input",
-    "instructions",
-    "stream",
-    "stream_options",
-    "max_output_tokens",
-    "max_tool_calls",
-    "temperature",
-    "top_p",
-    "top_logprobs",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning",
-    "text",
-    "include",
-    "user",
-    "safety_identifier",
-    "metadata",
-    "client_metadata",
-    "prompt_cache_key",
-    "service_tier",
-    "truncation",
-    "store",
-    "background",
-    "previous_response_id",
-    "conversation",
-    "prompt",
-}
 # The user turn put before a history that opens with the assistant: Anthropic wants a user turn first.
 STARTED = "(The conversation starts here.)"
 # Responses efforts beyond Chat's: the largest Chat budget serves them.
@@ -165,37 +146,17 @@ _EFFORTS = {"max": "xhigh"}
 
 
 @dataclasses.dataclass
-class Context:
-    """What the response and stream translators need to know about the request."""
+class Context(ResponsesContext):
+    """What the response and stream translators need to know about the request (responses_client.Context)."""
 
-    model: str  # the name the client asked for; the response carries it back
-    stream: bool
-    response_id: str  # resp_<32 hex>, minted per request: nothing is stored
-    created_at: int  # unix seconds
-    echo: dict  # request parameters a Response object repeats (instructions, tools,
-    # tool_choice, parallel_tool_calls, temperature, top_p,
-    # max_output_tokens, reasoning, text, metadata, store, truncation, user)
-    tools: dict  # upstream (Anthropic) tool name -> {"kind": "function" | "custom",
-    # "name": the client's name, "namespace": str or None}
     json_tool: str = None  # the forced tool whose input is the answer (text.format json_*)
-    summary: bool = False  # reasoning.summary asked for: thinking text shown as summary_text
-    dropped: list = dataclasses.field(default_factory=list)  # for x-bridge-dropped-params
 
 
 def to_messages_request(body, settings):
     """Translate a validated Responses body; returns (Anthropic body, Context)."""
     stream = bool(body.get("stream"))
     reasoning = body.get("reasoning") or {}
-    context = Context(
-        model=body["model"],
-        stream=stream,
-        response_id=f"resp_{uuid.uuid4().hex}",
-        created_at=int(time.time()),
-        echo=echo(body),
-        tools={},
-        dropped=dropped_options(body),
-        summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")),
-    )
+    context = context_for(body, Context)
     model = map_model(settings.model_map, body["model"])
     caps = capabilities_of(model, settings.capabilities)
     tools, names = declare_tools(body, context, caps, settings.web_search)
@@ -204,12 +165,12 @@ def to_messages_request(body, settings):
     if system:
         out["system"] = system
     choice, tools = tool_choice(body.get("tool_choice"), tools, context) if tools else (None, tools)
-    native = native_format(_response_format(body), caps)
+    native = native_format(chat_response_format(body), caps)
     out.update(
         tool_request(
             tools,
             choice,
-            None if native else response_format_tool(_response_format(body)),
+            None if native else response_format_tool(chat_response_format(body)),
             body.get("parallel_tool_calls"),
             context,
             "text.format",
@@ -247,64 +208,6 @@ def to_messages_request(body, settings):
     return out, context
 
 
-def echo(body):
-    """The request parameters an OpenAI Response repeats, with OpenAI's defaults where the client sent none."""
-    reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
-    defaults = {
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "truncation": "disabled",
-        "metadata": {},
-        "top_logprobs": 0,
-    }
-    shown = {
-        name: body.get(name)
-        for name in (
-            "instructions",
-            "max_output_tokens",
-            "max_tool_calls",
-            "user",
-            "safety_identifier",
-            "prompt_cache_key",
-        )
-    }
-    shown.update({name: default if body.get(name) is None else body[name] for name, default in defaults.items()})
-    shown.update(
-        reasoning={
-            "effort": reasoning.get("effort"),
-            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
-        },
-        text={"format": text.get("format") or {"type": "text"}, "verbosity": text.get("verbosity") or "medium"},
-        store=False,
-        background=False,
-        service_tier="default",
-        previous_response_id=None,
-    )
-    return shown
-
-
-def dropped_options(body):
-    """Request fields with no Anthropic equivalent, named when they ask for something."""
-    reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
-    asked = {
-        "store": body.get("store") is True,
-        "metadata": bool(body.get("metadata")),
-        "client_metadata": bool(body.get("client_metadata")),
-        "service_tier": body.get("service_tier") is not None,
-        "truncation": body.get("truncation") == "auto",
-        "max_tool_calls": body.get("max_tool_calls") is not None,
-        "stream_options.include_obfuscation": (body.get("stream_options") or {}).get("include_obfuscation") is True,
-        "include": any(entry != "reasoning.encrypted_content" for entry in body.get("include") or []),
-        "text.verbosity": text.get("verbosity") is not None,
-        "reasoning.context": reasoning.get("context") is not None,
-        "reasoning.mode": reasoning.get("mode") is not None,
-    }
-    return [name for name in body if name not in KNOWN] + [name for name, dropped in asked.items() if dropped]
-
-
 # -- conversation --------------------------------------------------------------------------
 
 
@@ -319,8 +222,8 @@ def conversation(instructions, items, names, context):
             continue
         leading = leading and kind == "additional_tools"
         if kind == "reasoning":
-            block = item.get("encrypted_content")  # the thinking block it carries (schema), or None
-            if block is None:
+            block = item.get("encrypted_content")  # the reasoning of bridge's it carries (schema), or None
+            if block is None or block["type"] not in THINKING_TYPES:  # not an Anthropic model's
                 context.dropped.append(f"input.{index}.encrypted_content")
             elif turns and turns[-1]["role"] == "assistant":
                 append_turn(turns, "assistant", [block])
@@ -360,7 +263,7 @@ def _blocks(item, names):
             return "assistant", text_blocks(parts)
         return "user", user_blocks(item["content"])  # user, or system/developer past the leading run
     if kind in ("function_call", "custom_tool_call"):
-        name = names.get((item.get("namespace"), item["name"])) or upstream_name(item.get("namespace"), item["name"])
+        name = call_name(item, names)
         arguments = item["arguments"] if kind == "function_call" else {"input": item["input"]}
         return "assistant", [
             {"type": "tool_use", "id": anthropic_tool_id(item["call_id"]), "name": name, "input": arguments}
@@ -374,50 +277,23 @@ def _blocks(item, names):
 # -- tools ---------------------------------------------------------------------------------
 
 
-def upstream_name(namespace, name):
-    """A namespaced tool's name flattened to one Anthropic accepts."""
-    return safe_tool_name(f"{namespace}__{name}" if namespace else name)
-
-
 def declare_tools(body, context, caps, web_search_on=False):
     """(Anthropic tools, {(namespace, name): upstream name}) for the function and custom tools
-    the request declares; Context.tools gets the way back, Context.dropped the rest (a web_search
-    tool where web search is on is web_search's to translate)."""
-    tools, names = [], {}
-    for path, tool, namespace in declared_tools(body):
-        if tool["type"] in HOSTED_TOOLS:
-            if not (web_search_on and tool["type"] in WEB_SEARCH_TOOLS):
-                context.dropped.append(f"tools.{tool['type']}")
-            continue
-        key = (namespace and namespace["name"], tool["name"])
-        if key in names:
-            where = f" in namespace {key[0]!r}" if key[0] else ""
-            raise invalid(f"{path}.name: a tool named {tool['name']!r} is declared twice{where}", f"{path}.name")
-        name = upstream_name(*key)
-        if name in context.tools:  # another tool flattens to the same name
-            name = safe_tool_name(f"{key[0]}/{key[1]}")
-        names[key] = name
-        context.tools[name] = {"kind": tool["type"], "name": tool["name"], "namespace": key[0]}
+    the request declares (responses_client.client_tools); a web_search tool where web search
+    is on is web_search's to translate."""
+    declared, names = client_tools(body, context, lambda tool: web_search_on and tool["type"] in WEB_SEARCH_TOOLS)
+    tools = []
+    for name, tool, namespace in declared:
         if tool.get("strict") and not caps.structured_output:
             context.dropped.append("tools.strict")
-        if tool.get("defer_loading"):
-            context.dropped.append("tools.defer_loading")  # every tool goes upstream inline
-        tools.append(_anthropic_tool(name, tool, namespace, caps))
+        spec = {
+            "name": name,
+            "description": tool_description(tool, namespace),
+            "strict": tool.get("strict"),
+            "parameters": tool_parameters(tool),
+        }
+        tools.append(anthropic_tool(spec, caps))
     return tools, names
-
-
-def _anthropic_tool(name, tool, namespace, caps):
-    descriptions = [(namespace or {}).get("description"), tool.get("description")]
-    spec = {
-        "name": name,
-        "description": "\n\n".join(text for text in descriptions if text),
-        "strict": tool.get("strict"),
-    }
-    if tool["type"] == "custom":
-        spec["parameters"] = custom_input_schema(tool.get("format"))
-    else:
-        spec["parameters"] = tool.get("parameters")
-    return anthropic_tool(spec, caps)
 
 
 def web_search(body, settings, out, context):
@@ -436,45 +312,11 @@ def web_search(body, settings, out, context):
     add_web_search(out, settings.web_search_max_uses, tool.get("user_location"), domains)
 
 
-def custom_input_schema(input_format):
-    """A custom tool takes free text; Anthropic tools take objects: one string, with the grammar
-    in its description so the model knows the format."""
-    about = "The tool's whole input: free-form text, not JSON."
-    if (input_format or {}).get("type") == "grammar":
-        about += f" It must match this {input_format['syntax']} grammar:\n{input_format['definition']}"
-    return {"type": "object", "properties": {"input": {"type": "string", "description": about}}, "required": ["input"]}
-
-
 def tool_choice(choice, tools, context):
     """(Anthropic tool_choice or None, the tools to send): allowed_tools narrows the tools."""
     if choice is None or isinstance(choice, str):
         return (choice and {"type": TOOL_CHOICES[choice]}), tools
     if choice["type"] == "allowed_tools":
-        kept = [tool for tool in tools if _allowed(context.tools[tool["name"]], choice["tools"])]
-        return {"type": TOOL_CHOICES[choice["mode"]]}, kept
-    matches = sorted(
-        (info["namespace"] is not None, name)
-        for name, info in context.tools.items()
-        if info["kind"] == choice["type"] and info["name"] == choice["name"]
-    )
-    return {"type": "tool", "name": matches[0][1]}, tools  # the top-level tool first, if any
-
-
-def _allowed(info, entries):
-    """Whether an allowed_tools entry ({"type": "function" | "custom", "name"}, or a namespace) lists the tool."""
-    return any(
-        entry.get("type") == info["kind"]
-        and entry.get("name") == info["name"]
-        and entry.get("namespace") in (None, info["namespace"])
-        or entry.get("type") == "namespace"
-        and entry.get("name") == info["namespace"]
-        for entry in entries
-    )
-
-
-def _response_format(body):
-    """text.format in the shape of Chat's response_format, which response_format_tool reads."""
-    spec = (body.get("text") or {}).get("format")
-    if spec and spec["type"] == "json_schema":
-        return {"type": "json_schema", "json_schema": spec}
-    return spec
+        allowed = allowed_names(choice, context)
+        return {"type": TOOL_CHOICES[choice["mode"]]}, [tool for tool in tools if tool["name"] in allowed]
+    return {"type": "tool", "name": forced_name(choice, context)}, tools

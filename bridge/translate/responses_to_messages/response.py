@@ -27,33 +27,33 @@ holds one item per thing the client can act on, in the order of Anthropic's bloc
   `incomplete_details.reason: "max_output_tokens"` and the last item `incomplete`, as
   OpenAI does; everything else is `completed`.
 
-Usage follows OpenAI: `input_tokens` include cache reads and writes, shown again as
-`cached_tokens` and `cache_write_tokens` (Codex reads both); `reasoning_tokens` is
-Anthropic's thinking token count, 0 when it does not say; web searches are
-`server_tool_use.web_search_requests`, Anthropic's name, as on the Chat front. Item ids are the type's
-prefix and the response id's hex with the output index, so the streamed and the
-non-streamed answer agree. The stream translator (stream.py) builds its items and
-the final response from these same helpers.
+Usage follows OpenAI (responses_events.usage); `reasoning_tokens` is Anthropic's thinking
+token count, 0 when it does not say; web searches are `server_tool_use.web_search_requests`,
+Anthropic's name, as on the Chat front. The response object, its items and their ids are
+responses_events.py's, shared with the other pairs serving Responses clients; the stream
+translator (stream.py) builds its items and the final response from these same helpers.
 """
 
 import json
 
-from ...protocols import overflow, shapes
+from ...protocols import shapes
 from ...protocols.reasoning import encrypted_content
 from ..anthropic_request import WEB_SEARCH_TOOL
 from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
-
-ID_PREFIXES = {
-    "message": "msg",
-    "function_call": "fc",
-    "custom_tool_call": "ctc",
-    "reasoning": "rs",
-    "web_search_call": "ws",
-}
-# The request parameters a Response must repeat, when the request translator has not set them.
-REQUIRED_ECHO = {"tool_choice": "auto", "tools": [], "parallel_tool_calls": True}
-# Anthropic says so in an error message only: "prompt is too long: 208310 tokens > 200000 maximum",
-# "input length and `max_tokens` exceed context limit: 180000 + 40000 > 200000".
+from ..responses_events import (
+    call_item,
+    client_tool,
+    custom_input,
+    envelope,
+    item_id,
+    mark_incomplete,
+    message_item,
+    outcome,
+    output_text,
+    reasoning_item,
+    refusal_part,
+    usage,
+)
 
 
 def to_response(message, context):
@@ -84,59 +84,26 @@ def to_response(message, context):
             searches[block["tool_use_id"]]["status"] = search_status(block)
         elif kind == "tool_use":
             parts = None
-            output.append(call_item(context, len(output), block["id"], block["name"], block.get("input")))
+            output.append(tool_call_item(context, len(output), block["id"], block["name"], block.get("input")))
         elif kind in ("thinking", "redacted_thinking"):
             parts = None
-            output.append(reasoning_item(item_id(context, "reasoning", len(output)), block, context.summary))
+            output.append(thinking_item(item_id(context, "reasoning", len(output)), block, context.summary))
     if refused(message.get("stop_reason")):
         add_part(refusal_part(refusal_text(message.get("stop_details"))))
-    status, incomplete_details = outcome(message.get("stop_reason"))
-    if status == "incomplete" and output and "status" in output[-1]:
-        output[-1]["status"] = "incomplete"
+    status, incomplete_details = outcome(FINISH_REASONS.get(message.get("stop_reason")))
+    if status == "incomplete":
+        mark_incomplete(output)
     return envelope(
-        context, status, output, usage=usage(message.get("usage") or {}), incomplete_details=incomplete_details
+        context,
+        status,
+        output,
+        usage=anthropic_usage(message.get("usage") or {}),
+        incomplete_details=incomplete_details,
     )
-
-
-def envelope(context, status, output, *, usage=None, error=None, incomplete_details=None):
-    """The response object around `output`, in every state the stream announces too."""
-    return {
-        "id": context.response_id,
-        "object": "response",
-        "created_at": context.created_at,
-        "status": status,
-        "error": error,
-        "incomplete_details": incomplete_details,
-        "model": context.model,
-        "output": output,
-        "usage": usage,
-        **REQUIRED_ECHO,
-        **context.echo,
-    }
-
-
-def outcome(stop_reason):
-    """`status` and `incomplete_details` for Anthropic's stop_reason: a cut-off answer is incomplete."""
-    if FINISH_REASONS.get(stop_reason) == "length":
-        return "incomplete", {"reason": "max_output_tokens"}
-    return "completed", None
 
 
 def refused(stop_reason):
     return FINISH_REASONS.get(stop_reason) == "content_filter"
-
-
-def item_id(context, item_type, output_index):
-    """Stable within one response and unique across responses: the response id carries 32 random hex digits."""
-    return f"{ID_PREFIXES[item_type]}_{context.response_id.removeprefix('resp_')}{output_index:04x}"
-
-
-def message_item(identifier, parts, status="completed"):
-    return {"id": identifier, "type": "message", "status": status, "role": "assistant", "content": parts}
-
-
-def output_text(text, annotations=()):
-    return {"type": "output_text", "text": text, "annotations": list(annotations), "logprobs": []}
 
 
 def url_annotations(citations, text):
@@ -164,49 +131,19 @@ def search_status(result):
     return "completed" if isinstance(result.get("content"), list) else "failed"
 
 
-def refusal_part(text):
-    return {"type": "refusal", "refusal": text}
-
-
-def reasoning_item(identifier, block, summary):
-    """Thinking text is a summary only when asked for; the block itself always rides in encrypted_content."""
+def thinking_item(identifier, block, summary):
+    """A thinking block as a reasoning item: the block itself always rides in encrypted_content."""
     text = block.get("thinking") if block.get("type") == "thinking" else ""
-    return {
-        "id": identifier,
-        "type": "reasoning",
-        "summary": [summary_text(text)] if summary and text else [],
-        "encrypted_content": encrypted_content({**block, "signature": block.get("signature") or ""}),
-    }
+    return reasoning_item(
+        identifier, text, encrypted_content({**block, "signature": block.get("signature") or ""}), summary
+    )
 
 
-def summary_text(text):
-    return {"type": "summary_text", "text": text}
-
-
-def call_item(context, output_index, call_id, upstream_name, tool_input, status="completed"):
-    """A function_call, or a custom_tool_call for a custom tool, under the client's own tool name."""
-    tool = context.tools.get(upstream_name) or {"kind": "function", "name": upstream_name, "namespace": None}
-    if tool["kind"] == "custom":
-        item = {
-            "id": item_id(context, "custom_tool_call", output_index),
-            "type": "custom_tool_call",
-            "status": status,
-            "call_id": call_id,
-            "name": tool["name"],
-            "input": custom_input(tool_input),
-        }
-    else:
-        item = {
-            "id": item_id(context, "function_call", output_index),
-            "type": "function_call",
-            "status": status,
-            "call_id": call_id,
-            "name": tool["name"],
-            "arguments": arguments(tool_input),
-        }
-    if tool.get("namespace"):
-        item["namespace"] = tool["namespace"]
-    return item
+def tool_call_item(context, output_index, call_id, upstream_name, tool_input, status="completed"):
+    """A tool_use as a function_call (its input as arguments) or, for a custom tool, a custom_tool_call."""
+    custom = client_tool(context, upstream_name)["kind"] == "custom"
+    value = custom_input(tool_input) if custom else arguments(tool_input)
+    return call_item(context, output_index, call_id, upstream_name, value, status)
 
 
 def arguments(tool_input):
@@ -218,49 +155,14 @@ def arguments(tool_input):
     return json.dumps(tool_input if tool_input is not None else {}, ensure_ascii=False)
 
 
-def custom_input(tool_input):
-    """A custom tool's freeform text: the request translator declared it as `{"input": string}`."""
-    value = tool_input.get("input") if isinstance(tool_input, dict) else tool_input
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else arguments(value)
-
-
-def usage(anthropic_usage):
-    """Responses usage: input includes cache reads and writes (see token_counts)."""
-    counts = token_counts(anthropic_usage)
-    return {
-        "input_tokens": counts.input,
-        "input_tokens_details": {"cached_tokens": counts.cache_read, "cache_write_tokens": counts.cache_write},
-        "output_tokens": counts.output,
-        "output_tokens_details": {"reasoning_tokens": counts.thinking or 0},
-        "total_tokens": counts.input + counts.output,
-        **search_usage(anthropic_usage),
-    }
-
-
-def response_error(error):
-    """The Response `error` for a BridgeError, with a code Codex acts on.
-
-    rate_limit_exceeded: Codex retries after the delay it reads from "try again in Ns";
-    context_length_exceeded: it stops and says the context window is full; anything
-    else is server_error, which it retries with backoff.
-    """
-    message = error.message
-    if error.kind == "rate_limit":
-        seconds = _seconds((error.upstream_headers or {}).get("retry-after"))
-        if seconds is not None:
-            message = f"{message.rstrip('.')}. Please try again in {seconds:g}s."
-        return {"code": "rate_limit_exceeded", "message": message}
-    if error.code == "context_length_exceeded" or overflow.find(error.upstream_detail) is not None:
-        return {"code": "context_length_exceeded", "message": message}
-    return {"code": "server_error", "message": message}
-
-
-def _seconds(retry_after):
-    """A Retry-After given in seconds; an HTTP date (rare upstream) gives no delay here."""
-    try:
-        seconds = float(retry_after)
-    except (TypeError, ValueError):
-        return None
-    return seconds if 0 <= seconds < float("inf") else None
+def anthropic_usage(message_usage):
+    """Anthropic usage in the Responses shape (token_counts); reasoning tokens 0 when Anthropic does not say."""
+    counts = token_counts(message_usage)
+    return usage(
+        counts.input,
+        counts.cache_read,
+        counts.cache_write,
+        counts.output,
+        counts.thinking or 0,
+        **search_usage(message_usage),
+    )
