@@ -13,8 +13,9 @@ the usage pipeline after each answer); *budgeted* with the same Redis, its key h
 user too, all too high to refuse: admission reserves tokens and money in three budgets, the
 usage pipeline settles them and writes the spend. Rounds alternate; per round, non-streamed
 latency one call at a time (p50, p99) and calls per second over 16 connections, and a Redis
-round trip (a PING's p50) to read the differences by. Prints a Markdown table; only the
-differences within one run mean anything.
+round trip (a PING's p50) to read the differences by; then, in this process, one admission's
+time and round trips with the limited target's limits and with the budgeted one's budgets.
+Prints a Markdown table; only the differences within one run mean anything.
 """
 
 import argparse
@@ -28,7 +29,9 @@ import redis
 from bench import client
 from bench.processes import Gunicorn, RedisServer
 from bridge import settings
-from bridge.policy import keys
+from bridge.gateway import routes
+from bridge.policy import keys, usage
+from bridge.serve import observability
 
 from .load import start_upstream
 
@@ -52,6 +55,57 @@ def one_round(server, calls, headers):
         client.percentile(latencies, 0.99) * 1000,
         len(concurrent) / elapsed,
     )
+
+
+def admissions(url, count=2000):
+    """{config: (ms, round trips) per admission}, in this process: usage.Accounts.admit for one
+    call's body with the limited target's limits, and with the budgeted target's key, team and
+    user budgets too (the key from BRIDGE_CLIENT_KEYS here: a Redis key is found in memory).
+    Round trips are the commands written to Redis's connection."""
+    document = {"routes": [{"models": ["bench-*"], "deployments": [{"name": "bench", "protocol": "openai-chat"}]}]}
+    document["routes"][0]["deployments"][0].update(base_url="http://127.0.0.1:9/v1", prices={"input": 1, "output": 2})
+    limited = {
+        "BRIDGE_ROUTES": json.dumps(document),
+        "BRIDGE_REDIS_URL": url,
+        "BRIDGE_CLIENT_KEYS": "bench:sk-bench team=bench-team user=bench-user",
+        "BRIDGE_CLIENT_LIMITS": f"bench rpm={NEVER} tpm={NEVER} tpd={NEVER}",
+    }
+    budgets = f"key:bench month={NEVER},team:bench-team month={NEVER},user:bench-user day={NEVER}"
+    body = json.loads(BODY)
+    measured = {}
+    for name, environ in (("limited", limited), ("budgeted", {**limited, "BRIDGE_BUDGETS": budgets})):
+        loaded = settings.load(environ)
+        accounts = usage.Accounts(loaded, routes.load(loaded))
+        connection = accounts.redis.connection_pool.get_connection()
+        accounts.redis.connection_pool.release(connection)  # the one every call below takes again
+        sent = _counted(connection)
+        key = loaded.client_keys[0]
+        started = time.perf_counter()
+        for _ in range(count):
+            record = observability.Record()
+            record.client, record.key, record.team, record.user, record.model = (
+                "bench",
+                key,
+                key.team,
+                key.user,
+                "bench-n1",
+            )
+            accounts.admit(record, (BODY, body))
+        measured[name] = ((time.perf_counter() - started) / count * 1000, sent[0] / count)
+    return measured
+
+
+def _counted(connection):
+    """A one-item list counting what is written to `connection` from now on."""
+    sent = [0]
+    send = connection.send_packed_command
+
+    def counting(*args, **kwargs):
+        sent[0] += 1
+        return send(*args, **kwargs)
+
+    connection.send_packed_command = counting
+    return sent
 
 
 def round_trip(store, count=1000):
@@ -120,6 +174,7 @@ def main(argv=None):
             for name, server in targets.items():
                 measured[name].append(one_round(server, args.calls, headers[name]))
             pings.append(round_trip(store))
+        alone = admissions(redis_server.url)
     finally:
         for server in targets.values():
             server.stop()
@@ -142,6 +197,8 @@ def main(argv=None):
             f"{(high[2] / low[2] - 1) * 100:+.1f}% |"
         )
     print(f"\na Redis round trip (PING, p50): {statistics.median(pings):.2f} ms")
+    for name, (took, trips) in alone.items():
+        print(f"admission alone, {name}: {took:.3f} ms, {trips:g} round trips a call")
     return 0
 
 
