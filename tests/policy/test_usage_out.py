@@ -23,6 +23,7 @@ from tests.helpers.servers import (
     access_lines,
     anthropic_client,
     bridge_env,
+    gunicorn,
     metric,
     next_text,
     openai_client,
@@ -214,6 +215,33 @@ def test_usage_without_a_key_is_a_401_and_redis_away_a_503_in_the_clients_protoc
     assert body["error"]["type"] == ("overloaded_error" if anthropic_style else "server_error")
     assert (body.get("type") == "error") is anthropic_style
     assert requests.get(f"{live.url}/healthz").json() == {"status": "ok"}
+
+
+def test_usage_is_the_same_on_two_gunicorn_instances_and_is_their_prometheus_sum(tmp_path, fake, redis_server):
+    """Two gunicorns of two workers each sharing one Redis, as two VMs: a key's calls on both,
+    streamed and not, are in its usage on either, which both instances' Prometheus sum."""
+    fake.default = lambda recorded: messages_stream("hi") if recorded.body.get("stream") else json_reply(RECORDED)
+    settings = {"BRIDGE_CLIENT_KEYS": KEYS, "BRIDGE_REDIS_URL": redis_server.url, "BRIDGE_WORKERS": "2"}
+    claude = {"name": "claude", "protocol": "anthropic", "base_url": fake.url, "model": "claude-sonnet-4-5"}
+    settings["BRIDGE_ROUTES"] = json.dumps({"routes": [{"models": ["claude-*"], "deployments": [claude]}]})
+    servers = [gunicorn(tmp_path / name, fake, **settings) for name in "ab"]
+    try:
+        for number in range(8):
+            sdk = anthropic_client(servers[number % 2].url, api_key="sk-alice")
+            if number % 4 < 2:
+                sdk.messages.create(model="claude-x", max_tokens=64, messages=HI)
+            else:
+                with sdk.messages.stream(model="claude-x", max_tokens=64, messages=HI) as stream:
+                    stream.until_done()
+        counted(redis_server, "alice", 8)
+        spent = sum(metric(server, "bridge_client_cost_total", client="alice") for server in servers)
+        assert spent == pytest.approx(4 * 0.0024048 + 4 * (100 * 3 + 10 * 15) / 1_000_000)
+        answers = [own_usage(servers[0]), own_usage(servers[1], anthropic_style=False)]
+        assert [answer["today"]["cost_usd"] for answer in answers] == [pytest.approx(spent, abs=8e-6)] * 2
+        assert answers[0]["today"]["requests"] == 8  # the next also counts the usage call, perhaps
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_a_bridge_without_redis_says_where_usage_is_kept(start_bridge):
