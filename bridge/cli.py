@@ -53,8 +53,10 @@ def main(argv=None):
         "--from, --to, --by or --format, export spend for chargeback",
     )
     used.add_argument("--client", help="only this client key name")
-    used.add_argument("--from", dest="first", help="first UTC day (YYYY-MM-DD) exported; default today")
-    used.add_argument("--to", dest="last", help="last UTC day (YYYY-MM-DD) exported, included; default --from")
+    used.add_argument("--from", dest="first", metavar="DATE", help="first UTC day (YYYY-MM-DD) exported; default today")
+    used.add_argument(
+        "--to", dest="last", metavar="DATE", help="last UTC day (YYYY-MM-DD) exported, included; default --from"
+    )
     used.add_argument("--by", help=f"comma-separated columns to group by, of {','.join(spend.DIMENSIONS)}")
     used.add_argument("--format", choices=("csv", "json"), help="export as CSV (default) or a JSON list")
     _key_commands(commands)

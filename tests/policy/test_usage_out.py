@@ -251,6 +251,14 @@ def test_a_bridge_without_redis_says_where_usage_is_kept(start_bridge):
     assert "usage is kept in Redis, and this bridge has none (BRIDGE_REDIS_URL)" in raised.value.message
 
 
+def test_a_bridge_without_keys_says_usage_is_per_key(start_bridge, redis_server):
+    live = start_bridge(BRIDGE_ALLOW_OPEN_RELAY="true", BRIDGE_REDIS_URL=redis_server.url)
+    with pytest.raises(anthropic.NotFoundError) as raised:
+        own_usage(live)
+    assert "usage is per client key, and this bridge checks none" in raised.value.message
+    assert requests.get(f"{live.url}/healthz").json() == {"status": "ok"}
+
+
 def test_a_trusted_keys_users_past_the_cap_count_as_other(live, fake, redis_server, monkeypatch):
     live = live(BRIDGE_MAX_USERS_PER_KEY="2")
     fake.default = lambda recorded: json_reply(RECORDED)
