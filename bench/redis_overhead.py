@@ -1,15 +1,21 @@
-"""What client limits in Redis cost a request: the bridge with and without them, side by side.
+"""What client limits, budgets and keys in Redis cost a request: the bridge with and without
+them, side by side.
 
     python -m bench.redis_overhead                  # 5 rounds of 1,000 calls each way
     python -m bench.redis_overhead --calls 200 --rounds 1
 
-Needs no wrk: bench/client.py drives both. Two gunicorn servers from deploy/gunicorn.conf.py
-with one worker each, in front of the bench upstream, both with a client key: *plain* without
-Redis, *limited* with its own redis-server on loopback and limits on that key high enough
-never to refuse (rpm, tpm and tpd: the Lua script runs with all three checks, and the usage
-pipeline after each answer). Rounds alternate between the two; per round, non-streamed
-latency one call at a time (p50, p99) and calls per second over 16 connections. Prints a
-Markdown table; only the differences within one run mean anything.
+Needs no wrk: bench/client.py drives them. Three gunicorn servers from deploy/gunicorn.conf.py
+with one worker each, in front of the bench upstream (a priced deployment), each with a client
+key: *plain* without Redis; *limited* with a redis-server on loopback and limits on that key
+high enough never to refuse (rpm, tpm and tpd: the Lua script runs with all three checks, and
+the usage pipeline after each answer); *budgeted* with the same Redis, its key held there
+(BRIDGE_REDIS_KEYS: a model allow list, its own limits and budget), and budgets on its team and
+user too, all too high to refuse: admission reserves tokens and money in three budgets, the
+usage pipeline settles them and writes the spend. Rounds alternate; per round, non-streamed
+latency one call at a time (p50, p99) and calls per second over 16 connections, and a Redis
+round trip (a PING's p50) to read the differences by; then, in this process, one admission's
+time and round trips with the limited target's limits and with the budgeted one's budgets.
+Prints a Markdown table; only the differences within one run mean anything.
 """
 
 import argparse
@@ -18,8 +24,14 @@ import statistics
 import tempfile
 import time
 
+import redis
+
 from bench import client
 from bench.processes import Gunicorn, RedisServer
+from bridge import settings
+from bridge.gateway import routes
+from bridge.policy import keys, usage
+from bridge.serve import observability
 
 from .load import start_upstream
 
@@ -27,12 +39,13 @@ BODY = json.dumps(
     {"model": "bench-n1", "messages": [{"role": "user", "content": "Tell me about Galaxy Day."}]}
 ).encode()
 HEADERS = {"authorization": "Bearer sk-bench"}
+NEVER = 10**12  # a limit or budget no run reaches
 
 
-def one_round(server, calls):
-    sequential = client.run(server.url, "/v1/chat/completions", BODY, HEADERS, total=calls, concurrency=1)
+def one_round(server, calls, headers):
+    sequential = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=1)
     started = time.monotonic()
-    concurrent = client.run(server.url, "/v1/chat/completions", BODY, HEADERS, total=calls, concurrency=16)
+    concurrent = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=16)
     elapsed = time.monotonic() - started
     statuses = {r.status for r in sequential + concurrent}
     assert statuses == {200}, f"{server.url} answered {statuses}"
@@ -42,6 +55,67 @@ def one_round(server, calls):
         client.percentile(latencies, 0.99) * 1000,
         len(concurrent) / elapsed,
     )
+
+
+def admissions(url, count=2000):
+    """{config: (ms, round trips) per admission}, in this process: usage.Accounts.admit for one
+    call's body with the limited target's limits, and with the budgeted target's key, team and
+    user budgets too (the key from BRIDGE_CLIENT_KEYS here: a Redis key is found in memory).
+    Round trips are the commands written to Redis's connection."""
+    document = {"routes": [{"models": ["bench-*"], "deployments": [{"name": "bench", "protocol": "openai-chat"}]}]}
+    document["routes"][0]["deployments"][0].update(base_url="http://127.0.0.1:9/v1", prices={"input": 1, "output": 2})
+    limited = {
+        "BRIDGE_ROUTES": json.dumps(document),
+        "BRIDGE_REDIS_URL": url,
+        "BRIDGE_CLIENT_KEYS": "bench:sk-bench team=bench-team user=bench-user",
+        "BRIDGE_CLIENT_LIMITS": f"bench rpm={NEVER} tpm={NEVER} tpd={NEVER}",
+    }
+    budgets = f"key:bench month={NEVER},team:bench-team month={NEVER},user:bench-user day={NEVER}"
+    body = json.loads(BODY)
+    measured = {}
+    for name, environ in (("limited", limited), ("budgeted", {**limited, "BRIDGE_BUDGETS": budgets})):
+        loaded = settings.load(environ)
+        accounts = usage.Accounts(loaded, routes.load(loaded))
+        connection = accounts.redis.connection_pool.get_connection()
+        accounts.redis.connection_pool.release(connection)  # the one every call below takes again
+        sent = _counted(connection)
+        key = loaded.client_keys[0]
+        started = time.perf_counter()
+        for _ in range(count):
+            record = observability.Record()
+            record.client, record.key, record.team, record.user, record.model = (
+                "bench",
+                key,
+                key.team,
+                key.user,
+                "bench-n1",
+            )
+            accounts.admit(record, (BODY, body))
+        measured[name] = ((time.perf_counter() - started) / count * 1000, sent[0] / count)
+    return measured
+
+
+def _counted(connection):
+    """A one-item list counting what is written to `connection` from now on."""
+    sent = [0]
+    send = connection.send_packed_command
+
+    def counting(*args, **kwargs):
+        sent[0] += 1
+        return send(*args, **kwargs)
+
+    connection.send_packed_command = counting
+    return sent
+
+
+def round_trip(store, count=1000):
+    """A PING's p50 in ms, from redis-py: one loopback round trip."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        store.ping()
+        times.append(time.perf_counter() - started)
+    return client.percentile(times, 0.5) * 1000
 
 
 def main(argv=None):
@@ -54,24 +128,53 @@ def main(argv=None):
     upstream, upstream_url = start_upstream()
     workdir = tempfile.TemporaryDirectory(prefix="bridge-redis-bench-")
     redis_server = RedisServer(f"{workdir.name}/redis")
-    common = {"BRIDGE_WORKERS": "1", "BRIDGE_LOG_LEVEL": "WARNING", "BRIDGE_CLIENT_KEYS": "bench:sk-bench"}
-    never = "bench rpm=1000000000 tpm=1000000000000 tpd=1000000000000"
+    deployment = {"name": "bench", "protocol": "openai-chat", "base_url": f"{upstream_url}/v1"}
+    document = {
+        "routes": [{"models": ["bench-*"], "deployments": [{**deployment, "prices": {"input": 1, "output": 2}}]}]
+    }
+    common = {"BRIDGE_WORKERS": "1", "BRIDGE_LOG_LEVEL": "WARNING", "BRIDGE_ROUTES": json.dumps(document)}
+    never = f"bench rpm={NEVER} tpm={NEVER} tpd={NEVER}"
     targets = {}
     try:
-        targets["plain"] = Gunicorn(f"{workdir.name}/plain", upstream_url, **common)
+        store = redis.Redis.from_url(redis_server.url)
+        targets["plain"] = Gunicorn(
+            f"{workdir.name}/plain", upstream_url, **common, BRIDGE_CLIENT_KEYS="bench:sk-bench"
+        )
         targets["limited"] = Gunicorn(
             f"{workdir.name}/limited",
             upstream_url,
             **common,
+            BRIDGE_CLIENT_KEYS="bench:sk-bench",
             BRIDGE_REDIS_URL=redis_server.url,
             BRIDGE_CLIENT_LIMITS=never,
         )
-        for server in targets.values():
-            one_round(server, min(args.calls, 200))  # warm-up
+        held = keys.create(
+            store,
+            "held",
+            team="bench-team",
+            user="bench-user",
+            models=("bench-*",),
+            limits=settings.Limits(NEVER, NEVER, NEVER),
+            budget=settings.Budget("key", "held", day=NEVER, month=NEVER),
+        )
+        targets["budgeted"] = Gunicorn(
+            f"{workdir.name}/budgeted",
+            upstream_url,
+            **common,
+            BRIDGE_REDIS_URL=redis_server.url,
+            BRIDGE_REDIS_KEYS="true",
+            BRIDGE_BUDGETS=f"team:bench-team month={NEVER},user:bench-user day={NEVER}",
+        )
+        headers = {"plain": HEADERS, "limited": HEADERS, "budgeted": {"authorization": f"Bearer {held}"}}
+        for name, server in targets.items():
+            one_round(server, min(args.calls, 200), headers[name])  # warm-up
         measured = {name: [] for name in targets}
+        pings = []
         for _ in range(args.rounds):
             for name, server in targets.items():
-                measured[name].append(one_round(server, args.calls))
+                measured[name].append(one_round(server, args.calls, headers[name]))
+            pings.append(round_trip(store))
+        alone = admissions(redis_server.url)
     finally:
         for server in targets.values():
             server.stop()
@@ -87,11 +190,15 @@ def main(argv=None):
     print("|---|---|---|---|")
     for name, (p50, p99, rate) in rows.items():
         print(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} |")
-    plain, limited = rows["plain"], rows["limited"]
-    print(
-        f"| limited - plain | {limited[0] - plain[0]:+.2f} | {limited[1] - plain[1]:+.2f} | "
-        f"{(limited[2] / plain[2] - 1) * 100:+.1f}% |"
-    )
+    for more, less in (("limited", "plain"), ("budgeted", "limited")):
+        high, low = rows[more], rows[less]
+        print(
+            f"| {more} - {less} | {high[0] - low[0]:+.2f} | {high[1] - low[1]:+.2f} | "
+            f"{(high[2] / low[2] - 1) * 100:+.1f}% |"
+        )
+    print(f"\na Redis round trip (PING, p50): {statistics.median(pings):.2f} ms")
+    for name, (took, trips) in alone.items():
+        print(f"admission alone, {name}: {took:.3f} ms, {trips:g} round trips a call")
     return 0
 
 

@@ -21,6 +21,7 @@ from .fronts.chat import bp as chat_to_messages_bp
 from .fronts.http import json_response
 from .fronts.messages import bp as messages_to_chat_bp
 from .fronts.responses import bp as responses_to_messages_bp
+from .fronts.usage import bp as usage_bp
 from .gateway import routes
 from .gateway.failover import Balancer
 from .gateway.upstream import Upstream
@@ -62,6 +63,7 @@ def create_app(settings=None, table=None):
     app.register_blueprint(chat_to_messages_bp)
     app.register_blueprint(responses_to_messages_bp)
     app.register_blueprint(models.bp)
+    app.register_blueprint(usage_bp)
     labels = observability.Labels(
         models=usage.model_labels(settings, table),
         upstream_models=table.upstream_models(),

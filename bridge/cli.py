@@ -1,6 +1,7 @@
 """The `bridge` command: `bridge check` tells an operator whether the service can run;
 `bridge usage` prints today's usage per client from Redis: the requests admitted (one refused by
-a client limit does not count) and their tokens; `bridge keys` manages the client keys held in
+a client limit does not count) and their tokens, or with --from/--to/--by/--format exports spend
+for chargeback (policy/spend.py); `bridge keys` manages the client keys held in
 Redis (policy/keys.py), each change seen by every worker within a second.
 
 It loads the settings and the routes exactly as the service will (environment,
@@ -19,6 +20,7 @@ a checked configuration for its workers (deploy/gunicorn.conf.py).
 
 import argparse
 import calendar
+import csv
 import dataclasses
 import json
 import pickle
@@ -31,7 +33,7 @@ import requests
 from . import settings as settings_module
 from .gateway import routes
 from .gateway.upstream import transport_error
-from .policy import auth, keys, usage
+from .policy import auth, keys, spend, usage
 from .protocols.errors import BridgeError
 from .translate.model_map import map_model
 
@@ -46,12 +48,22 @@ def main(argv=None):
     checking.add_argument("--offline", action="store_true", help="only validate the settings and every file they name")
     checking.add_argument("--pickle", action="store_true", help="--offline, and the configuration to stdout, pickled")
     used = commands.add_parser(
-        "usage", help="print today's (UTC) requests admitted (not those refused) and tokens per client from Redis"
+        "usage",
+        help="print today's (UTC) requests admitted (not those refused) and tokens per client from Redis; with "
+        "--from, --to, --by or --format, export spend for chargeback",
     )
     used.add_argument("--client", help="only this client key name")
+    used.add_argument("--from", dest="first", metavar="DATE", help="first UTC day (YYYY-MM-DD) exported; default today")
+    used.add_argument(
+        "--to", dest="last", metavar="DATE", help="last UTC day (YYYY-MM-DD) exported, included; default --from"
+    )
+    used.add_argument("--by", help=f"comma-separated columns to group by, of {','.join(spend.DIMENSIONS)}")
+    used.add_argument("--format", choices=("csv", "json"), help="export as CSV (default) or a JSON list")
     _key_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "usage":
+        if args.first or args.last or args.by or args.format:
+            return export_usage(args)
         return print_usage(args.client)
     if args.command == "keys":
         return manage_keys(args)
@@ -78,6 +90,38 @@ def print_usage(client):
     print("client".ljust(24) + "".join(field.rjust(14) for field in fields))
     for name, row in counts.items():
         print(name.ljust(24) + "".join(row.get(field, "0").rjust(14) for field in fields))
+    return 0
+
+
+def export_usage(args):
+    """Spend and tokens from --from to --to (UTC days), summed by the --by columns (default
+    client), as CSV or JSON on stdout: what chargeback needs, read from Redis's spend hashes."""
+    by = tuple(name.strip() for name in (args.by or "client").split(",") if name.strip())
+    unknown = [name for name in by if name not in spend.DIMENSIONS] or [name for name in by if by.count(name) > 1]
+    first = args.first or usage.day(time.time())
+    try:
+        if unknown or not by:
+            raise ValueError(f"--by takes some of {','.join(spend.DIMENSIONS)}, once each, got {args.by!r}")
+        dates = spend.days(first, args.last or first)
+        settings = settings_module.load()
+    except (ValueError, settings_module.SettingsError) as error:
+        print(f"bridge: {error}", file=sys.stderr)
+        return 2
+    if not settings.redis_url:
+        print("bridge: usage is kept in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
+        return 2
+    try:
+        rows = spend.export(usage.connect(settings), dates, by, args.client)
+    except redis.RedisError as error:
+        print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+        return 0
+    writer = csv.DictWriter(sys.stdout, fieldnames=[*by, *spend.COLUMNS], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({**row, "cost_usd": f"{row['cost_usd']:.6f}"} for row in rows)
     return 0
 
 

@@ -98,6 +98,7 @@ class Settings:
     client_limits: tuple = ()  # (client name or "*", Limits) pairs
     budgets: tuple = ()  # Budget, one per scope and name (BRIDGE_BUDGETS)
     redis_url: str = ""
+    max_users_per_key: int = 1000  # distinct users one key's spend names per UTC day; more count as `other`
     redis_keys: bool = False  # client keys also held in Redis, managed with `bridge keys` (policy/keys.py)
     redis_timeout: float = 0.25
     redis_failure: str = "open"
@@ -438,6 +439,7 @@ _PARSERS = {
     "BRIDGE_BUDGETS": ("budgets", _budgets),
     "BRIDGE_REDIS_URL": ("redis_url", _redis_url),
     "BRIDGE_REDIS_KEYS": ("redis_keys", _flag),
+    "BRIDGE_MAX_USERS_PER_KEY": ("max_users_per_key", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
     "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
     "BRIDGE_RESERVE_OUTPUT_TOKENS": ("reserve_output_tokens", lambda n, v: _number(n, v, int, 0)),

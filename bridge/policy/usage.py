@@ -4,7 +4,9 @@ Usage: every request admitted (admission.py: past the bridge's capacity and the 
 and cap) counts in Prometheus by client key name and by the model asked for (names the routes
 and BRIDGE_MODEL_MAP define; `other` beyond, so that a client cannot grow the label set), as
 its tokens do. With BRIDGE_REDIS_URL, each day's counts per client are also kept in Redis,
-which `bridge usage` prints. A refused request counts only in bridge_client_limited_total.
+which `bridge usage` prints, and their spend, which spend.py reads back (GET /v1/usage, `bridge
+usage --from`); a key's users past BRIDGE_MAX_USERS_PER_KEY a day count there as `other`. A
+refused request counts only in bridge_client_limited_total.
 
 Limits (BRIDGE_CLIENT_LIMITS): requests per minute, tokens per minute and tokens per day per
 client key, in fixed windows (the UTC minute, the UTC day) whose counters are Redis keys that
@@ -180,6 +182,31 @@ end
 return soft
 """
 
+# KEYS: the day's spend hash, the client's users of the day (a set), the client's own day and month
+# hashes. ARGV: the most users a key may have in a day (further ones count as `other`, so that a
+# trusted client cannot grow the hash without bound), `client|team|`, the user (- for none), the
+# model, then kind and count pairs.
+_SPEND = """
+local user = ARGV[3]
+if user ~= '-' and redis.call('SISMEMBER', KEYS[2], user) == 0 then
+    if redis.call('SCARD', KEYS[2]) < tonumber(ARGV[1]) then
+        redis.call('SADD', KEYS[2], user)
+        redis.call('EXPIRE', KEYS[2], 2 * 86400)
+    else
+        user = 'other'
+    end
+end
+local field = ARGV[2] .. user .. '|' .. ARGV[4] .. '|'
+for pair = 5, #ARGV, 2 do
+    redis.call('HINCRBY', KEYS[1], field .. ARGV[pair], ARGV[pair + 1])
+    redis.call('HINCRBY', KEYS[3], ARGV[4] .. '|' .. ARGV[pair], ARGV[pair + 1])
+    redis.call('HINCRBY', KEYS[4], ARGV[4] .. '|' .. ARGV[pair], ARGV[pair + 1])
+end
+redis.call('EXPIRE', KEYS[1], SPEND_KEPT)
+redis.call('EXPIRE', KEYS[3], 2 * 86400)
+redis.call('EXPIRE', KEYS[4], 63 * 86400)
+""".replace("SPEND_KEPT", str(_SPEND_KEPT))
+
 # KEYS: the client's reservations and their sum; ARGV: the reservation's member and tokens. A
 # reservation that lapsed meanwhile is gone already: nothing to release twice.
 _RELEASE = """
@@ -287,6 +314,12 @@ def spend_key(when):
     return f"bridge:spend:{day(when)}"
 
 
+def key_spend_keys(client, when):
+    """One key's spend and tokens of the UTC day and of the month, hashes by `model|kind` (GET /v1/usage)."""
+    own = f"bridge:spend:key:{client}:"
+    return own + day(when), own + month(when)
+
+
 class Accounts:
     """Per-client usage, limits and budgets for one app; `redis` is None without BRIDGE_REDIS_URL."""
 
@@ -302,8 +335,10 @@ class Accounts:
         checks = self.limits or self.budgets or settings.redis_keys
         self._admit = self.redis.register_script(_ADMIT) if checks else None
         self._release = self.redis.register_script(_RELEASE) if checks else None
+        self._spend = self.redis.register_script(_SPEND) if self.redis is not None else None
+        self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
-        for operation in ("admit", "count"):  # at zero, so that an alert tells none from absent
+        for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
             _series(REDIS_ERRORS, operation)
         for name in {key.name for key in settings.client_keys}:
             if name in self.limits or "*" in self.limits:
@@ -317,7 +352,7 @@ class Accounts:
         what a `call` (its body: raw bytes, parsed) may cost, to settle at the request's end."""
         client = record.client
         limits = getattr(record.key, "limits", None) or self.limits.get(client) or self.limits.get("*")
-        budgets = self._budgets_of(record) if client is not None else ()
+        budgets = self.budgets_of(record) if client is not None else ()
         if (limits is None and not budgets) or client is None:
             record.admitted = True
             return
@@ -382,7 +417,7 @@ class Accounts:
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
 
-    def _budgets_of(self, record):
+    def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
         found = []
         own = getattr(record.key, "budget", None)  # a key from Redis (keys.py) may have its own
@@ -439,7 +474,8 @@ class Accounts:
                 _series(CLIENT_COST, client, record.team or client, model).inc(record.cost)
         if self.writer is not None and (record.admitted or record.reserved is not None):
             spent = prices.split(record.upstream_usage or record.usage, record.tokens)
-            micros = prices.micros(record.cost) if record.cost is not None else None
+            # A call that used nothing (a model list) costs nothing; one that used tokens without a price is unpriced.
+            micros = None if record.cost is None and any(spent.values()) else prices.micros(record.cost or 0)
             # Tokens count in the window where they were reported.
             self.writer.put(
                 Counted(
@@ -481,22 +517,21 @@ class Accounts:
             if count:
                 pipe.hincrby(key, kind, count)
         pipe.expire(key, _DAY_KEPT)
-        spend = spend_key(when)
-        field = f"{client}|{counted.team}|{counted.user or '-'}|{counted.model}|"
-        pipe.hincrby(spend, field + "requests", 1)
-        for kind, count in counted.spent.items():
-            if count:
-                pipe.hincrby(spend, field + kind, count)
+        counts = {"requests": 1, **counted.spent}
         if counted.micros is None:
-            pipe.hincrby(spend, field + "unpriced", 1)
-        elif counted.micros:
-            pipe.hincrby(spend, field + "micros", counted.micros)
+            counts["unpriced"] = 1
+        else:
+            counts["micros"] = counted.micros
+        keys = (spend_key(when), f"bridge:users:{day(when)}:{client}", *key_spend_keys(client, when))
+        arguments = [self.users_per_key, f"{client}|{counted.team}|", counted.user or "-", counted.model]
+        arguments += [item for kind, count in counts.items() if count for item in (kind, count)]
+        self._spend(keys, arguments, client=pipe)
+        if counted.micros:
             for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
                 if name:
                     _, _, today_key, month_key = budget_keys(scope, name, when)
                     pipe.incrby(today_key, counted.micros).expire(today_key, 2 * 86400)
                     pipe.incrby(month_key, counted.micros).expire(month_key, 63 * 86400)
-        pipe.expire(spend, _SPEND_KEPT)
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()

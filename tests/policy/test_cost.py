@@ -13,8 +13,8 @@ import requests
 from bench.processes import wait_for
 from bridge import settings as settings_module
 from bridge.gateway import routes
-from tests.fake_upstream import FIXTURES, Reply, json_reply
-from tests.helpers.servers import access_lines, anthropic_client, metric, openai_client
+from tests.fake_upstream import FIXTURES, Reply, fixture, json_reply
+from tests.helpers.servers import TextStream, access_lines, anthropic_client, metric, next_text, openai_client
 
 KEYS = "alice:sk-alice team=platform,ci:sk-ci team=platform trusted=true,solo:sk-solo"
 RECORDED = json.loads((FIXTURES / "anthropic" / "cache_usage.json").read_text())
@@ -200,3 +200,60 @@ def test_a_bad_prices_entry_is_refused_naming_the_deployment(fake, prices, error
     with pytest.raises(settings_module.SettingsError, match=r'deployments\[0\] \("main"\): ') as raised:
         routes.load(settings)
     assert error in str(raised.value)
+
+
+def test_an_abandoned_stream_costs_what_it_counted_at_list_prices(priced, fake, redis_server):
+    """The client leaves after the first text: Anthropic had reported 11 input tokens (and 1
+    output); the output is bridge's estimate of the text streamed, "Hello", 5 / 3 up."""
+    live = priced(model="claude-sonnet-4-5")
+    upstream = TextStream(fake)
+    upstream.release_until_text(0)
+    before = metric(live, "bridge_client_cost_total", client="alice")
+    with access_lines() as lines:
+        stream = openai_client(live.url, api_key="sk-alice").chat.completions.create(
+            model="claude-x", messages=HI, stream=True
+        )
+        assert next_text(iter(stream)) == "Hello"
+        stream.close()
+        wait_for(lambda: lines, "the access line")
+    upstream.release_rest()
+    (line,) = lines
+    assert (line["input_tokens"], line["output_tokens"], line["usage"]) == (11, 2, "estimated")
+    by_hand = (11 * SONNET["input"] + 2 * SONNET["output"]) / 1_000_000
+    assert line["cost_usd"] == pytest.approx(by_hand, abs=1e-9)
+    assert metric(live, "bridge_client_cost_total", client="alice") - before == pytest.approx(by_hand)
+    wait_for(lambda: "alice|platform|-|other|micros" in spend(redis_server), "the spend written")
+    assert int(spend(redis_server)["alice|platform|-|other|micros"]) == round(by_hand * 1_000_000)
+
+
+def test_a_passed_through_responses_call_prices_cached_input_as_cache_reads(start_bridge, other_fake, redis_server):
+    """A recorded Responses answer (1,515 input tokens of which 1,390 cached, 8 output) passed
+    through to gpt-5-codex, at the shipped table's gpt-5 prices."""
+    other_fake.reply(fixture("openai/responses_text.json"))
+    codex = {
+        "name": "openai",
+        "protocol": "openai-responses",
+        "base_url": f"{other_fake.url}/v1",
+        "model": "gpt-5-codex",
+    }
+    document = {"default_routes": False, "routes": [{"models": ["codex-mini"], "deployments": [codex]}]}
+    live = start_bridge(
+        BRIDGE_ROUTES=json.dumps(document),
+        BRIDGE_CLIENT_KEYS=KEYS,
+        BRIDGE_REDIS_URL=redis_server.url,
+        BRIDGE_LOG_LEVEL="INFO",
+    )
+    before = metric(live, "bridge_client_cost_total", client="solo", model="codex-mini")
+    with access_lines() as lines:
+        openai_client(live.url, api_key="sk-solo").responses.create(model="codex-mini", input="hi")
+        wait_for(lambda: lines, "the access line")
+    (line,) = lines
+    assert line["direction"] == "responses_passthrough" and line["upstream_model"] == "gpt-5-codex"
+    by_hand = ((1515 - 1390) * 1.25 + 1390 * 0.125 + 8 * 10.0) / 1_000_000
+    assert round(by_hand, 7) == 0.00041
+    assert line["cost_usd"] == pytest.approx(by_hand, abs=1e-9)
+    assert metric(live, "bridge_client_cost_total", client="solo", model="codex-mini") - before == pytest.approx(
+        by_hand
+    )
+    wait_for(lambda: "solo|solo|-|codex-mini|micros" in spend(redis_server), "the spend written")
+    assert int(spend(redis_server)["solo|solo|-|codex-mini|cache_read"]) == 1390
