@@ -15,6 +15,7 @@ collector that is down or slow costs a request nothing but its spans.
 """
 
 import os
+import socket
 
 
 class Tracing:
@@ -70,7 +71,14 @@ class Tracing:
 
 
 def resource():
-    """Who exports, for traces and metrics alike: OTEL_SERVICE_NAME, `bridge` by default."""
+    """Who exports, for traces and metrics alike: OTEL_SERVICE_NAME (`bridge` by default), and
+    the worker process as service.instance.id, so that each gunicorn worker's metrics are a
+    series of their own for the collector, not one that several overwrite."""
     from opentelemetry.sdk.resources import Resource
 
-    return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "bridge")})
+    return Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME", "bridge"),
+            "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
+        }
+    )

@@ -5,6 +5,7 @@ an operator asks for it (then cut at its limit); the conventions' metrics; off u
 and a collector that is down costs a request nothing but its spans."""
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -228,6 +229,7 @@ def test_the_conventions_metrics_go_over_otlp_too_with_their_names_units_and_att
     for name, unit in UNITS.items():
         resource, metric = latest[name]
         assert metric.unit == unit and resource["service.name"] == "bridge"
+        assert resource["service.instance.id"].endswith(f":{os.getpid()}")  # each worker's own series
         points = metric.histogram.data_points
         assert sum(point.count for point in points) >= 1 and not receiver.spans
         said = attributes(points[0])
@@ -239,10 +241,10 @@ def test_the_conventions_metrics_go_over_otlp_too_with_their_names_units_and_att
     assert kinds == {"input", "output"}
 
 
-# What tracing loads (redis-py imports some of opentelemetry's API and SDK packages for its own use).
+# What tracing and OTLP metrics load (redis-py imports some of opentelemetry's API and SDK
+# packages for its own use, opentelemetry.sdk.metrics among them).
 UNTRACED = (
     "opentelemetry.sdk.trace",
-    "opentelemetry.sdk.metrics",
     "opentelemetry.exporter",
     "bridge.serve.span_export",
     "bridge.serve.otlp_metrics",
