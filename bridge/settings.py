@@ -112,6 +112,10 @@ class Settings:
     streams_per_worker: int = 1000
     log_level: str = "INFO"
     traces: bool = False  # the OTEL_* variables ask for OTLP traces (serve/tracing.py)
+    otlp_metrics: bool = False  # they ask for OTLP metrics (serve/otlp_metrics.py)
+    # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: prompts and answers in spans (serve/span_content.py)
+    trace_content: bool = False
+    trace_content_limit: int = 16384  # characters per content attribute
 
     @property
     def checks_keys(self):
@@ -450,6 +454,7 @@ _PARSERS = {
     "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_STREAMS_PER_WORKER": ("streams_per_worker", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_LOG_LEVEL": ("log_level", lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
+    "BRIDGE_TRACE_CONTENT_LIMIT": ("trace_content_limit", lambda n, v: _number(n, v, int, 100)),
 }
 
 
@@ -493,7 +498,11 @@ def load(environ=None):
         if variable in _PARSERS:
             field, parse = _PARSERS[variable]
             fields[field] = parse(variable, raw)
-    fields["traces"] = _traces(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    fields["traces"] = _otlp(environ, "TRACES")
+    fields["otlp_metrics"] = _otlp(environ, "METRICS")
+    capture = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    fields["trace_content"] = _flag(capture, environ.get(capture, ""))
     settings = Settings(**fields)
     holds_key = settings.openai_api_key or settings.anthropic_api_key
     if holds_key and not settings.checks_keys and not settings.allow_open_relay:
@@ -511,35 +520,44 @@ def load(environ=None):
     return settings
 
 
-def _traces(environ):
-    """Whether the standard OpenTelemetry variables ask for traces: OTEL_TRACES_EXPORTER=otlp, or
-    an OTLP endpoint with no exporter named (OTEL_SDK_DISABLED=true and `none` turn them off);
-    only what bridge can do: OTLP over HTTP, with the SDK installed."""
-    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporters = {name.strip() for name in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if name.strip()}
-    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if exporters - {"otlp", "none"}:
-        raise SettingsError(f"OTEL_TRACES_EXPORTER: bridge exports traces with otlp only, got {', '.join(exporters)}")
-    if "otlp" not in exporters and (exporters or not endpoint):
-        return False
-    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        protocol = environ.get(variable)
-        if protocol:
-            if protocol != "http/protobuf":
-                raise SettingsError(f"{variable}: bridge exports traces over http/protobuf only, got {protocol!r}")
-            break
-    for variable in (
+# Each signal's batching variables, checked when it is on.
+_OTLP_NUMBERS = {
+    "TRACES": (
         "OTEL_BSP_MAX_QUEUE_SIZE",
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
         "OTEL_BSP_SCHEDULE_DELAY",
         "OTEL_BSP_EXPORT_TIMEOUT",
-    ):
+    ),
+    "METRICS": ("OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT"),
+}
+
+
+def _otlp(environ, signal):
+    """Whether the standard OpenTelemetry variables ask for a signal (TRACES, METRICS) over OTLP:
+    OTEL_<signal>_EXPORTER=otlp, or an OTLP endpoint with no exporter named (OTEL_SDK_DISABLED=true
+    and `none` turn it off); only what bridge can do: OTLP over HTTP, with the SDK installed."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    what = signal.lower()
+    named = f"OTEL_{signal}_EXPORTER"
+    exporters = {name.strip() for name in environ.get(named, "").split(",") if name.strip()}
+    endpoint = environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if exporters - {"otlp", "none"}:
+        raise SettingsError(f"{named}: bridge exports {what} with otlp only, got {', '.join(exporters)}")
+    if "otlp" not in exporters and (exporters or not endpoint):
+        return False
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = environ.get(variable)
+        if protocol:
+            if protocol != "http/protobuf":
+                raise SettingsError(f"{variable}: bridge exports {what} over http/protobuf only, got {protocol!r}")
+            break
+    for variable in _OTLP_NUMBERS[signal]:
         if environ.get(variable):
             _number(variable, environ[variable], int, 1)
     if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
         raise SettingsError(
-            "the OTEL_* variables ask for traces, but the OpenTelemetry SDK is not installed: "
+            f"the OTEL_* variables ask for {what}, but the OpenTelemetry SDK is not installed: "
             "pip install 'bridge[otel]'"
         )
     return True

@@ -12,12 +12,29 @@ have systemd-analyze || need+=(systemd)
 have wrk || need+=(wrk)
 have valgrind || need+=(valgrind)
 have npm || need+=(nodejs npm)
-have prometheus || need+=(prometheus)  # and promtool: the dashboard and alert rules tests
-[ ${#need[@]} -eq 0 ] && exit 0
+# prometheus and promtool (the dashboard and alert rules tests), without what Debian recommends
+# with it (prometheus-node-exporter, a service of its own)
+bare=()
+have prometheus || bare+=(prometheus)
+[ ${#need[@]} -eq 0 ] && [ ${#bare[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing from Debian's packages: ${need[*]}"
+    echo "installing from Debian's packages: ${need[*]} ${bare[*]}"
+    # The tests start each program on loopback with their own configuration: no system service
+    # may start (prometheus's would scrape and store on a CI machine with systemd). A policy-rc.d
+    # that refuses every start, for the install only, unless one is already there.
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# tests/install-programs.sh: no service starts while it installs\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null && exit 0
+    if { [ ${#need[@]} -eq 0 ] || apt-get install -y -qq "${need[@]}" >/dev/null; } &&
+        { [ ${#bare[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${bare[@]}" >/dev/null; }; then
+        exit 0
+    fi
 fi
+need+=("${bare[@]}")
 echo "not installed: ${need[*]} (Debian packages: apt-get install ${need[*]});" \
     "the tests that need them skip"

@@ -49,6 +49,7 @@ def read_json(items="messages", generates=True):
     limits.check_parsed(body, items, settings)
     record = observability.current()
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    record.asked(body)
     auth.check_model(record, record.model)
     admission.admit_body(bridge(), raw, body, generates)
     return body

@@ -44,7 +44,7 @@ from prometheus_client.core import GaugeMetricFamily
 from ..protocols import json_codec
 from ..protocols.errors import KINDS
 from ..protocols.shapes import is_count
-from . import tracing
+from . import span_content, tracing
 from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
@@ -169,6 +169,8 @@ _current = contextvars.ContextVar("bridge_access_record")
 class Record:
     """What one request did: filled in as it goes, written once when its response is closed."""
 
+    meters = None  # the app's otlp_metrics.Meters, set on each record only when OTLP metrics are on
+
     def __init__(self, method=None, quiet=False):
         self.start = time.monotonic()
         self.time = time.time()
@@ -212,6 +214,9 @@ class Record:
                 self.count(usage)
             if self.span is not None:
                 self.stop_reason = _stop_reason_in(item) or self.stop_reason
+
+    def asked(self, body):
+        """The request's body: only a traced request that records content keeps what it says (_Said)."""
 
     def heard(self, payload):
         """An upstream's answer or stream event, before translation: what it reports is what client limits
@@ -429,16 +434,71 @@ class Record:
         _series(MODEL_REQUESTS, model, upstream_model, deployment, client, self.team or client, status_class).inc()
         if self.deployment is None:
             return
-        series = _gen_ai_series(model, upstream_model, deployment, labels.provider(deployment))
+        provider = labels.provider(deployment)
+        series = _gen_ai_series(model, upstream_model, deployment, provider)
         series.duration.observe(duration)
         if tokens[0]:
             series.input_tokens.observe(tokens[0])
         if tokens[1]:
             series.output_tokens.observe(tokens[1])
+        first_token = per_token = None
         if self.stream and first_byte is not None:
-            series.first_token.observe(first_byte)
+            first_token = first_byte
+            series.first_token.observe(first_token)
             if tokens[1] and tokens[1] > 1:
-                series.per_token.observe((duration - first_byte) / (tokens[1] - 1))
+                per_token = (duration - first_byte) / (tokens[1] - 1)
+                series.per_token.observe(per_token)
+        if self.meters is not None:
+            attributes = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": model,
+                "gen_ai.response.model": upstream_model,
+                "bridge.deployment": deployment,
+            }
+            self.meters.record(attributes, duration, first_token, per_token, tokens)
+
+
+class _Said(Record):
+    """A traced request's record that also keeps what the client asked and was answered, for
+    its span's content attributes (span_content.py): the prompt as JSON cut at `limit`
+    characters, the answer's text no longer than that."""
+
+    def __init__(self, method, limit):
+        super().__init__(method)
+        self._limit = limit
+        self._asked = {}
+        self._text = []
+        self._length = 0
+
+    def asked(self, body):
+        system = span_content.system_instructions(body)
+        if system:
+            self._asked["gen_ai.system_instructions"] = span_content.attribute(system, self._limit)
+        messages = span_content.input_messages(body)
+        self._asked["gen_ai.input.messages"] = span_content.attribute(messages, self._limit)
+
+    def saw(self, item):
+        super().saw(item)
+        self._said(span_content.output_text(item))
+
+    def answered(self, body):
+        super().answered(body)
+        self._said(span_content.output_text(body))
+
+    def _said(self, text):
+        if text and self._length <= self._limit:
+            self._text.append(text)
+            self._length += len(text)
+
+    def _traced(self, tokens):
+        if self.model is not None:
+            said = {**self._asked}
+            if self._text or self.stop_reason:
+                answer = span_content.output_messages("".join(self._text), self.stop_reason)
+                said["gen_ai.output.messages"] = span_content.attribute(answer, self._limit)
+            self.span.set_attributes(said)
+        super()._traced(tokens)
 
 
 class Labels:
@@ -596,7 +656,13 @@ def install(app, settings, finished=None, priced=None, labels=_NO_LABELS, untrac
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
     traced = tracing.Tracing() if settings.traces else None
-    app.wsgi_app = _Observed(app.wsgi_app, finished, priced, labels, traced, untraced)
+    said = settings.trace_content_limit if traced is not None and settings.trace_content else None
+    meters = None
+    if settings.otlp_metrics:
+        from .otlp_metrics import Meters
+
+        meters = Meters(list(_SECONDS), list(_PER_TOKEN), list(_TOKEN_BUCKETS))
+    app.wsgi_app = _Observed(app.wsgi_app, finished, priced, labels, traced, untraced, said, meters)
     _at_zero(labels)
 
 
@@ -666,8 +732,10 @@ def _note_response(response):
 class _Observed:
     """WSGI middleware: start a Record per request; closing the response writes it."""
 
-    def __init__(self, wsgi_app, finished, priced, labels, traced, untraced):
+    def __init__(self, wsgi_app, finished, priced, labels, traced, untraced, said=None, meters=None):
         self.wsgi_app = wsgi_app
+        self.said = said  # the content attributes' limit, when traced requests record what they say
+        self.meters = meters
         self.finished = finished
         self.priced = priced
         self.labels = labels
@@ -676,10 +744,16 @@ class _Observed:
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO")
-        record = Record(environ.get("REQUEST_METHOD"), quiet=path == "/metrics")
+        traced = self.tracing is not None and path not in self.untraced
+        if traced and self.said is not None:
+            record = _Said(environ.get("REQUEST_METHOD"), self.said)
+        else:
+            record = Record(environ.get("REQUEST_METHOD"), quiet=path == "/metrics")
         record.labels = self.labels
-        if self.tracing is not None and path not in self.untraced:
+        if traced:
             record.tracing, record.span = self.tracing, self.tracing.request(environ)
+        if self.meters is not None:
+            record.meters = self.meters
         _current.set(record)
         answer = self.wsgi_app(environ, start_response)
         return _Body(answer, record, self.finished, self.priced, write_at_end=not environ.get(CLOSES_ANSWERS))

@@ -4,7 +4,7 @@ One SERVER span per request, named and attributed as the GenAI semantic conventi
 (`chat <model>`, gen_ai.*), continuing the client's W3C `traceparent`; one CLIENT span per
 upstream attempt (failover.py), whose context goes upstream in the call's `traceparent`. Only
 metadata, as in the access log: model names, token counts, statuses, the client key's name;
-never a prompt, a completion or a key.
+never a key, and a prompt or a completion only when an operator turns that on (span_content.py).
 
 The opentelemetry SDK (`pip install bridge[otel]`) is imported only when traces are on; the
 exporter is its OTLP/HTTP one, which reads its endpoint, headers, timeout and compression from
@@ -15,6 +15,7 @@ collector that is down or slow costs a request nothing but its spans.
 """
 
 import os
+import socket
 
 
 class Tracing:
@@ -23,7 +24,6 @@ class Tracing:
     def __init__(self):
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -31,8 +31,7 @@ class Tracing:
 
         self._trace = trace
         self._propagator = TraceContextTextMapPropagator()
-        resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "bridge")})
-        self.provider = TracerProvider(resource=resource)
+        self.provider = TracerProvider(resource=resource())
         self.provider.add_span_processor(Batches(OTLPSpanExporter()))
         self._tracer = self.provider.get_tracer("bridge")
 
@@ -69,3 +68,17 @@ class Tracing:
 
     def shutdown(self):
         self.provider.shutdown()
+
+
+def resource():
+    """Who exports, for traces and metrics alike: OTEL_SERVICE_NAME (`bridge` by default), and
+    the worker process as service.instance.id, so that each gunicorn worker's metrics are a
+    series of their own for the collector, not one that several overwrite."""
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME", "bridge"),
+            "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
+        }
+    )

@@ -1,9 +1,11 @@
-"""OpenTelemetry traces over OTLP/HTTP to a receiver in the test, decoded with opentelemetry-proto:
-one SERVER span per request in the GenAI conventions' names, a CLIENT span per upstream attempt,
-the caller's traceparent continued to the upstream, no prompt text; off unless configured, and a
-collector that is down costs a request nothing but its spans."""
+"""OpenTelemetry traces and metrics over OTLP/HTTP to a receiver in the test, decoded with
+opentelemetry-proto: one SERVER span per request in the GenAI conventions' names, a CLIENT span
+per upstream attempt, the caller's traceparent continued to the upstream, no prompt text unless
+an operator asks for it (then cut at its limit); the conventions' metrics; off unless configured,
+and a collector that is down costs a request nothing but its spans."""
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -12,6 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -28,11 +34,12 @@ MESSAGES = [{"role": "user", "content": PROMPT}]
 
 
 class Receiver:
-    """An OTLP/HTTP trace receiver on loopback: every request's spans, decoded, and its raw bytes."""
+    """An OTLP/HTTP receiver on loopback: every span and metric export, decoded, and the spans' raw bytes."""
 
     def __init__(self):
         self.spans = []
         self.raw = []
+        self.metrics = []  # (resource attributes, metric) of every export, in order
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,12 +48,19 @@ class Receiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["content-length"]))
-                receiver.raw.append(body)
-                export = ExportTraceServiceRequest.FromString(body)
-                for resource in export.resource_spans:
-                    for scope in resource.scope_spans:
-                        receiver.spans.extend(scope.spans)
-                answer = ExportTraceServiceResponse().SerializeToString()
+                if self.path == "/v1/metrics":
+                    export = ExportMetricsServiceRequest.FromString(body)
+                    for resource in export.resource_metrics:
+                        for scope in resource.scope_metrics:
+                            receiver.metrics.extend((attributes(resource.resource), m) for m in scope.metrics)
+                    answer = ExportMetricsServiceResponse().SerializeToString()
+                else:
+                    receiver.raw.append(body)
+                    export = ExportTraceServiceRequest.FromString(body)
+                    for resource in export.resource_spans:
+                        for scope in resource.scope_spans:
+                            receiver.spans.extend(scope.spans)
+                    answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", str(len(answer)))
@@ -54,7 +68,8 @@ class Receiver:
                 self.wfile.write(answer)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1/traces"
+        self.base = f"http://127.0.0.1:{self.server.server_port}"
+        self.url = f"{self.base}/v1/traces"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
@@ -76,10 +91,10 @@ def refusing():
     server.close()
 
 
-def attributes(span):
-    """A span's attributes as {name: value}, lists as tuples."""
+def attributes(item):
+    """A span's (resource's, data point's) attributes as {name: value}, lists as tuples."""
     found = {}
-    for pair in span.attributes:
+    for pair in item.attributes:
         value = pair.value
         kind = value.WhichOneof("value")
         if kind == "array_value":
@@ -150,14 +165,93 @@ def test_a_request_is_a_server_span_with_a_client_span_per_attempt_continuing_th
 
     version, upstream_trace, parent, flags = fake.last.headers["traceparent"].split("-")
     assert (upstream_trace, parent) == (trace_id, attempts[1].span_id.hex())
-    assert PROMPT.encode() not in b"".join(receiver.raw)
+    exported = b"".join(receiver.raw)
+    assert PROMPT.encode() not in exported and b"Hello" not in exported
+    assert not {"gen_ai.input.messages", "gen_ai.output.messages"} & set(said)
 
 
-# What tracing loads (redis-py imports some of opentelemetry's API and SDK packages for its own use).
-UNTRACED = ("opentelemetry.sdk.trace", "opentelemetry.exporter", "bridge.serve.span_export")
+def test_an_operator_may_record_prompts_and_answers_in_spans_each_cut_at_its_limit(
+    start_bridge, monkeypatch, receiver, fake
+):
+    live = traced(
+        start_bridge,
+        monkeypatch,
+        receiver.url,
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
+        BRIDGE_TRACE_CONTENT_LIMIT=300,
+    )
+    fake.default = fixture("anthropic/text.sse")
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+    instructions = "Answer in one line. " * 40  # 800 characters
+    stream = client.responses.create(model="claude-x", instructions=instructions, input=PROMPT, stream=True)
+    answer = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+    assert answer
+    wait_for(lambda: any(span.kind == Span.SPAN_KIND_SERVER for span in receiver.spans), "the request's span")
+
+    said = attributes(next(span for span in receiver.spans if span.kind == Span.SPAN_KIND_SERVER))
+    assert json.loads(said["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": PROMPT}]}
+    ]
+    assert json.loads(said["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "end_turn"}
+    ]
+    instructions = said["gen_ai.system_instructions"]
+    assert len(instructions) == 300 and instructions.endswith("…[cut]")
+    assert instructions.startswith('[{"type":"text","content":"Answer in one line.')
 
 
-def test_tracing_is_off_and_its_sdk_not_even_imported_unless_configured(fake):
+# The GenAI conventions' metrics and their units.
+UNITS = {
+    "gen_ai.server.request.duration": "s",
+    "gen_ai.server.time_to_first_token": "s",
+    "gen_ai.server.time_per_output_token": "s",
+    "gen_ai.client.token.usage": "{token}",
+}
+
+
+def test_the_conventions_metrics_go_over_otlp_too_with_their_names_units_and_attributes(
+    start_bridge, monkeypatch, receiver, fake
+):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
+    live = start_bridge(OTEL_METRICS_EXPORTER="otlp", OTEL_TRACES_EXPORTER="none")
+    meters = live.app.wsgi_app.meters
+    try:
+        fake.default = fixture("anthropic/text.sse")
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+        stream = client.chat.completions.create(model="claude-x", messages=MESSAGES, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        wait_for(lambda: set(UNITS) <= {m.name for _, m in receiver.metrics}, "the GenAI metrics")
+    finally:
+        meters.provider.shutdown()  # its reader thread would export every 100 ms for the session
+
+    latest = {metric.name: (resource, metric) for resource, metric in receiver.metrics}
+    for name, unit in UNITS.items():
+        resource, metric = latest[name]
+        assert metric.unit == unit and resource["service.name"] == "bridge"
+        assert resource["service.instance.id"].endswith(f":{os.getpid()}")  # each worker's own series
+        points = metric.histogram.data_points
+        assert sum(point.count for point in points) >= 1 and not receiver.spans
+        said = attributes(points[0])
+        assert said["gen_ai.operation.name"] == "chat" and said["gen_ai.provider.name"] == "anthropic"
+        assert said["gen_ai.request.model"] and said["gen_ai.response.model"] and said["bridge.deployment"]
+    kinds = {
+        attributes(point)["gen_ai.token.type"] for point in latest["gen_ai.client.token.usage"][1].histogram.data_points
+    }
+    assert kinds == {"input", "output"}
+
+
+# What tracing and OTLP metrics load (redis-py imports some of opentelemetry's API and SDK
+# packages for its own use, opentelemetry.sdk.metrics among them).
+UNTRACED = (
+    "opentelemetry.sdk.trace",
+    "opentelemetry.exporter",
+    "bridge.serve.span_export",
+    "bridge.serve.otlp_metrics",
+)
+
+
+def test_tracing_and_otlp_metrics_are_off_and_the_sdk_not_even_imported_unless_configured(fake):
     script = (
         "import sys\n"
         "from bridge.app import create_app\n"
@@ -200,6 +294,15 @@ def test_a_collector_that_is_down_costs_requests_nothing_and_their_dropped_spans
             "OTEL_EXPORTER_OTLP_PROTOCOL: bridge exports traces over http/protobuf only",
         ),
         ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"}, "OTEL_BSP_MAX_QUEUE_SIZE: must be a int"),
+        ({"OTEL_METRICS_EXPORTER": "prometheus"}, "OTEL_METRICS_EXPORTER: bridge exports metrics with otlp only"),
+        (
+            {"OTEL_METRICS_EXPORTER": "otlp", "OTEL_METRIC_EXPORT_INTERVAL": "soon"},
+            "OTEL_METRIC_EXPORT_INTERVAL: must be a int",
+        ),
+        (
+            {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "maybe"},
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: must be true or false",
+        ),
     ],
 )
 def test_what_bridge_cannot_do_with_the_otel_variables_stops_its_start(environ, problem):
