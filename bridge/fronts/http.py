@@ -224,16 +224,6 @@ def _same(error):
     return error
 
 
-def unpaired(route, body, endpoint):
-    """The 400 for a model whose route speaks a protocol `endpoint` is not translated to."""
-    return invalid(
-        f"model {body['model'][:200]!r} is served by route {route.name!r}, whose upstream speaks "
-        f"{route.protocol}, which bridge does not translate {endpoint} to: call the model through "
-        "another endpoint, or route it to another deployment",
-        param="model",
-    )
-
-
 def route_for(client_protocol, body):
     """The route for the body's model: the one field every request must have before anything else."""
     model = body.get("model")
