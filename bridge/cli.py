@@ -72,20 +72,32 @@ def main(argv=None):
     return check(args.offline, args.pickle)
 
 
-def print_usage(client):
+def in_redis(held, act):
+    """`act(settings)` on what bridge holds in Redis (`held` says what, when Redis is not set),
+    with every such command's exit status: 2 for a bad setting or argument, 1 when Redis fails."""
     try:
         settings = settings_module.load()
     except settings_module.SettingsError as error:
         print(f"bridge: invalid setting: {error}", file=sys.stderr)
         return 2
     if not settings.redis_url:
-        print("bridge: usage is kept in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
+        print(f"bridge: {held} in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
         return 2
     try:
-        counts = usage.today(settings, client)
+        return act(settings)
+    except (LookupError, ValueError) as error:
+        print(f"bridge: {error}", file=sys.stderr)
+        return 2
     except redis.RedisError as error:
         print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
         return 1
+
+
+def print_usage(client):
+    return in_redis("usage is kept", lambda settings: _usage_table(usage.today(settings, client)))
+
+
+def _usage_table(counts):
     fields = ("requests", *usage.KINDS)
     print("client".ljust(24) + "".join(field.rjust(14) for field in fields))
     for name, row in counts.items():
@@ -103,18 +115,14 @@ def export_usage(args):
         if unknown or not by:
             raise ValueError(f"--by takes some of {','.join(spend.DIMENSIONS)}, once each, got {args.by!r}")
         dates = spend.days(first, args.last or first)
-        settings = settings_module.load()
-    except (ValueError, settings_module.SettingsError) as error:
+    except ValueError as error:
         print(f"bridge: {error}", file=sys.stderr)
         return 2
-    if not settings.redis_url:
-        print("bridge: usage is kept in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
-        return 2
-    try:
-        rows = spend.export(usage.connect(settings), dates, by, args.client)
-    except redis.RedisError as error:
-        print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
-        return 1
+    return in_redis("usage is kept", lambda settings: _export(settings, dates, by, args))
+
+
+def _export(settings, dates, by, args):
+    rows = spend.export(usage.connect(settings), dates, by, args.client)
     if args.format == "json":
         json.dump(rows, sys.stdout, indent=1)
         print()
@@ -156,23 +164,7 @@ def _key_commands(commands):
 
 
 def manage_keys(args):
-    try:
-        settings = settings_module.load()
-    except settings_module.SettingsError as error:
-        print(f"bridge: invalid setting: {error}", file=sys.stderr)
-        return 2
-    if not settings.redis_url:
-        print("bridge: keys are held in Redis: set BRIDGE_REDIS_URL", file=sys.stderr)
-        return 2
-    store = usage.connect(settings)
-    try:
-        return _key_action(store, settings, args)
-    except (LookupError, ValueError) as error:
-        print(f"bridge: {error}", file=sys.stderr)
-        return 2
-    except redis.RedisError as error:
-        print(f"bridge: redis at {settings_module.masked_url(settings.redis_url)}: {error}", file=sys.stderr)
-        return 1
+    return in_redis("keys are held", lambda settings: _key_action(usage.connect(settings), settings, args))
 
 
 def _key_action(store, settings, args):
