@@ -190,10 +190,12 @@ class FakeTokenEndpoint:
 
 
 class FakeVertex:
-    """aiplatform on loopback: takes a live token of `tokens` (FakeTokenEndpoint) or answers 401."""
+    """aiplatform on loopback: takes a live token of `tokens` (FakeTokenEndpoint) or answers 401;
+    then the queued replies, or `answer(recorded)` once none is queued."""
 
-    def __init__(self, tokens):
+    def __init__(self, tokens, answer=None):
         self.tokens = tokens
+        self.answer = answer
         self.server = FakeUpstream()
         self.server.default = self._answer
         self.url = self.server.url
@@ -215,7 +217,9 @@ class FakeVertex:
         scheme, _, token = recorded.headers.get("authorization", "").partition(" ")
         if scheme != "Bearer" or self.tokens.issued.get(token, 0) <= time.time():
             return vertex_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
-        return self._queue.pop(0) if self._queue else vertex_error(500, "INTERNAL", "none queued")
+        if self._queue:
+            return self._queue.pop(0)
+        return self.answer(recorded) if self.answer else vertex_error(500, "INTERNAL", "none queued")
 
 
 def vertex_error(status, name, message, listed=False):

@@ -331,3 +331,50 @@ def test_on_responses_a_tool_loop_carries_the_reasoning_item_back_byte_for_byte(
         "arguments": json.dumps({"file_path": str(notes)}, separators=(",", ":")),
     }
     assert after[1]["type"] == "function_call_output" and secret in text_of(after[1]["output"])
+
+
+def test_a_prompt_reaches_claude_on_vertex_with_a_google_token_and_its_stream_comes_back(
+    claude_cli, start_bridge, tmp_path
+):
+    """Claude Code through the bridge to a Vertex AI deployment (tests/fake_clouds.py): its Messages
+    requests go on as streamRawPredict with a token google-auth got from a service-account key
+    (the fake takes no other), and the answer's events come back to it as they came."""
+    from tests.fake_clouds import FakeTokenEndpoint, FakeVertex, service_account
+    from tests.fake_upstream import json_reply, messages_stream
+
+    key_file = tmp_path / "service-account.json"
+    tokens = FakeTokenEndpoint(None)
+    tokens.public_key = service_account(key_file, tokens.url)
+
+    def answer(request):
+        if request.path.endswith(":streamRawPredict"):
+            return messages_stream("Hi there, from Vertex.")
+        if "count-tokens" in request.path:
+            return json_reply({"input_tokens": 10})
+        return fixture("anthropic/text.json")
+
+    vertex = FakeVertex(tokens, answer)
+    try:
+        deployment = {
+            "name": "vertex",
+            "cloud": "vertex",
+            "project": "bridge-test",
+            "region": "us-east5",
+            "endpoint_url": vertex.url,
+            "credentials_file": str(key_file),
+            "model": "claude-sonnet-4-5@20250929",
+        }
+        routes = {"routes": [{"models": ["claude-*"], "deployments": [deployment]}]}
+        live = start_bridge(BRIDGE_ROUTES=json.dumps(routes), BRIDGE_CLIENT_KEYS="cc:sk-ant-dummy-key-for-tests")
+        run = ClaudeCode(claude_cli, live.url, tmp_path).run("say hi")
+        assert run.stdout.strip() == "Hi there, from Vertex.", run.transcript
+        assert run.api_errors == [], run.transcript
+        streamed = [r for r in vertex.requests if r.path.endswith(":streamRawPredict")]
+        assert streamed and all(r.body["anthropic_version"] == "vertex-2023-10-16" for r in streamed)
+        assert all("model" not in r.body for r in streamed), "Vertex takes the model from the path"
+        assert any(r.body.get("tools") and "say hi" in json.dumps(r.body["messages"]) for r in streamed)
+        held = {r.headers["authorization"].partition(" ")[2] for r in vertex.requests}
+        assert held and held <= set(tokens.issued), "every request with a token google-auth was issued"
+    finally:
+        vertex.close()
+        tokens.close()
