@@ -74,12 +74,11 @@ from ..messages_client import (
     upstream_tool_id,
 )
 from ..model_map import map_model
+from ..responses_request import MIN_OUTPUT_TOKENS, function_tool, sampling, stateless
 from ..tokens import count_tokens
 
-MIN_OUTPUT_TOKENS = 16  # OpenAI refuses a smaller max_output_tokens
 # What OpenAI's input-token count (POST /responses/input_tokens) takes of a request.
 COUNTED = ("model", "instructions", "input", "reasoning", "text", "tools", "tool_choice", "parallel_tool_calls")
-ENCRYPTED_REASONING = "reasoning.encrypted_content"
 # Anthropic's output_config.effort -> OpenAI's reasoning.effort: xhigh is OpenAI's most.
 EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
 # Top-level fields this module translates; any other is reported as dropped.
@@ -130,18 +129,12 @@ def to_responses_request(body, settings):
         out["max_output_tokens"] = max(body["max_tokens"], MIN_OUTPUT_TOKENS)  # a deployment's cap: caps.py
         if body["max_tokens"] < MIN_OUTPUT_TOKENS:
             dropped.append("max_tokens")  # not sent as asked
-    out["store"] = False
+    out.update(stateless(reasons))
     if reasons:
-        out["include"] = [ENCRYPTED_REASONING]
         out["reasoning"] = _reasoning(body, dropped)
     else:
         dropped.extend(_unreasoned(body))
-    for field in ("temperature", "top_p"):
-        if field in body:
-            if reasons:
-                dropped.append(field)
-            else:
-                out[field] = body[field]
+    out.update(sampling(body, reasons, dropped))
     out.update(_tools(body, names, dropped))
     output_format = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if output_format:
@@ -314,22 +307,18 @@ def _tools(body, names, dropped):
         if choice:
             dropped.append("tool_choice")
         return {}
-    out = {"tools": [_function_tool(name, tool) for name, tool in tools]}
+    out = {
+        "tools": [
+            function_tool(name, tool.get("description"), object_parameters(tool["input_schema"]), tool.get("strict"))
+            for name, tool in tools
+        ]
+    }
     if choice:
         mode = tool_choice(choice, names, tools)
         out["tool_choice"] = mode if isinstance(mode, str) else {"type": "function", "name": mode[1]}
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     return out
-
-
-def _function_tool(name, tool):
-    function = {"type": "function", "name": name}
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    function["parameters"] = object_parameters(tool["input_schema"])
-    function["strict"] = tool.get("strict") is True
-    return function
 
 
 def _reasoning(body, dropped):
