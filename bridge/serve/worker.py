@@ -18,10 +18,8 @@ gthread's main loop and threads; its overrides hand each change to an object of 
   it waited is dropped unread, so nothing goes upstream for it. The wait is bounded by
   gunicorn's worker_connections: a waiting request is an accepted connection, and the worker
   accepts no more beyond that many.
-- Bursts: the main loop takes the connections the kernel queued in batches, and a new
-  connection whose request is in already goes to a thread (or the queue) at once.
-- Read deadlines and write stalls (Deadlines, deadlines.py): a new connection that sent
-  nothing yet waits for its first byte on the poller, holding no thread; a request whose head or body is late is cut,
+- Read deadlines and write stalls (Deadlines, deadlines.py): a new connection waits for its
+  first byte on the poller, holding no thread; a request whose head or body is late is cut,
   and a client that stops reading is reset.
 - Streams (handover.py, stream_loop.py): a stream's relay that waits for its upstream leaves
   its thread, and the connection goes to the worker's stream loop instead of back to the
@@ -36,7 +34,7 @@ gthread's main loop and threads; its overrides hand each change to an object of 
 What the worker keeps per connection is one ConnState (connection.py), attached where it
 first sees the connection, each field with the threads that write it.
 
-Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's accept, enqueue_req,
+Written against gunicorn GUNICORN_VERSION's gthread: it extends ThreadWorker's enqueue_req,
 finish_request, on_client_socket_readable, on_pending_socket_readable, murder_pending, handle,
 handle_request, set_accept_enabled, is_parent_alive, get_thread_pool, load_wsgi, handle_error
 (the base Worker's: it writes its page with util.write_error, which calls the socket's
@@ -79,8 +77,6 @@ GUNICORN_VERSION = "27.0.1"
 # Threads for what arrives while every request thread is busy: each answer takes a
 # millisecond, or at most the header deadline for a client that sends its head slowly.
 SPARE_THREADS = 4
-# New connections taken per wake-up of the main loop (a few milliseconds of its time).
-ACCEPT_BATCH = 64
 
 
 class ThreadWorker(gthread.ThreadWorker):
@@ -127,25 +123,11 @@ class ThreadWorker(gthread.ThreadWorker):
             self.streams = StreamLoop(self, self.settings.streams_per_worker, self.settings.client_stall_timeout)
         self.wsgi.wsgi_app = partial(self.admit, self.wsgi.wsgi_app)
 
-    def accept(self, listener):
-        """Take up to ACCEPT_BATCH connections the kernel queued, not gthread's one per wake-up
-        of the main loop: in a burst each wake-up waits for the GIL behind the request threads,
-        so one connection per wake-up kept the rest (a health check too) in the kernel's queue."""
-        for _ in range(ACCEPT_BATCH):
-            accepted = self.nr_conns
-            super().accept(listener)
-            if self.nr_conns == accepted or self.nr_conns >= self.worker_connections:
-                return  # none left (or taken by another worker), or the worker is full
-
     def enqueue_req(self, conn):
         now = time.monotonic()
         if not conn.initialized and not conn.data_ready:
-            conn.state = ConnState()  # the one place: every connection starts here
-            self.deadlines.connected(conn, now)  # murder_pending closes it at its `timeout`
-            if not has_bytes(conn.sock):
-                self.wait_for_first_byte(conn)
-                return
-            conn.data_ready = True  # its request came with it: no round on the poller
+            self.wait_for_first_byte(conn, now)
+            return
         self.deadlines.reading_head(conn, now)
         conn.state.parking = None
         conn.state.waited = False
@@ -182,9 +164,11 @@ class ThreadWorker(gthread.ThreadWorker):
             timeout = min(timeout, max(expiry - time.monotonic(), 0.0))
         super().wait_for_and_dispatch_events(timeout)
 
-    def wait_for_first_byte(self, conn):
+    def wait_for_first_byte(self, conn, now):
         """Park a new connection on the poller until it sends something, as gthread parks one
         that sent nothing for 5 s: idle connections must not hold the threads that count."""
+        conn.state = ConnState()  # the one place: every connection starts here
+        self.deadlines.connected(conn, now)  # murder_pending closes it at its `timeout`
         self.pending_conns.append(conn)  # stays sorted: every entry gets the same timeout
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
@@ -371,14 +355,6 @@ class _Page:
         """(status, reason) of the page's `HTTP/1.1 417 Expectation Failed`."""
         _, status, reason = self.written.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
         return int(status), reason
-
-
-def has_bytes(sock):
-    """Whether a new connection's first bytes are in already (not closed, not reset)."""
-    try:
-        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-    except OSError:  # nothing yet, or reset: the poller finds out
-        return False
 
 
 def peer_closed(sock):
