@@ -419,14 +419,19 @@ async def _serve(reader, writer):
             head = await reader.readuntil(_CRLF2)
             lines = head.decode("latin-1").split("\r\n")
             path = lines[0].split(" ")[1]
-            length = 0
+            length, close = 0, False
             for line in lines[1:]:
                 name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
+                name = name.strip().lower()
+                if name == "content-length":
                     length = int(value)
+                elif name == "connection":
+                    close = value.strip().lower() == "close"  # a /healthz probe's, as a load balancer asks
             body = await reader.readexactly(length) if length else b"{}"
             await _answer(writer, path, body)
             await writer.drain()
+            if close:
+                break
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
