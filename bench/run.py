@@ -641,26 +641,27 @@ def estimate(plan, names, counts, run_thousands):
     """Seconds the run should take on an idle machine: each step's known length plus what each
     took in a measured run (start-ups, warm-ups, callgrind), rough but enough to plan a session."""
     per_target = (
-        plan.latency_requests * 0.003
+        plan.latency_requests * 0.005
         + plan.streams * 0.006
         + 3 * (plan.wrk_seconds + 0.3)
         + plan.paced_streams * plan.paced_events * plan.paced_ms / 1000
         + 2 * plan.paced_events * plan.paced_ms / 1000  # 32 at once; beside large requests
         + plan.large_body_events * plan.paced_ms / 1000
+        + 6  # the large requests: building, sending, the last one after the stream
     )
-    other_target = plan.latency_requests * 0.003 + plan.wrk_seconds + 0.3
+    other_target = plan.latency_requests * 0.005 + plan.wrk_seconds + 0.3
     main = [n for n in names if n in plan.main_directions]
     seconds = 10 + 2 * len(names)  # start-ups, in-process translation
     seconds += len(main) * (3 * (5 + plan.rounds * per_target))
     seconds += (len(names) - len(main)) * 3 * (5 + plan.other_rounds * other_target)
     hold = plan.hold_events * plan.hold_pace_ms / 1000 * 0.75 + 5
     seconds += len(main) * 2 * (10 + hold + plan.long_events * 0.0002)
-    seconds += 100 * len(names) if counts else 0  # callgrind, per request and per event
+    seconds += 60 * len(names) if counts else 0  # callgrind: relay and bridge, one run each per direction
     for streams in plan.per_core_steps:  # floor and bridge, often stopped before the last
         seconds += 2 * (max(1.0, streams / plan.per_core_opens) + 1.5 + plan.per_core_seconds)
     for row in plan.thousands if run_thousands else ():
         length = row.ramp + plan.thousands_events * plan.thousands_pace_ms / 1000
-        seconds += 10 + (2 + row.reference) * length
+        seconds += 15 + (2 + row.reference) * length
     return seconds
 
 
