@@ -415,7 +415,7 @@ def per_core_section(capacity, plan):
         "\n".join(lines),
         "",
         f"**Capacity per core: {met:,} streams** (stopped by {why.get(stopped, 'a failure')}; goal ≥ 600: "
-        f"{_verdict(None if stopped in ('load', 'failed') and met < 600 else met >= 600)}).",
+        f"{_verdict(None if stopped != 'bridge' and met < 600 else met >= 600)}).",
         "",
     ]
     return out

@@ -1,4 +1,4 @@
-"""python -m bench [--quick] [--out FILE] [--direction NAME] [--no-thousands]: measure, print, write RESULTS.md.
+"""python -m bench [--quick] [--direction NAME] [--no-thousands] [--per-core-only]: measure, write RESULTS.md.
 
 Per translation direction, three targets answer the same conversation:
 *direct* (the fake upstream itself, the floor of the machine), *relay* (the
@@ -10,7 +10,10 @@ The proxy under test gets one core, so the per-request and per-stream
 metrics run it with one worker, the config's own rule (a process per core).
 Two workers sharing that core made each round a draw: wrk's keep-alive
 connections land on one worker or are split between both, and split rounds
-served 15-25% fewer requests, for relay and bridge alike. Streams held at
+served 15-25% fewer requests, for relay and bridge alike. The directions
+beyond the two main ones get fewer metrics in fewer rounds, so that every
+direction fits one run. The capacity per core raises paced streams through
+one pinned worker until a latency limit passes. Streams held at
 once and memory are measured with the default config. The thousands-of-streams
 thousands of streams come last (bench.load), unpinned, the default config
 on all the cores beside its load client and fake upstream.
