@@ -26,6 +26,7 @@ class Result:
     end: float = 0.0
     body: bytes = b""
     delays: list = dataclasses.field(default_factory=list)  # seconds, one per stamped event
+    emitted: list = dataclasses.field(default_factory=list)  # the upstream's stamp of each of those events
     error: str = ""
 
     @property
@@ -236,7 +237,9 @@ def _finish(result, parser, now, stamps):
                 continue
             seen.add(match.group(1))
             arrival = parser.arrivals[bisect.bisect_left(sizes, match.end())][1]
-            result.delays.append(arrival - float(match.group(1)))
+            emitted = float(match.group(1))
+            result.delays.append(arrival - emitted)
+            result.emitted.append(emitted)
 
 
 def percentile(values, fraction):

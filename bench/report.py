@@ -102,6 +102,8 @@ def direction_table(targets, data):
                 value = None
             values[name] = value
             cells.append(_fmt(value, digits))
+        if all(value is None for value in values.values()):
+            continue  # a metric not taken for this direction
         ratio = _ratio(values["bridge"], values["relay"]) if "upstream" not in key else None
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {_fmt(ratio)} |")
     return "\n".join(lines), s
@@ -177,7 +179,8 @@ def targets_table(s, data, translation, counted, plan):
     checks = []
 
     def check(label, measured, ok, goal):
-        checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
+        if ok is not None or measured.strip("—") and "— vs —" not in measured:  # else not taken
+            checks.append(f"| {label} | {measured} | {goal} | {_verdict(ok)} |")
 
     def ratio_check(label, key, goal, at_most, added=False):
         b = _added(bridge, direct, key) if added else bridge.get(key)
@@ -363,7 +366,62 @@ def thousands_section(thousands, env, plan):
     return out
 
 
-def render(plan, args, titles, results, translations, counted, commands, seconds, env, thousands):
+def per_core_section(capacity, plan):
+    """The capacity per core: one line per step, the floor beside the bridge, and the verdict."""
+    limits = capacity["limits"]
+    out = [
+        "## Capacity per core",
+        "",
+        f"The bridge with one worker (`BRIDGE_WORKERS=1`) pinned to the proxy core; the bench client and the "
+        f"fake upstream on the other. Paced streams of {plan.per_core_rate} events/s ({capacity['direction']}), "
+        f"opened {plan.per_core_opens} a second, measured over the {plan.per_core_seconds:g} s after the last "
+        "is open; the number raised step by step until the bridge's added delay p99 (its p99 minus the "
+        f"floor's) passes {limits['added_p99']:g} ms or its /healthz p99 passes {limits['healthz_p99']:g} ms. "
+        "Each step is first sent straight to the fake upstream (the floor, /healthz asked of the upstream): "
+        f"a floor p99 above {limits['floor_p99']:g} ms means the load side, not the bridge, is the limit "
+        "at that step. Goal: ≥ 600 streams per core.",
+        "",
+    ]
+    if capacity.get("error"):
+        return out + [f"Not measured: `{capacity['error']}`", ""]
+    verdicts = {
+        "within": "within the limits",
+        "bridge": "**the bridge's limit passed**",
+        "load": "**the load side is the limit** (floor above its limit)",
+        "failed": "**failed**",
+    }
+    lines = [
+        "| streams | added delay p50 / p99 (ms) | bridge delay p50 / p99 (ms) | /healthz p99 (ms) "
+        "| floor p50 / p99 (ms) | events measured | verdict |",
+        "|---:|---|---|---:|---|---:|---|",
+    ]
+    for step in capacity["steps"]:
+        floor, bridge = step.get("floor"), step.get("bridge")
+        if not (floor and bridge):
+            lines.append(f"| {step['streams']:,} | failed: `{step.get('error', '')[:200]}` |" + " |" * 5)
+            continue
+        added = [bridge[k] - floor[k] for k in ("p50", "p99")]
+        failed = f" ({bridge['healthz_failed']} failed)" if bridge["healthz_failed"] else ""
+        lines.append(
+            f"| {step['streams']:,} | {_fmt(added[0], 1)} / {_fmt(added[1], 1)} "
+            f"| {_fmt(bridge['p50'], 1)} / {_fmt(bridge['p99'], 1)} | {_fmt(bridge['healthz_p99'], 1)}{failed} "
+            f"| {_fmt(floor['p50'], 1)} / {_fmt(floor['p99'], 1)} | {bridge['events']:,} "
+            f"| {verdicts[step['verdict']]} |"
+        )
+    met = capacity["capacity"]
+    stopped = capacity["steps"][-1]["verdict"] if capacity["steps"] else "within"
+    why = {"within": "the last step", "bridge": "the next step passed a limit", "load": "the load side"}
+    out += [
+        "\n".join(lines),
+        "",
+        f"**Capacity per core: {met:,} streams** (stopped by {why.get(stopped, 'a failure')}; goal ≥ 600: "
+        f"{_verdict(None if stopped != 'bridge' and met < 600 else met >= 600)}).",
+        "",
+    ]
+    return out
+
+
+def render(plan, args, titles, results, translations, counted, commands, seconds, env, thousands, capacity=None):
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
     pins = env["pinning"]
     pin_text = (
@@ -424,26 +482,26 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
             for error in data[target.name].get("errors", []):
                 out.append(f"- {target.name}: a measurement failed: `{error}`")
         checks = targets_table(summary, data, translations.get(name), counted.get(name), plan)
+        main = name in plan.main_directions
+        if not main:
+            out += [
+                "",
+                f"Measured in {plan.other_rounds} round(s): latency at concurrency 1, requests/s at c16 and "
+                "the instruction counts; every other row is taken for the main directions only.",
+            ]
+        out += ["", "### Targets", "", checks, "", "### Per request and per stream", "", table, ""]
+        if main:
+            out += ["### Streams held at once and memory", "", process_table(data, plan), ""]
         out += [
-            "",
-            "### Targets",
-            "",
-            checks,
-            "",
-            "### Per request and per stream",
-            "",
-            table,
-            "",
-            "### Streams held at once and memory",
-            "",
-            process_table(data, plan),
-            "",
             "### Validate and translate one large request, in-process (median ms)",
             "",
             translation_table(translations.get(name)),
             "",
         ]
-    out += thousands_section(thousands, env, plan)
+    if capacity:
+        out += per_core_section(capacity, plan)
+    if titles or thousands:
+        out += thousands_section(thousands, env, plan)
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""python -m bench [--quick] [--out FILE] [--direction NAME] [--no-thousands]: measure, print, write RESULTS.md.
+"""python -m bench [--quick] [--direction NAME] [--no-thousands] [--per-core-only]: measure, write RESULTS.md.
 
 Per translation direction, three targets answer the same conversation:
 *direct* (the fake upstream itself, the floor of the machine), *relay* (the
@@ -10,7 +10,10 @@ The proxy under test gets one core, so the per-request and per-stream
 metrics run it with one worker, the config's own rule (a process per core).
 Two workers sharing that core made each round a draw: wrk's keep-alive
 connections land on one worker or are split between both, and split rounds
-served 15-25% fewer requests, for relay and bridge alike. Streams held at
+served 15-25% fewer requests, for relay and bridge alike. The directions
+beyond the two main ones get fewer metrics in fewer rounds, so that every
+direction fits one run. The capacity per core raises paced streams through
+one pinned worker until a latency limit passes. Streams held at
 once and memory are measured with the default config. The thousands-of-streams
 thousands of streams come last (bench.load), unpinned, the default config
 on all the cores beside its load client and fake upstream.
@@ -35,6 +38,7 @@ from .directions import DIRECTIONS
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
+PER_CORE_OUT = servers.ROOT / "bench" / "out" / "RESULTS-per-core.md"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +86,14 @@ class Plan:
     thousands_events: int = 400  # 20 s
     thousands_pace_ms: int = 50  # 20 events/s, an agent's token rate
     thousands_warm_up_events: int = 20
+    # Every row for these; the other directions get OTHER_METRICS in other_rounds, and instructions.
+    main_directions: tuple = ("messages_to_chat", "chat_to_messages")
+    other_rounds: int = 3
+    # Capacity per core: paced streams this many at once, one step after another until a limit passes.
+    per_core_steps: tuple = (100, 200, 300, 400, 500, 600, 700, 800, 1000, 1200)
+    per_core_rate: int = 20  # events per second per stream
+    per_core_opens: int = 200  # streams opened per second while a step ramps up
+    per_core_seconds: float = 5.0  # measured, once every stream of the step is open
 
 
 QUICK = Plan(
@@ -96,6 +108,9 @@ QUICK = Plan(
     translate_repeats=5,
     thousands=(Thousands(200, 2, reference=True),),
     thousands_events=100,
+    other_rounds=1,
+    per_core_steps=(50, 100),
+    per_core_seconds=2.0,
 )
 # Every tool started and every table filled, at toy scale (tests/deploy/test_bench_smoke.py).
 SMOKE = Plan(
@@ -117,6 +132,9 @@ SMOKE = Plan(
     thousands=(Thousands(20, 0, reference=True),),
     thousands_events=5,
     thousands_warm_up_events=2,
+    other_rounds=1,
+    per_core_steps=(5,),
+    per_core_seconds=0.5,
 )
 
 
@@ -139,14 +157,20 @@ class Target:
 
 
 def targets_for(direction, upstream, relay, bridge):
+    """direct, relay (unless None) and bridge, each sent its protocol's form of the conversation."""
     d = direction
-    return [
+    targets = [
         Target(
             "direct", upstream.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, upstream.pid
         ),
-        Target("relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, relay.pid),
         Target("bridge", bridge.url, d.client_path, d.client_body, d.client_headers, d.client_end, bridge.pid),
     ]
+    if relay:
+        relay_target = Target(
+            "relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, relay.pid
+        )
+        targets.insert(1, relay_target)
+    return targets
 
 
 # ---------------------------------------------------------------- measurements
@@ -257,6 +281,8 @@ METRICS = [
     paced_many,
     large_body,
 ]
+# The directions beyond Plan.main_directions: enough to see each within the ratios, in a session.
+OTHER_METRICS = [latency, METRICS[2]]
 
 
 def warm_up(target):
@@ -335,19 +361,117 @@ def thousands(plan, log):
     return {"cores": sorted(os.sched_getaffinity(0)), "rows": rows}
 
 
+# ---------------------------------------------------------------- capacity per core
+
+PER_CORE_DIRECTION = "messages_to_chat"
+PER_CORE_LIMITS = {"added_p99": 10.0, "healthz_p99": 50.0, "floor_p99": 5.0}  # ms
+
+
+def paced_step(target, plan, streams):
+    """`streams` paced streams opened over a ramp, their events measured once all are open: delay
+    p50/p99 (ms) of those events and /healthz p99 (ms) asked meanwhile on fresh connections."""
+    ramp = max(1.0, streams / plan.per_core_opens)
+    settled = ramp + 0.5  # the last stream opened, its first event out
+    events = round((settled + plan.per_core_seconds) * plan.per_core_rate)
+    model = f"bench-n{events}-p{1000 / plan.per_core_rate:g}"
+    probe = load.HealthProbe(target.url)
+    began = time.monotonic()
+    try:
+        results = target.send(
+            model,
+            True,
+            total=streams,
+            concurrency=streams,
+            stamps=True,
+            ramp=ramp,
+            timeout=events / plan.per_core_rate + 60,
+        )
+    finally:
+        health = probe.stop()
+    _check(results, f"{streams} paced streams")
+    delays = [d * 1000 for r in results for d, e in zip(r.delays, r.emitted, strict=True) if e >= began + settled]
+    if not delays:
+        raise RuntimeError(f"{streams} paced streams: no event after all were open")
+    return {
+        "p50": client.percentile(delays, 0.5),
+        "p99": client.percentile(delays, 0.99),
+        "events": len(delays),
+        "healthz_p99": health["p99"],
+        "healthz_failed": health["failed"],
+    }
+
+
+def per_core(plan, upstream, bridge, log):
+    """Capacity per core: paced streams raised step by step until the bridge's added delay p99 or
+    its /healthz p99 passes its limit, each step first sent straight to the upstream (the floor).
+
+    The bridge (one worker) is on the proxy core, the fake upstream and this process on the
+    other: when the floor passes its own limit, the load side is what stops, not the bridge."""
+    direction = DIRECTIONS[PER_CORE_DIRECTION]
+    direct, target = targets_for(direction, upstream, None, bridge)
+    broken = smoke(target)
+    if broken:
+        return {"direction": PER_CORE_DIRECTION, "limits": PER_CORE_LIMITS, "steps": [], "error": broken}
+    target.send(f"bench-n20-p{1000 / plan.per_core_rate:g}", True, total=50, concurrency=50)  # warm-up
+    steps = []
+    for streams in plan.per_core_steps:
+        step = {"streams": streams}
+        try:
+            step["floor"] = paced_step(direct, plan, streams)
+            log(f"  {streams} streams, floor: p99 {step['floor']['p99']:.1f} ms")
+            step["bridge"] = paced_step(target, plan, streams)
+            log(
+                f"  {streams} streams, bridge: p99 {step['bridge']['p99']:.1f} ms, "
+                f"healthz p99 {step['bridge']['healthz_p99']} ms"
+            )
+        except RuntimeError as exc:
+            step["error"] = str(exc)
+            log(f"    failed: {exc}")
+        step["verdict"] = step_verdict(step)
+        steps.append(step)
+        if step["verdict"] != "within":
+            break
+    within = [step["streams"] for step in steps if step["verdict"] == "within"]
+    return {
+        "direction": PER_CORE_DIRECTION,
+        "limits": PER_CORE_LIMITS,
+        "steps": steps,
+        "capacity": max(within, default=0),
+    }
+
+
+def step_verdict(step):
+    """within (every limit met), bridge (its delay or /healthz passed), load (the floor passed:
+    the load side is the limit at this step) or failed."""
+    if "error" in step:
+        return "failed"
+    if step["floor"]["p99"] > PER_CORE_LIMITS["floor_p99"]:
+        return "load"
+    added = step["bridge"]["p99"] - step["floor"]["p99"]
+    health = step["bridge"]["healthz_p99"]
+    if added > PER_CORE_LIMITS["added_p99"] or health is None or health > PER_CORE_LIMITS["healthz_p99"]:
+        return "bridge"
+    if step["bridge"]["healthz_failed"]:
+        return "failed"
+    return "within"
+
+
 # ---------------------------------------------------------------- the run
 
 
 def measure_direction(direction, plan, upstream, relay, bridge, log):
-    """Every per-request and per-stream metric, in rounds: (targets, {target name: samples})."""
+    """Every per-request and per-stream metric, in rounds: (targets, {target name: samples}); a
+    direction beyond the main ones only OTHER_METRICS, in fewer rounds."""
     targets = targets_for(direction, upstream, relay, bridge)
     data = {t.name: {} for t in targets}
     live = _ready(targets, log)
-    for number in range(plan.rounds):
-        for metric in METRICS:
+    main = direction.name in plan.main_directions
+    rounds, metrics = (plan.rounds, METRICS) if main else (plan.other_rounds, OTHER_METRICS)
+    for number in range(rounds):
+        for metric in metrics:
             order = live[number % len(live) :] + live[: number % len(live)]
             for target in order:
-                log(f"  round {number + 1}/{plan.rounds} {metric.__name__} {target.name}")
+                log(f"  round {number + 1}/{rounds} {metric.__name__} {target.name}")
                 samples = data[target.name]
                 for key, value in _attempt(samples, log, metric, target, plan, upstream.pid).items():
                     samples.setdefault(key, []).append(value)
@@ -413,14 +537,21 @@ def main(argv=None):
         action="store_true",
         help="skip the thousands of streams (about 7 minutes of the full run)",
     )
+    parser.add_argument(
+        "--per-core-only",
+        action="store_true",
+        help=f"only the capacity per core (default out {PER_CORE_OUT.relative_to(servers.ROOT)})",
+    )
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not wrk.available():
         print(wrk.INSTALL_HINT, file=sys.stderr)
         return 2
     plan = SMOKE if args.smoke else QUICK if args.quick else Plan()
-    out = args.out or (QUICK_OUT if args.quick or args.smoke else DEFAULT_OUT)
-    names = args.direction or list(DIRECTIONS)
+    out = args.out or (PER_CORE_OUT if args.per_core_only else QUICK_OUT if args.quick or args.smoke else DEFAULT_OUT)
+    names = [] if args.per_core_only else args.direction or list(DIRECTIONS)
+    counts = instructions.available() and not (args.smoke or args.quick)
+    run_thousands = not (args.no_thousands or args.per_core_only)
     servers.LOGS = pathlib.Path(args.logs)
     servers.LOGS.mkdir(parents=True, exist_ok=True)
     pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -430,6 +561,8 @@ def main(argv=None):
 
     def log(message):
         print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    log(f"estimated duration: {estimate(plan, names, counts, run_thousands) / 60:.1f} minutes")
 
     translations = {}
     for name in names:
@@ -455,7 +588,13 @@ def main(argv=None):
         for name in names:
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
-        for name in names:  # fresh processes per direction: idle memory before any stream was held
+        for server in (relay, bridge):  # the capacity per core has the proxy core to itself
+            server.stop()
+        per_core_bridge = start("bridge, one worker (capacity per core)", servers.bridge(upstream.url, workers=1))
+        log(f"capacity per core: {PER_CORE_DIRECTION}")
+        capacity = per_core(plan, upstream, per_core_bridge, log)
+        per_core_bridge.stop()
+        for name in [n for n in names if n in plan.main_directions]:  # fresh processes: idle memory
             for server in (relay, bridge):
                 server.stop()
             relay = start("relay, default config (streams held, memory)", servers.relay(upstream.url))
@@ -463,7 +602,7 @@ def main(argv=None):
             log(f"capacity {name}")
             measure_capacity(DIRECTIONS[name], plan, upstream, relay, bridge, results[name][1], log)
         counted = {}
-        for name in names if instructions.available() and not (args.smoke or args.quick) else ():
+        for name in names if counts else ():
             if any(target.broken for target in results[name][0]):
                 continue  # a direction a target did not answer (a pair not written yet) has nothing to count
             log(f"instructions per request (callgrind): {name}")
@@ -476,7 +615,7 @@ def main(argv=None):
     finally:
         for server in reversed(running):
             server.stop()
-    many_streams = None if args.no_thousands else thousands(plan, log)
+    many_streams = thousands(plan, log) if run_thousands else None
 
     env = environment()
     env["other_cores"] = _other_cores(cpu_before, _cpu_marks(), time.monotonic() - started)
@@ -491,12 +630,42 @@ def main(argv=None):
         time.monotonic() - started,
         env,
         many_streams,
+        capacity,
     )
     print(text)
     out = pathlib.Path(out)
     out.write_text(text)
     log(f"wrote {out}")
+    log(f"took {(time.monotonic() - started) / 60:.1f} minutes")
     return 0
+
+
+def estimate(plan, names, counts, run_thousands):
+    """Seconds the run should take on an idle machine: each step's known length plus what each
+    took in a measured run (start-ups, warm-ups, callgrind), rough but enough to plan a session."""
+    per_target = (
+        plan.latency_requests * 0.005
+        + plan.streams * 0.006
+        + 3 * (plan.wrk_seconds + 0.3)
+        + plan.paced_streams * plan.paced_events * plan.paced_ms / 1000
+        + 2 * plan.paced_events * plan.paced_ms / 1000  # 32 at once; beside large requests
+        + plan.large_body_events * plan.paced_ms / 1000
+        + 6  # the large requests: building, sending, the last one after the stream
+    )
+    other_target = plan.latency_requests * 0.005 + plan.wrk_seconds + 0.3
+    main = [n for n in names if n in plan.main_directions]
+    seconds = 10 + 2 * len(names)  # start-ups, in-process translation
+    seconds += len(main) * (3 * (5 + plan.rounds * per_target))
+    seconds += (len(names) - len(main)) * 3 * (5 + plan.other_rounds * other_target)
+    hold = plan.hold_events * plan.hold_pace_ms / 1000 * 0.75 + 5
+    seconds += len(main) * 2 * (10 + hold + plan.long_events * 0.0002)
+    seconds += 60 * len(names) if counts else 0  # callgrind: relay and bridge, one run each per direction
+    for streams in plan.per_core_steps:  # floor and bridge, often stopped before the last
+        seconds += 2 * (max(1.0, streams / plan.per_core_opens) + 1.5 + plan.per_core_seconds)
+    for row in plan.thousands if run_thousands else ():
+        length = row.ramp + plan.thousands_events * plan.thousands_pace_ms / 1000
+        seconds += 15 + (2 + row.reference) * length
+    return seconds
 
 
 def _cpu_marks():

@@ -68,11 +68,20 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     assert all(int(cell) > 0 for cell in held.strip("|").split("|")[1:]), held  # relay and bridge hold streams
     # Per-request metrics on one worker for the proxy's one core, capacity on the config as it is.
     commands = [line for line in text.splitlines() if line.startswith(("- relay,", "- bridge,"))]
-    assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == [(True, False)] * 2 + [
+    assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == [(True, False)] * 3 + [
         (False, True)
     ] * 2, commands
     assert str(ROOT) not in text, "the commands name paths relative to the checkout"
+    _assert_per_core_section(text)
     _assert_thousands_section(text)
+
+
+def _assert_per_core_section(text):
+    """The capacity per core: its step measured through the bridge and straight to the upstream."""
+    section = text.split("## Capacity per core", 1)[1].split("\n## ", 1)[0]
+    (step,) = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| 5 |")]
+    assert len(_numbers(step[1:6])) == 8, step  # added, bridge, /healthz, floor, events: all measured
+    assert "**Capacity per core: " in section
 
 
 def _numbers(cells):
@@ -143,6 +152,27 @@ def test_a_thousands_run_that_failed_is_reported_not_measured():
     table = report.thousands_table([(bench.Thousands(4000, 10), [], "TimeoutError: gave up waiting")])
     assert "| 4,000, over 10 s | not measured: `TimeoutError: gave up waiting` |" in table
     assert "Not run (`--no-thousands`)." in report.thousands_section(None, {}, bench.SMOKE)
+
+
+def _step(floor_p99, bridge_p99, healthz_p99):
+    return {
+        "streams": 600,
+        "floor": {"p50": 0.5, "p99": floor_p99, "events": 1, "healthz_p99": 1.0, "healthz_failed": 0},
+        "bridge": {"p50": 1.0, "p99": bridge_p99, "events": 1, "healthz_p99": healthz_p99, "healthz_failed": 0},
+    }
+
+
+def test_a_per_core_step_names_the_limit_it_passed():
+    assert bench.step_verdict(_step(1.0, 10.9, 49.0)) == "within"  # added delay 9.9 ms
+    assert bench.step_verdict(_step(1.0, 11.1, 49.0)) == "bridge"  # added delay 10.1 ms
+    assert bench.step_verdict(_step(1.0, 2.0, 51.0)) == "bridge"  # /healthz
+    assert bench.step_verdict(_step(5.1, 6.0, 10.0)) == "load"  # the floor: the load side is the limit
+    assert bench.step_verdict({"streams": 600, "error": "timeout"}) == "failed"
+    capacity = {"direction": "messages_to_chat", "limits": bench.PER_CORE_LIMITS, "capacity": 0}
+    capacity["steps"] = [{**_step(5.1, 6.0, 10.0), "verdict": "load"}]
+    text = "\n".join(report.per_core_section(capacity, bench.Plan()))
+    assert "| 600 | 0.5 / 0.9 | 1.0 / 6.0 | 10.0 | 0.5 / 5.1 | 1 | **the load side is the limit**" in text
+    assert "stopped by the load side" in text
 
 
 def test_bench_without_wrk_says_how_to_install_it(tmp_path):
