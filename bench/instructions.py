@@ -130,7 +130,8 @@ def _run(upstream_url, target, names, env):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **env, "PROMETHEUS_MULTIPROC_DIR": scratch},
+            # One hash seed: dicts and sets of strings lay out, and cost, the same every run.
+            env={**os.environ, **env, "PROMETHEUS_MULTIPROC_DIR": scratch, "PYTHONHASHSEED": "0"},
         )
         if run.returncode:
             raise RuntimeError(f"the {target} of {', '.join(names)} under callgrind failed: {run.stderr[-2000:]}")
