@@ -1,8 +1,10 @@
 """The directions the benchmark measures: what a client sends the bridge, and what the
 upstream is sent for it, per client protocol -> upstream protocol pair."""
 
+import base64
 import dataclasses
 import json
+import os
 
 from . import corpus
 
@@ -19,6 +21,11 @@ class Direction:
     upstream_headers: dict
     client_end: bytes  # the last event of a complete stream, per protocol
     upstream_end: bytes
+    upstream_route: object = None  # (model, stream) -> path, where the path names them (the clouds)
+
+    def upstream_at(self, model, stream):
+        """The upstream path the relay and the direct client are sent `model`, `stream` to."""
+        return self.upstream_route(model, stream) if self.upstream_route else self.upstream_path
 
 
 # The bench bridge's routes (bridge_routes): a model named `<upstream protocol>/...` goes to the
@@ -33,20 +40,48 @@ def _routed(upstream, make):
 
 
 def bridge_routes(upstream_url):
-    """BRIDGE_ROUTES for a bridge in front of the bench upstream at `upstream_url`."""
-    return json.dumps(
+    """BRIDGE_ROUTES for a bridge in front of the bench upstream at `upstream_url`, and of the
+    fake clouds (bench/clouds.py) when the environment names them (BENCH_CLOUDS)."""
+    routes = [
         {
-            "routes": [
-                {
-                    "models": [f"{protocol}/*"],
-                    "deployments": [
-                        {"name": f"bench-{protocol}", "protocol": protocol, "base_url": f"{upstream_url}/v1"}
-                    ],
-                }
-                for protocol in ROUTED
-            ]
+            "models": [f"{protocol}/*"],
+            "deployments": [{"name": f"bench-{protocol}", "protocol": protocol, "base_url": f"{upstream_url}/v1"}],
         }
-    )
+        for protocol in ROUTED
+    ]
+    if os.environ.get("BENCH_CLOUDS"):
+        routes += cloud_routes(os.environ["BENCH_CLOUDS"], os.environ["BENCH_VERTEX_KEY"])
+    return json.dumps({"routes": routes})
+
+
+# The stream lengths the clouds' routes serve. A cloud deployment names its model, so each
+# shape of answer (bench/upstream.py's model names) is a route of its own: `bedrock/bench-n50`
+# goes to the Bedrock deployment of model `bench-n50`. bench.instructions uses the last two.
+CLOUD_EVENTS = (5, 50, 500, 3000)
+_CLOUD_FIELDS = {
+    "bedrock": lambda url, key_file: {"region": "us-east-1"},
+    "vertex": lambda url, key_file: {"project": "bench", "region": "us-east5", "credentials_file": key_file},
+}
+
+
+def cloud_routes(clouds_url, key_file):
+    """Routes to the fake clouds at `clouds_url`, for each cloud and answer shape."""
+    return [
+        {
+            "models": [f"{cloud}/bench-n{events}"],
+            "deployments": [
+                {
+                    "name": f"bench-{cloud}-n{events}",
+                    "cloud": cloud,
+                    "endpoint_url": clouds_url,
+                    "model": f"bench-n{events}",
+                    **fields(clouds_url, key_file),
+                }
+            ],
+        }
+        for cloud, fields in _CLOUD_FIELDS.items()
+        for events in CLOUD_EVENTS
+    ]
 
 
 _ANTHROPIC_HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
@@ -110,6 +145,59 @@ DIRECTIONS = {
             _RESPONSES,
             _CHAT,
             "openai-chat",
+        ),
+    )
+}
+
+
+def _bedrock_path(model, stream):
+    return f"/model/{model}/{'invoke-with-response-stream' if stream else 'invoke'}"
+
+
+def _vertex_path(model, stream):
+    models = "/v1/projects/bench/locations/us-east5/publishers/anthropic/models"
+    return f"{models}/{model}:{'streamRawPredict' if stream else 'rawPredict'}"
+
+
+def _bedrock_body(model, stream):
+    """The Messages request as Bedrock takes it: the path names model and stream."""
+    body = {k: v for k, v in corpus.anthropic_small(model, stream).items() if k not in ("model", "stream")}
+    return {**body, "anthropic_version": "bedrock-2023-05-31"}
+
+
+def _vertex_body(model, stream):
+    """The Messages request as Vertex takes it: the path names the model."""
+    body = {k: v for k, v in corpus.anthropic_small(model, stream).items() if k != "model"}
+    return {**body, "anthropic_version": "vertex-2023-10-16"}
+
+
+# A Bedrock stream's last frame carries message_stop as base64 JSON (bench/clouds.py).
+_BEDROCK_END = base64.b64encode(b'{"type":"message_stop"}')
+
+# A Messages client to Claude on a cloud (bench/clouds.py's fake, its own process): counted by
+# bench.instructions; the relay is sent what the bridge sends the cloud, unsigned.
+CLOUD_DIRECTIONS = {
+    direction.name: direction
+    for direction in (
+        dataclasses.replace(
+            _direction(
+                "messages_to_bedrock",
+                "messages → bedrock: Anthropic client, Claude on Amazon Bedrock",
+                _MESSAGES,
+                ("/model", _bedrock_body, {}, _BEDROCK_END),
+                "bedrock",
+            ),
+            upstream_route=_bedrock_path,
+        ),
+        dataclasses.replace(
+            _direction(
+                "messages_to_vertex",
+                "messages → vertex: Anthropic client, Claude on Google Vertex AI",
+                _MESSAGES,
+                ("/v1/projects", _vertex_body, {}, b"message_stop"),
+                "vertex",
+            ),
+            upstream_route=_vertex_path,
         ),
     )
 }

@@ -89,6 +89,7 @@ def apps(upstream_url, log_level="WARNING"):
                 "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
                 "BRIDGE_ROUTES": bridge_routes(upstream_url),
                 "BRIDGE_LOG_LEVEL": log_level,
+                "BRIDGE_ALLOW_OPEN_RELAY": "true",  # the clouds' routes hold credentials (bench/clouds.py)
             }
         )
     )

@@ -2,8 +2,9 @@
 
 A minimal Flask app, served by gunicorn with the bridge's own
 deploy/gunicorn.conf.py, that forwards the request body unchanged to the
-same upstream over one shared requests.Session (`trust_env` off, a pool as
-large as the bridge's) and streams the upstream bytes back as they arrive.
+same upstream (bench/upstream.py, or bench/clouds.py, unsigned) over one
+shared requests.Session (`trust_env` off, a pool as large as the bridge's)
+and streams the upstream bytes back as they arrive.
 No validation, no translation, no keep-alive pings: whatever the bridge
 costs beyond this is the cost of its own work.
 
@@ -18,6 +19,8 @@ from requests.adapters import HTTPAdapter
 
 UPSTREAM = os.environ["BENCH_UPSTREAM"].rstrip("/")
 
+STREAMS = ("text/event-stream", "application/vnd.amazon.eventstream")  # Bedrock's binary one
+
 app = Flask(__name__)
 session = requests.Session()
 session.trust_env = False
@@ -30,7 +33,7 @@ def forward(path):
         f"{UPSTREAM}/{path}", data=request.get_data(), headers={"content-type": "application/json"}, stream=True
     )
     content_type = upstream.headers.get("content-type", "application/json")
-    if not content_type.startswith("text/event-stream"):
+    if not content_type.startswith(STREAMS):
         return Response(upstream.content, status=upstream.status_code, content_type=content_type)
 
     def chunks():
