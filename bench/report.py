@@ -4,7 +4,7 @@ import os
 import shlex
 import statistics
 
-from . import client, wrk
+from . import client, instructions, wrk
 from .processes import ROOT
 
 
@@ -195,19 +195,18 @@ def targets_table(s, data, translation, counted, plan):
         )
 
     ratio_check("added latency p50, c1 (ms)", "lat_p50", 1.2, True, added=True)
-    ratio_check("server CPU per request (ms)", "rps16_cpu", 1.2, True)
+    ratio_check("server CPU per request (ms)", "rps16_cpu", 1.1, True)
 
-    def instructions_check(label, counts, scale, digits):
-        ratio = counts["bridge"] / counts["relay"]
-        shown = f"{counts['bridge'] / scale:.{digits}f} vs {counts['relay'] / scale:.{digits}f} → {ratio:.2f}×"
-        check(label, shown, ratio <= 1.2, "≤ 1.2× relay")
+    def instructions_check(label, kind, scale, digits):
+        bridge, relay = counted["bridge"][kind], counted["relay"][kind]
+        shown = f"{bridge / scale:.{digits}f} vs {relay / scale:.{digits}f} → {bridge / relay:.2f}×"
+        check(label, shown, bridge <= relay, "≤ 1.0× relay")
 
     if counted:
-        instructions_check("CPU per request in instructions, in-process (callgrind; millions)", counted, 1e6, 2)
-        if counted.get("per_event"):
-            label = "CPU per upstream event of a long stream in instructions (callgrind; thousands)"
-            instructions_check(label, counted["per_event"], 1e3, 1)
-    ratio_check("requests/s, c16", "rps16", 0.85, False)
+        instructions_check("CPU per request in instructions, in-process (callgrind; millions)", "request", 1e6, 2)
+        label = "CPU per upstream event of a long stream in instructions (callgrind; thousands)"
+        instructions_check(label, "event", 1e3, 1)
+    ratio_check("requests/s, c16", "rps16", 0.9, False)
     ratio_check("streams/s, c32", "sps32", 0.85, False)
     for pct, goal in (("p50", 0.5), ("p99", 2.0)):
         added = _added(bridge, direct, f"delay_{pct}")
@@ -496,6 +495,18 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
             "### Validate and translate one large request, in-process (median ms)",
             "",
             translation_table(translations.get(name)),
+            "",
+        ]
+    if counted:
+        out += [
+            "## Instructions per request and per upstream event, every direction",
+            "",
+            "bench/instructions.py (callgrind, in-process, access log on, metrics in a multiprocess "
+            "directory); the Bedrock and Vertex directions against bench/clouds.py, their relay to the "
+            "same fake. The last column compares the bridge with bench/instructions.json, the counts "
+            "tests/bench/test_instructions.py holds it to.",
+            "",
+            instructions.table(counted, instructions.load()),
             "",
         ]
     if capacity:

@@ -34,7 +34,7 @@ import traceback
 from importlib import metadata
 
 from . import client, corpus, instructions, load, procstat, report, servers, translate, wrk
-from .directions import DIRECTIONS
+from .directions import CLOUD_DIRECTIONS, DIRECTIONS
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
@@ -602,13 +602,12 @@ def main(argv=None):
             log(f"capacity {name}")
             measure_capacity(DIRECTIONS[name], plan, upstream, relay, bridge, results[name][1], log)
         counted = {}
-        for name in names if counts else ():
-            if any(target.broken for target in results[name][0]):
-                continue  # a direction a target did not answer (a pair not written yet) has nothing to count
-            log(f"instructions per request (callgrind): {name}")
-            counted[name] = instructions.per_request(upstream.url, name)
-            log(f"instructions per upstream event of a long stream (callgrind): {name}")
-            counted[name]["per_event"] = instructions.per_event(upstream.url, name)
+        if counts:
+            # A direction a target did not answer (a pair not written yet) has nothing to count.
+            answered = [name for name in names if not any(target.broken for target in results[name][0])]
+            counting = answered + list(CLOUD_DIRECTIONS)
+            log(f"instructions per request and per upstream event (callgrind): {', '.join(counting)}")
+            counted = instructions.measure_all(counting)
     except Exception:
         traceback.print_exc()
         return 1
@@ -659,7 +658,7 @@ def estimate(plan, names, counts, run_thousands):
     seconds += (len(names) - len(main)) * 3 * (5 + plan.other_rounds * other_target)
     hold = plan.hold_events * plan.hold_pace_ms / 1000 * 0.75 + 5
     seconds += len(main) * 2 * (10 + hold + plan.long_events * 0.0002)
-    seconds += 60 * len(names) if counts else 0  # callgrind: relay and bridge, one run each per direction
+    seconds += 200 if counts else 0  # callgrind: every direction in two runs per target, on both cores
     for streams in plan.per_core_steps:  # floor and bridge, often stopped before the last
         seconds += 2 * (max(1.0, streams / plan.per_core_opens) + 1.5 + plan.per_core_seconds)
     for row in plan.thousands if run_thousands else ():
