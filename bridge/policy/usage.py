@@ -78,9 +78,10 @@ _DAY_KEPT = 35 * 86400  # `bridge usage` reads today's counts; a month stays for
 _SPEND_KEPT = 400 * 86400  # spend per day by key, team, user and model: a year of chargeback
 RESERVATION_SECONDS = 900  # a reservation never settled (its worker killed mid-call) lapses then
 QUEUED = 10_000  # usage counts a worker keeps for Redis at most
-_BATCH = 500  # counts the writer sends in one transaction at most
+_BATCH = 500  # counts the writer sends in one script call at most
 GATHER_SECONDS = 0.05  # the writer's wait for more counts to send with the first: one write per batch, not per request
 AWAY_RETRY_SECONDS = 5.0  # how often the writer asks a Redis that failed whether it is back
+RESERVE_PRICES_KEPT = 1000  # models whose reserve price a worker keeps (matching the routes' globs is dear)
 
 CLIENT_REQUESTS = Counter(
     "bridge_client_requests",
@@ -461,12 +462,14 @@ class Accounts:
         return found
 
     def reserve_price(self, model):
-        """_reserve_price, kept for the models the routes and the model map name (a bounded set)."""
-        if model not in self.models:
-            return self._reserve_price(model)
-        if model not in self._reserve_prices:
-            self._reserve_prices[model] = self._reserve_price(model)
-        return self._reserve_prices[model]
+        """_reserve_price, kept for the first RESERVE_PRICES_KEPT models asked for (a client
+        names the model: what is kept has a bound)."""
+        if model in self._reserve_prices:
+            return self._reserve_prices[model]
+        price = self._reserve_price(model)
+        if len(self._reserve_prices) < RESERVE_PRICES_KEPT:
+            self._reserve_prices[model] = price
+        return price
 
     def _reserve_price(self, model):
         """The dearest input and output prices of the deployments that may serve `model`, to
