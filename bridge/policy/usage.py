@@ -31,8 +31,9 @@ in flight reserved (`estimated` input and output at the dearest prices that may 
 model), each budget with its own sorted set of reservations, settled as the tokens' are.
 
 Counting goes off every request's path: the end of a request puts its counts on its worker's
-queue, and one writer thread per worker sends what is queued to Redis, in one transaction, as
-soon as it is there. A full queue drops and counts (bridge_usage_dropped_total), as does a
+queue, and one writer thread per worker waits GATHER_SECONDS after the first for more, then
+sends them all in one script call, summed by key (_Tally: one wake-up and one round trip per
+batch, not per request). A full queue drops and counts (bridge_usage_dropped_total), as does a
 write Redis did not confirm (it may still have applied it: never sent twice). While Redis is
 away, counts wait in the queue and the writer asks every AWAY_RETRY_SECONDS whether it is back;
 at the worker's exit it writes what is left.
