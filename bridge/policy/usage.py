@@ -581,12 +581,11 @@ class _Tally:
             self.add(f"bridge:tpm:{client}:{int(when // 60)}", tokens, 120)
             self.add(f"bridge:tpd:{client}:{day(when)}", tokens, 2 * 86400)
         usage = self.hashes[self.key(usage_key(client, when)), _DAY_KEPT]
-        usage["requests"] += 1
-        usage.update(used)
-        counts = {"requests": 1, **counted.spent}
+        usage.update({"requests": 1, **{kind: count for kind, count in used.items() if count}})
+        counts = {"requests": 1, **{kind: count for kind, count in counted.spent.items() if count}}
         if counted.micros is None:
             counts["unpriced"] = 1
-        else:
+        elif counted.micros:
             counts["micros"] = counted.micros
         users = self.key(f"bridge:users:{day(when)}:{client}")
         spend = self.spends[self.key(spend_key(when)), users, f"{client}|{counted.team}|", counted.user or "-"]
