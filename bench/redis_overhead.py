@@ -8,13 +8,15 @@ Needs no wrk: bench/client.py drives them. Three gunicorn servers from deploy/gu
 with one worker each, in front of the bench upstream (a priced deployment), each with a client
 key: *plain* without Redis; *limited* with a redis-server on loopback and limits on that key
 high enough never to refuse (rpm, tpm and tpd: the Lua script runs with all three checks, and
-the usage pipeline after each answer); *budgeted* with the same Redis, its key held there
+the usage writer counts each answer); *budgeted* with the same Redis, its key held there
 (BRIDGE_REDIS_KEYS: a model allow list, its own limits and budget), and budgets on its team and
 user too, all too high to refuse: admission reserves tokens and money in three budgets, the
-usage pipeline settles them and writes the spend. Rounds alternate; per round, non-streamed
-latency one call at a time (p50, p99) and calls per second over 16 connections, and a Redis
-round trip (a PING's p50) to read the differences by; then, in this process, one admission's
-time and round trips with the limited target's limits and with the budgeted one's budgets.
+usage writer settles them and writes the spend. Rounds alternate; per round, non-streamed
+latency one call at a time (p50, p99), calls per second over 16 connections, and the CPU time a
+call costs the bridge (its worker, the usage writer's thread included) and Redis, steadier than
+the timings on a shared machine; and a Redis round trip (a PING's p50) to read the differences
+by. Then, in this process, one admission's time and round trips with the limited target's
+limits and with the budgeted one's budgets.
 Prints a Markdown table; only the differences within one run mean anything.
 """
 
@@ -26,7 +28,7 @@ import time
 
 import redis
 
-from bench import client
+from bench import client, procstat
 from bench.processes import Gunicorn, RedisServer
 from bridge import settings
 from bridge.gateway import routes
@@ -42,11 +44,14 @@ HEADERS = {"authorization": "Bearer sk-bench"}
 NEVER = 10**12  # a limit or budget no run reaches
 
 
-def one_round(server, calls, headers):
+def one_round(server, calls, headers, redis_server):
+    cpu = procstat.cpu_seconds(server.process.pid), procstat.cpu_seconds(redis_server.process.pid)
     sequential = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=1)
     started = time.monotonic()
     concurrent = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=16)
     elapsed = time.monotonic() - started
+    bridge_cpu = procstat.cpu_seconds(server.process.pid) - cpu[0]
+    redis_cpu = procstat.cpu_seconds(redis_server.process.pid) - cpu[1]
     statuses = {r.status for r in sequential + concurrent}
     assert statuses == {200}, f"{server.url} answered {statuses}"
     latencies = [r.end - r.start for r in sequential]
@@ -54,6 +59,8 @@ def one_round(server, calls, headers):
         client.percentile(latencies, 0.5) * 1000,
         client.percentile(latencies, 0.99) * 1000,
         len(concurrent) / elapsed,
+        bridge_cpu / (2 * calls) * 1000,
+        redis_cpu / (2 * calls) * 1000,
     )
 
 
@@ -167,12 +174,12 @@ def main(argv=None):
         )
         headers = {"plain": HEADERS, "limited": HEADERS, "budgeted": {"authorization": f"Bearer {held}"}}
         for name, server in targets.items():
-            one_round(server, min(args.calls, 200), headers[name])  # warm-up
+            one_round(server, min(args.calls, 200), headers[name], redis_server)  # warm-up
         measured = {name: [] for name in targets}
         pings = []
         for _ in range(args.rounds):
             for name, server in targets.items():
-                measured[name].append(one_round(server, args.calls, headers[name]))
+                measured[name].append(one_round(server, args.calls, headers[name], redis_server))
             pings.append(round_trip(store))
         alone = admissions(redis_server.url)
     finally:
@@ -186,15 +193,16 @@ def main(argv=None):
         name: [statistics.median(column) for column in zip(*values, strict=True)] for name, values in measured.items()
     }
     print(f"{args.rounds} rounds of {args.calls} calls, medians over rounds; one worker each\n")
-    print("| target | latency p50 (ms) | latency p99 (ms) | calls/s at c16 |")
-    print("|---|---|---|---|")
-    for name, (p50, p99, rate) in rows.items():
-        print(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} |")
+    columns = "latency p50 (ms) | latency p99 (ms) | calls/s at c16 | bridge CPU ms a call | Redis CPU ms a call"
+    print(f"| target | {columns} |")
+    print("|---|---|---|---|---|---|")
+    for name, (p50, p99, rate, bridge_cpu, redis_cpu) in rows.items():
+        print(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} | {bridge_cpu:.3f} | {redis_cpu:.3f} |")
     for more, less in (("limited", "plain"), ("budgeted", "limited")):
         high, low = rows[more], rows[less]
         print(
             f"| {more} - {less} | {high[0] - low[0]:+.2f} | {high[1] - low[1]:+.2f} | "
-            f"{(high[2] / low[2] - 1) * 100:+.1f}% |"
+            f"{(high[2] / low[2] - 1) * 100:+.1f}% | {high[3] - low[3]:+.3f} | {high[4] - low[4]:+.3f} |"
         )
     print(f"\na Redis round trip (PING, p50): {statistics.median(pings):.2f} ms")
     for name, (took, trips) in alone.items():

@@ -31,8 +31,9 @@ in flight reserved (`estimated` input and output at the dearest prices that may 
 model), each budget with its own sorted set of reservations, settled as the tokens' are.
 
 Counting goes off every request's path: the end of a request puts its counts on its worker's
-queue, and one writer thread per worker sends what is queued to Redis, in one transaction, as
-soon as it is there. A full queue drops and counts (bridge_usage_dropped_total), as does a
+queue, and one writer thread per worker waits GATHER_SECONDS after the first for more, then
+sends them all in one script call, summed by key (_Tally: one wake-up and one round trip per
+batch, not per request). A full queue drops and counts (bridge_usage_dropped_total), as does a
 write Redis did not confirm (it may still have applied it: never sent twice). While Redis is
 away, counts wait in the queue and the writer asks every AWAY_RETRY_SECONDS whether it is back;
 at the worker's exit it writes what is left.
@@ -47,6 +48,7 @@ the timeout, and neither is a stack trace.
 import atexit
 import calendar
 import collections
+import functools
 import logging
 import math
 import os
@@ -77,8 +79,10 @@ _DAY_KEPT = 35 * 86400  # `bridge usage` reads today's counts; a month stays for
 _SPEND_KEPT = 400 * 86400  # spend per day by key, team, user and model: a year of chargeback
 RESERVATION_SECONDS = 900  # a reservation never settled (its worker killed mid-call) lapses then
 QUEUED = 10_000  # usage counts a worker keeps for Redis at most
-_BATCH = 500  # counts the writer sends in one transaction at most
+_BATCH = 500  # counts the writer sends in one script call at most
+GATHER_SECONDS = 0.05  # the writer's wait for more counts to send with the first: one write per batch, not per request
 AWAY_RETRY_SECONDS = 5.0  # how often the writer asks a Redis that failed whether it is back
+RESERVE_PRICES_KEPT = 1000  # models whose reserve price a worker keeps (matching the routes' globs is dear)
 
 CLIENT_REQUESTS = Counter(
     "bridge_client_requests",
@@ -182,39 +186,62 @@ end
 return soft
 """
 
-# KEYS: the day's spend hash, the client's users of the day (a set), the client's own day and month
-# hashes. ARGV: the most users a key may have in a day (further ones count as `other`, so that a
-# trusted client cannot grow the hash without bound), `client|team|`, the user (- for none), the
-# model, then kind and count pairs.
-_SPEND = """
-local user = ARGV[3]
-if user ~= '-' and redis.call('SISMEMBER', KEYS[2], user) == 0 then
-    if redis.call('SCARD', KEYS[2]) < tonumber(ARGV[1]) then
-        redis.call('SADD', KEYS[2], user)
-        redis.call('EXPIRE', KEYS[2], 2 * 86400)
-    else
-        user = 'other'
+# One batch of counts (_Tally), summed by key. KEYS: every key the batch writes; ARGV: the most
+# users a key may have in a day (further ones count as `other`, so that a trusted client cannot
+# grow the spend hash without bound), then four runs, each its number of entries first, a key
+# named by its index in KEYS:
+#   reservations settled: set, sum, member, amount (released once: only while the set holds it);
+#   counters: key, amount, the seconds it lives;
+#   hashes: key, the seconds it lives, n, then n field and amount pairs;
+#   spend by user: the day's spend hash, the client's users of the day, `client|team|`, the user
+#   (- for none), n, then n `model|kind` and amount pairs.
+_COUNT = """
+local at = 2
+local function count()
+    at = at + 1
+    return tonumber(ARGV[at - 1])
+end
+local function key(offset) return KEYS[tonumber(ARGV[at + offset])] end
+for _ = 1, count() do
+    local set, sum = key(0), key(1)
+    if redis.call('ZREM', set, ARGV[at + 2]) == 1 then
+        redis.call('DECRBY', sum, ARGV[at + 3])
+        if redis.call('ZCARD', set) == 0 then redis.call('DEL', sum) end
     end
+    at = at + 4
 end
-local field = ARGV[2] .. user .. '|' .. ARGV[4] .. '|'
-for pair = 5, #ARGV, 2 do
-    redis.call('HINCRBY', KEYS[1], field .. ARGV[pair], ARGV[pair + 1])
-    redis.call('HINCRBY', KEYS[3], ARGV[4] .. '|' .. ARGV[pair], ARGV[pair + 1])
-    redis.call('HINCRBY', KEYS[4], ARGV[4] .. '|' .. ARGV[pair], ARGV[pair + 1])
+for _ = 1, count() do
+    redis.call('INCRBY', key(0), ARGV[at + 1])
+    redis.call('EXPIRE', key(0), ARGV[at + 2])
+    at = at + 3
 end
-redis.call('EXPIRE', KEYS[1], SPEND_KEPT)
-redis.call('EXPIRE', KEYS[3], 2 * 86400)
-redis.call('EXPIRE', KEYS[4], 63 * 86400)
+for _ = 1, count() do
+    local hash, seconds = key(0), ARGV[at + 1]
+    at = at + 2
+    for _ = 1, count() do
+        redis.call('HINCRBY', hash, ARGV[at], ARGV[at + 1])
+        at = at + 2
+    end
+    redis.call('EXPIRE', hash, seconds)
+end
+for _ = 1, count() do
+    local hash, users, prefix, user = key(0), key(1), ARGV[at + 2], ARGV[at + 3]
+    at = at + 4
+    if user ~= '-' and redis.call('SISMEMBER', users, user) == 0 then
+        if redis.call('SCARD', users) < tonumber(ARGV[1]) then
+            redis.call('SADD', users, user)
+            redis.call('EXPIRE', users, 2 * 86400)
+        else
+            user = 'other'
+        end
+    end
+    for _ = 1, count() do
+        redis.call('HINCRBY', hash, prefix .. user .. '|' .. ARGV[at], ARGV[at + 1])
+        at = at + 2
+    end
+    redis.call('EXPIRE', hash, SPEND_KEPT)
+end
 """.replace("SPEND_KEPT", str(_SPEND_KEPT))
-
-# KEYS: the client's reservations and their sum; ARGV: the reservation's member and tokens. A
-# reservation that lapsed meanwhile is gone already: nothing to release twice.
-_RELEASE = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-    redis.call('DECRBY', KEYS[2], ARGV[2])
-    if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
-end
-"""
 
 # A run of base64 this long is data (an image, a file, encrypted reasoning), not text: found in
 # a copy of the body where every base64 byte is `a` and any other a space (bytes.find runs at C
@@ -238,7 +265,14 @@ def connect(settings):
 
 
 def day(now):
-    return time.strftime("%Y-%m-%d", time.gmtime(now))
+    return _dates(int(now // 86400))[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _dates(days):
+    """The UTC day and month (YYYY-MM-DD, YYYY-MM) of a day since the epoch: every request's keys name them."""
+    moment = time.gmtime(days * 86400)
+    return time.strftime("%Y-%m-%d", moment), time.strftime("%Y-%m", moment)
 
 
 def usage_key(client, when):
@@ -306,7 +340,7 @@ def budget_keys(scope, name, when):
 
 
 def month(now):
-    return time.strftime("%Y-%m", time.gmtime(now))
+    return _dates(int(now // 86400))[1]
 
 
 def spend_key(when):
@@ -329,13 +363,13 @@ class Accounts:
         self.budgets = {(budget.scope, budget.name): budget for budget in settings.budgets}
         self.table = table
         self.prices = {deployment.name: deployment.prices for deployment in table.deployments()}
+        self._reserve_prices = {}
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
         checks = self.limits or self.budgets or settings.redis_keys
         self._admit = self.redis.register_script(_ADMIT) if checks else None
-        self._release = self.redis.register_script(_RELEASE) if checks else None
-        self._spend = self.redis.register_script(_SPEND) if self.redis is not None else None
+        self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
         for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
@@ -364,7 +398,7 @@ class Accounts:
             input_tokens, output_tokens = estimated(*call, self.output_cap)
             if limits.tokens_per_minute or limits.tokens_per_day:
                 tokens = input_tokens + output_tokens
-            price = self._reserve_price(record.model) if budgets else None
+            price = self.reserve_price(record.model) if budgets else None
             if price is not None:
                 micros = prices.micros((input_tokens * price.input + output_tokens * price.output) / prices.MILLION)
         hexid = secrets.token_hex(8)
@@ -427,6 +461,16 @@ class Accounts:
             if budget is not None:
                 found.append((budget, name))
         return found
+
+    def reserve_price(self, model):
+        """_reserve_price, kept for the first RESERVE_PRICES_KEPT models asked for (a client
+        names the model: what is kept has a bound)."""
+        if model in self._reserve_prices:
+            return self._reserve_prices[model]
+        price = self._reserve_price(model)
+        if len(self._reserve_prices) < RESERVE_PRICES_KEPT:
+            self._reserve_prices[model] = price
+        return price
 
     def _reserve_price(self, model):
         """The dearest input and output prices of the deployments that may serve `model`, to
@@ -492,52 +536,90 @@ class Accounts:
                 )
             )
 
-    def store(self, pipe, counted):
-        """Add to a transaction one request's counts (when it was admitted): the token windows
-        the limits read, the day's usage per kind, its spend for the budgets and per key, team,
-        user and model; and its reservations released."""
-        client, reserved, when = counted.client, counted.reserved, counted.when
-        if reserved is not None:
-            if reserved.tokens:
-                self._release(held_keys(client), (reserved.member, reserved.tokens), client=pipe)
-            if reserved.micros:
-                for held in reserved.budgets:
-                    self._release(held, (reserved.money, reserved.micros), client=pipe)
-        if not counted.admitted:
-            return
-        used = counted.used
-        tokens = used["input"] + used["output"]
-        per_minute, per_day = f"bridge:tpm:{client}:{int(when // 60)}", f"bridge:tpd:{client}:{day(when)}"
-        key = usage_key(client, when)
-        if tokens:
-            pipe.incrby(per_minute, tokens).expire(per_minute, 120)
-            pipe.incrby(per_day, tokens).expire(per_day, 2 * 86400)
-        pipe.hincrby(key, "requests", 1)
-        for kind, count in used.items():
-            if count:
-                pipe.hincrby(key, kind, count)
-        pipe.expire(key, _DAY_KEPT)
-        counts = {"requests": 1, **counted.spent}
-        if counted.micros is None:
-            counts["unpriced"] = 1
-        else:
-            counts["micros"] = counted.micros
-        keys = (spend_key(when), f"bridge:users:{day(when)}:{client}", *key_spend_keys(client, when))
-        arguments = [self.users_per_key, f"{client}|{counted.team}|", counted.user or "-", counted.model]
-        arguments += [item for kind, count in counts.items() if count for item in (kind, count)]
-        self._spend(keys, arguments, client=pipe)
-        if counted.micros:
-            for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
-                if name:
-                    _, _, today_key, month_key = budget_keys(scope, name, when)
-                    pipe.incrby(today_key, counted.micros).expire(today_key, 2 * 86400)
-                    pipe.incrby(month_key, counted.micros).expire(month_key, 63 * 86400)
+    def store(self, batch):
+        """Write a batch of requests' counts (those admitted): the token windows the limits read,
+        the day's usage per kind, the spend for the budgets and per key, team, user and model;
+        and their reservations released. One script call, its counts summed by key (_Tally)."""
+        tally = _Tally()
+        for counted in batch:
+            tally.count(counted)
+        self._count(list(tally.keys), [self.users_per_key, *tally.arguments()])
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()
         # The error names host and port, never the password.
         mode = "closed" if self.fail_closed else "open"
         log.warning("redis %s failed (BRIDGE_REDIS_FAILURE=%s): %s", operation, mode, error)
+
+
+class _Tally:
+    """A batch's counts summed by Redis key, as the arguments of the _COUNT script."""
+
+    def __init__(self):
+        self.keys = {}  # each key written: its index in KEYS, from 1
+        self.released = []
+        self.counters = {}  # index: [amount, seconds it lives]
+        self.hashes = collections.defaultdict(collections.Counter)  # (index, seconds it lives): {field: amount}
+        self.spends = collections.defaultdict(collections.Counter)  # (hash, users, prefix, user): {model|kind: amount}
+
+    def key(self, name):
+        return self.keys.setdefault(name, len(self.keys) + 1)
+
+    def count(self, counted):
+        client, reserved, when = counted.client, counted.reserved, counted.when
+        if reserved is not None:
+            if reserved.tokens:
+                self.released += (*map(self.key, held_keys(client)), reserved.member, reserved.tokens)
+            if reserved.micros:
+                for held in reserved.budgets:
+                    self.released += (*map(self.key, held), reserved.money, reserved.micros)
+        if not counted.admitted:
+            return
+        used = counted.used
+        tokens = used["input"] + used["output"]
+        if tokens:
+            self.add(f"bridge:tpm:{client}:{int(when // 60)}", tokens, 120)
+            self.add(f"bridge:tpd:{client}:{day(when)}", tokens, 2 * 86400)
+        usage = self.hashes[self.key(usage_key(client, when)), _DAY_KEPT]
+        usage.update({"requests": 1, **{kind: count for kind, count in used.items() if count}})
+        counts = {"requests": 1, **{kind: count for kind, count in counted.spent.items() if count}}
+        if counted.micros is None:
+            counts["unpriced"] = 1
+        elif counted.micros:
+            counts["micros"] = counted.micros
+        users = self.key(f"bridge:users:{day(when)}:{client}")
+        spend = self.spends[self.key(spend_key(when)), users, f"{client}|{counted.team}|", counted.user or "-"]
+        today, this_month = key_spend_keys(client, when)
+        for hash, seconds in ((today, 2 * 86400), (this_month, 63 * 86400)):
+            own = self.hashes[self.key(hash), seconds]
+            for kind, count in counts.items():
+                own[f"{counted.model}|{kind}"] += count
+        for kind, count in counts.items():
+            spend[f"{counted.model}|{kind}"] += count
+        if counted.micros:
+            for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
+                if name:
+                    _, _, today_key, month_key = budget_keys(scope, name, when)
+                    self.add(today_key, counted.micros, 2 * 86400)
+                    self.add(month_key, counted.micros, 63 * 86400)
+
+    def add(self, name, amount, seconds):
+        self.counters.setdefault(self.key(name), [0, seconds])[0] += amount
+
+    def arguments(self):
+        """Every run after the users' cap: its number of entries, then its entries (_COUNT)."""
+        arguments = [len(self.released) // 4, *self.released, len(self.counters)]
+        for index, (amount, seconds) in self.counters.items():
+            arguments += (index, amount, seconds)
+        arguments.append(len(self.hashes))
+        for (index, seconds), fields in self.hashes.items():
+            pairs = [item for field, amount in fields.items() if amount for item in (field, amount)]
+            arguments += (index, seconds, len(pairs) // 2, *pairs)
+        arguments.append(len(self.spends))
+        for (hash, users, prefix, user), fields in self.spends.items():
+            pairs = [item for field, amount in fields.items() if amount for item in (field, amount)]
+            arguments += (hash, users, prefix, user, len(pairs) // 2, *pairs)
+        return arguments
 
 
 class _Writer:
@@ -588,6 +670,8 @@ class _Writer:
         while True:
             if not batch:
                 batch.append(self._queue.get())
+                if self._queue.qsize() < _BATCH:  # the counts arriving meanwhile go in the same write
+                    self._stop.wait(GATHER_SECONDS)
             batch = [counts for counts in batch + self._taken(_BATCH - len(batch)) if counts is not None]
             stopping = self._stop.is_set()  # None in the queue: close() woke the thread
             if self._away and not self._answers():
@@ -622,13 +706,10 @@ class _Writer:
         return True
 
     def _write(self, batch):
-        """One transaction for the batch; a failure drops it, counted, never to be sent again:
+        """One script call for the batch; a failure drops it, counted, never to be sent again:
         Redis may have applied it all the same."""
         try:
-            with self._accounts.redis.pipeline(transaction=True) as pipe:
-                for counts in batch:
-                    self._accounts.store(pipe, counts)
-                pipe.execute()
+            self._accounts.store(batch)
         except redis.RedisError as error:
             self._away = True
             _series(DROPPED, "redis").inc(len(batch))

@@ -414,6 +414,88 @@ def test_a_reservation_never_settled_lapses(redis_server):
         accounts.admit(request_of("team-a"), call)
 
 
+# -- the writer: counts off the request's path ----------------------------------------------------
+
+
+def counts_of(client, admitted=True):
+    """One request's counts as Accounts.finished puts them on the writer's queue."""
+    used = {"input": 30, "output": 7, "cache_read": 0, "cache_write": 0}
+    spent = {"input": 30, "output": 7}
+    return usage.Counted(client, client, None, "claude-x", used, spent, 10, time.time(), admitted, None)
+
+
+def writer_of(redis_server):
+    settings = load(BRIDGE_REDIS_URL=redis_server.url)
+    return usage.Accounts(settings, routes.load(settings)).writer
+
+
+def test_a_lone_count_is_written_within_the_gather_not_when_more_come_or_at_exit(redis_server):
+    """The writer waits usage.GATHER_SECONDS for counts to send with the first, then writes
+    them: a count with none after it is in Redis in that time (within a second on a loaded
+    VM: the rule is every 100 ms), not when the batch is full nor when the worker stops."""
+    writer = writer_of(redis_server)
+    put = time.monotonic()
+    writer.put(counts_of("team-a"))
+    wait_for(lambda: today(redis_server, "team-a").get("requests") == "1", "the count written", timeout=5)
+    assert time.monotonic() - put < 1.0
+    writer.close()
+
+
+def test_a_full_queue_drops_and_counts_what_it_drops_and_nothing_twice(redis_server, monkeypatch):
+    """Counts put faster than the writer takes them (its queue of usage.QUEUED, here 4) are
+    dropped and counted in bridge_usage_dropped_total; every other one is written, once."""
+    monkeypatch.setattr(usage, "QUEUED", 4)
+    dropped = lambda: usage.DROPPED.labels("queue_full")._value.get()  # noqa: E731
+    before = dropped()
+    writer = writer_of(redis_server)
+    for _ in range(100):
+        writer.put(counts_of("team-b"))
+    writer.close()
+    written = int(today(redis_server, "team-b").get("requests", 0))
+    assert dropped() - before > 0
+    assert written + dropped() - before == 100
+
+
+def test_a_batch_counts_as_each_of_its_requests_would_alone(redis_server):
+    """Counts summed by key in one script call (usage._Tally) write what each request's own
+    call would: the same usage hash, token windows, spend by user and key, and budgets."""
+    settings = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_MAX_USERS_PER_KEY="1")
+    accounts = usage.Accounts(settings, routes.load(settings))
+    first, second = counts_of("team-a"), counts_of("team-a")
+    other_user = second._replace(user="bob", micros=None)  # a second user past the cap of 1: `other`
+    batch = [first._replace(user="ann"), second._replace(user="ann"), other_user, counts_of("team-b", admitted=False)]
+    accounts.store(batch)
+    for counted in batch[:3]:
+        accounts.store([counted._replace(client="team-c", team="team-c")])
+    spend = store(redis_server).hgetall(usage.spend_key(time.time()))
+    for client in ("team-a", "team-c"):
+        assert today(redis_server, client) == {"requests": "3", "input": "90", "output": "21"}
+        own_day = store(redis_server).hgetall(usage.key_spend_keys(client, time.time())[0])
+        assert own_day == {
+            "claude-x|requests": "3",
+            "claude-x|input": "90",
+            "claude-x|output": "21",
+            "claude-x|micros": "20",
+            "claude-x|unpriced": "1",
+        }
+        mine = {field.split("|", 2)[2]: value for field, value in spend.items() if field.startswith(client + "|")}
+        assert mine == {
+            "ann|claude-x|requests": "2",
+            "ann|claude-x|input": "60",
+            "ann|claude-x|output": "14",
+            "ann|claude-x|micros": "20",
+            "other|claude-x|requests": "1",
+            "other|claude-x|input": "30",
+            "other|claude-x|output": "7",
+            "other|claude-x|unpriced": "1",
+        }
+        minute = f"bridge:tpm:{client}:{int(time.time() // 60)}"
+        assert store(redis_server).get(minute) == "111"
+        ann = usage.budget_keys("user", "ann", time.time())[2]  # a user budget: both keys' ann
+        assert store(redis_server).get(ann) == "40"
+    assert today(redis_server, "team-b") == {}
+
+
 # -- what counts as a request -----------------------------------------------------------------------
 
 
