@@ -74,8 +74,10 @@ def cpu_us(app, path, body, headers, count):
 
 
 def apps(upstream_url, log_level="WARNING"):
-    """(relay, bridge) WSGI apps against the upstream; the bridge's access lines are INFO. The
-    environment's OTEL_* variables reach the bridge: its cost with traces on can be measured."""
+    """(relay, bridge) WSGI apps against the upstream, the bridge as deployed: client keys (the
+    bench clients send `sk-bench`), a routes file and request limits set but far from refusing.
+    Its access lines are INFO. The environment's OTEL_* variables reach the bridge: its cost with
+    traces on can be measured."""
     os.environ["BENCH_UPSTREAM"] = upstream_url
     relay = importlib.import_module("bench.relay").app
     from bridge import settings
@@ -88,8 +90,13 @@ def apps(upstream_url, log_level="WARNING"):
                 "BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                 "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
                 "BRIDGE_ROUTES": bridge_routes(upstream_url),
+                "BRIDGE_CLIENT_KEYS": "bench:sk-bench",
+                "BRIDGE_MAX_BODY_BYTES": str(8 * 1024 * 1024),
+                "BRIDGE_MAX_JSON_VALUES": "200000",
+                "BRIDGE_MAX_MESSAGES": "2000",
+                "BRIDGE_MAX_CONTENT_BLOCKS": "5000",
+                "BRIDGE_MAX_TOOLS": "500",
                 "BRIDGE_LOG_LEVEL": log_level,
-                "BRIDGE_ALLOW_OPEN_RELAY": "true",  # the clouds' routes hold credentials (bench/clouds.py)
             }
         )
     )

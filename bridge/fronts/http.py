@@ -59,7 +59,6 @@ def read_json(items="messages", generates=True):
 LARGE_BODY_RETRY_AFTER = "1"
 
 
-@contextlib.contextmanager
 def large_body_slot():
     """Hold one of this worker's large-body slots while the request is read, parsed and translated.
 
@@ -67,13 +66,20 @@ def large_body_slot():
     size until it is translated; the slots bound how many of them do so at once. With one GIL per
     worker, more at once would take as long in all and hold more memory meanwhile. A request that
     finds none free within BRIDGE_LARGE_BODY_WAIT gets a 503 with `retry-after`, which both SDKs
-    retry (admission.refusal).
+    retry (admission.refusal). A small body, most requests, takes no slot machinery at all.
     """
     state = bridge()
     size = request.content_length
     if size is not None and size <= state.settings.large_body_bytes:
-        yield
-        return
+        return _NO_SLOT
+    return _large_body_slot(state)
+
+
+_NO_SLOT = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _large_body_slot(state):
     if not state.large_body_slots.acquire(timeout=state.settings.large_body_wait):
         raise admission.refusal(
             "overloaded",

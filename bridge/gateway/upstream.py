@@ -214,8 +214,14 @@ class _Departed(OSError):
     upstream connection, as for any failed read, and reports it wrapped (_left_meanwhile)."""
 
 
-# The client socket the calling thread's upstream call watches (_watching), for its connection.
-_watched = threading.local()
+class _Watched(threading.local):
+    """The client socket the calling thread's upstream call watches (_watching), for its
+    connection; None by default, so that reading it never raises and swallows an AttributeError."""
+
+    client = None
+
+
+_watched = _Watched()
 
 
 @contextlib.contextmanager
@@ -309,7 +315,7 @@ class _Watching:
     connection's getresponse(), which reads the status line from `sock` with `timeout`."""
 
     def getresponse(self):
-        client = getattr(_watched, "client", None)
+        client = _watched.client
         if client is not None:
             _wait_for_answer(self.sock, client, self.timeout)
         return super().getresponse()

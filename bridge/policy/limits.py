@@ -44,16 +44,22 @@ def check_parsed(body, items, settings):
     `output`), of a block's own (a tool result's), and of a Messages request's `system` array.
     """
     listed = _array(body, items)
-    blocks = len(_array(body, "system")) + sum(
-        len(_parts(item)) + sum(len(_parts(part)) for part in _parts(item)) for item in listed
-    )
-    for count, limit, what, setting, param in (
-        (len(listed), settings.max_messages, "messages" if items == "messages" else "input items", "MESSAGES", items),
-        (blocks, settings.max_content_blocks, "content blocks", "CONTENT_BLOCKS", items),
-        (len(_array(body, "tools")), settings.max_tools, "tools", "TOOLS", "tools"),
-    ):
-        if count > limit:
-            raise too_large(f"request holds {count:,} {what}", limit, f"BRIDGE_MAX_{setting}", param)
+    if len(listed) > settings.max_messages:
+        what = "messages" if items == "messages" else "input items"
+        raise too_large(f"request holds {len(listed):,} {what}", settings.max_messages, "BRIDGE_MAX_MESSAGES", items)
+    blocks = len(_array(body, "system"))
+    for item in listed:
+        parts = _parts(item)
+        blocks += len(parts)
+        for part in parts:
+            blocks += len(_parts(part))
+    if blocks > settings.max_content_blocks:
+        raise too_large(
+            f"request holds {blocks:,} content blocks", settings.max_content_blocks, "BRIDGE_MAX_CONTENT_BLOCKS", items
+        )
+    tools = len(_array(body, "tools"))
+    if tools > settings.max_tools:
+        raise too_large(f"request holds {tools:,} tools", settings.max_tools, "BRIDGE_MAX_TOOLS", "tools")
 
 
 def _array(value, key):
