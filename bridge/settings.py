@@ -31,6 +31,10 @@ class ClientKey:
     team: str = ""  # its team, whose spend and budgets it counts in ("": the key's name)
     user: str = ""  # its user ("": none, or the x-bridge-user a trusted key's client names)
     trusted: bool = False  # its client may name the user with x-bridge-user
+    # A file's key has no rules of its own (BRIDGE_CLIENT_LIMITS and BRIDGE_BUDGETS apply); a key
+    # held in Redis (policy/keys.py) may have both, read the same way.
+    limits: object = None
+    budget: object = None
 
 
 @dataclasses.dataclass(frozen=True)

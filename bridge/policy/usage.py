@@ -120,7 +120,8 @@ REDIS_ERRORS = Counter(
 DROPPED = Counter(
     "bridge_usage_dropped",
     "Requests' usage counts not stored in Redis: the worker's queue was full (queue_full), or Redis did not "
-    "confirm the write within BRIDGE_REDIS_TIMEOUT (redis; it may have applied it late).",
+    "confirm the write within BRIDGE_REDIS_TIMEOUT (redis; it may have applied it late), or a count could not "
+    "be written (error, logged).",
     ["reason"],
 )
 
@@ -385,7 +386,8 @@ class Accounts:
         by what they hold, or a 503 when Redis cannot say and the bridge fails closed. Reserve
         what a `call` (its body: raw bytes, parsed) may cost, to settle at the request's end."""
         client = record.client
-        limits = getattr(record.key, "limits", None) or self.limits.get(client) or self.limits.get("*")
+        own = record.key.limits if record.key is not None else None
+        limits = own or self.limits.get(client) or self.limits.get("*")
         budgets = self.budgets_of(record) if client is not None else ()
         if (limits is None and not budgets) or client is None:
             record.admitted = True
@@ -454,7 +456,7 @@ class Accounts:
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
         found = []
-        own = getattr(record.key, "budget", None)  # a key from Redis (keys.py) may have its own
+        own = record.key.budget if record.key is not None else None
         for scope, name in (("key", record.client), ("team", record.team), ("user", record.user)):
             budget = self.budgets.get((scope, name)) or self.budgets.get((scope, "*")) if name else None
             budget = own if scope == "key" and own is not None else budget
@@ -635,7 +637,7 @@ class _Writer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._away = False  # the last write failed: ask Redis before the next one
-        for reason in ("queue_full", "redis"):
+        for reason in ("queue_full", "redis", "error"):
             _series(DROPPED, reason)  # at zero, before anything is dropped
 
     def put(self, counts):
@@ -714,6 +716,9 @@ class _Writer:
             self._away = True
             _series(DROPPED, "redis").inc(len(batch))
             self._accounts._failed("count", error)
+        except Exception:  # a bad count must not stop the counting of every later request
+            _series(DROPPED, "error").inc(len(batch))
+            log.exception("usage counts of %d requests not stored", len(batch))
 
 
 _RESOURCE = {"requests_per_minute": "requests", "tokens_per_minute": "tokens", "tokens_per_day": "tokens"}

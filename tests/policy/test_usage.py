@@ -456,6 +456,20 @@ def test_a_full_queue_drops_and_counts_what_it_drops_and_nothing_twice(redis_ser
     assert written + dropped() - before == 100
 
 
+def test_a_count_that_cannot_be_written_is_dropped_counted_and_the_writer_goes_on(redis_server):
+    """A batch the writer cannot write for another reason than Redis (here a count that is not
+    a number) is dropped, counted as an error and logged; the counts after it are written."""
+    dropped = lambda: usage.DROPPED.labels("error")._value.get()  # noqa: E731
+    before = dropped()
+    writer = writer_of(redis_server)
+    bad = counts_of("team-d")
+    writer.put(bad._replace(used={**bad.used, "input": "thirty"}))
+    wait_for(lambda: dropped() - before == 1, "the bad batch dropped and counted", timeout=5)
+    writer.put(counts_of("team-d"))
+    wait_for(lambda: today(redis_server, "team-d").get("requests") == "1", "the next count written", timeout=5)
+    writer.close()
+
+
 def test_a_batch_counts_as_each_of_its_requests_would_alone(redis_server):
     """Counts summed by key in one script call (usage._Tally) write what each request's own
     call would: the same usage hash, token windows, spend by user and key, and budgets."""
