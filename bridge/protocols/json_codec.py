@@ -153,3 +153,90 @@ class _PartialReader:
         if not self.text.startswith(char, self.pos):
             raise ValueError(f"expected {char!r} at {self.pos} in JSON text")
         self.pos += 1
+
+
+class Repeats:
+    """Read a stream's events that repeat an earlier one but for one string, without parsing them.
+
+    A long answer is mostly text deltas, each the same JSON but for its text (a Chat chunk's
+    `choices[0].delta.content`, an Anthropic `delta.text`): parsing each whole costs more than
+    the rest of its translation. Once an event with a string at `path` was parsed, its text
+    around that string is kept; an event that is the same text around another string literal
+    is that event with the new string, which only the literal's parse reads. It is exact: JSON
+    tokens do not run across a string literal's quotes, and the template is checked when kept
+    (the same text around another string parses to the same value with that string). Values
+    beside the path are scalars, so each event read is a value of its own.
+    """
+
+    _TRIES = 4  # templates kept per stream at most: an upstream whose events differ elsewhere costs a few checks
+
+    def __init__(self, path):
+        self._path = path
+        self._prefix = self._suffix = None
+        self._value = None
+        self._tries = self._TRIES
+
+    def read(self, text):
+        """The value of `text` when it repeats the template, else None."""
+        prefix, suffix = self._prefix, self._suffix
+        if prefix is None or not text.startswith(prefix) or not text.endswith(suffix):
+            return None
+        literal = text[len(prefix) : len(text) - len(suffix)]
+        if literal[:1] != '"':
+            return None
+        try:
+            string = orjson.loads(literal)
+        except orjson.JSONDecodeError:
+            return None
+        return _filled(self._value, self._path, string) if type(string) is str else None
+
+    def learn(self, text, value):
+        """Keep `text` (whose parsed value is `value`) as the template, when its path holds a string."""
+        if not self._tries or type(text) is not str:
+            return
+        string = _at(value, self._path)
+        if type(string) is not str:
+            return
+        self._tries -= 1
+        key = '"%s":' % self._path[-1]
+        at = text.rfind(key)
+        found = _STRING.match(text, at + len(key)) if at >= 0 else None
+        if found is None:
+            return
+        prefix, suffix = text[: found.start()], text[found.end() :]
+        marker = "~" if string != "~" else "~~"  # not the string: the check then tells the places apart
+        try:
+            if orjson.loads(found.group()) != string or orjson.loads(f'{prefix}"{marker}"{suffix}') != _filled(
+                value, self._path, marker
+            ):
+                return
+        except orjson.JSONDecodeError:
+            return
+        self._prefix, self._suffix, self._value = prefix, suffix, value
+
+
+def _at(value, path):
+    """What `value` holds at `path` (keys and indexes), when every value beside it is a scalar."""
+    for step in path:
+        if type(value) is dict:
+            if step not in value or any(type(v) in (dict, list) for k, v in value.items() if k != step):
+                return None
+        elif type(value) is list:
+            if not 0 <= step < len(value) or len(value) != 1:
+                return None
+        else:
+            return None
+        value = value[step]
+    return value
+
+
+def _filled(value, path, string):
+    """A copy of `value` with `string` at `path`: new containers along it, the scalars beside shared."""
+    if not path:
+        return string
+    step = path[0]
+    if type(value) is list:
+        return [_filled(value[0], path[1:], string)]
+    out = dict(value)
+    out[step] = _filled(value[step], path[1:], string)
+    return out
