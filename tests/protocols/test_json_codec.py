@@ -74,30 +74,3 @@ def test_a_finished_document_is_read_exactly_and_text_that_is_not_json_raises():
     for text in ['{"a": 1,}', '{"a" 1', "", "nope", '{"a": "x"} trailing']:
         with pytest.raises(ValueError):
             json_codec.loads_partial(text)
-
-
-CHUNK = '{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}'
-
-
-@pytest.mark.parametrize(
-    "literal",
-    ['"b"', '"\\u00e9\\"\\\\"', '"é 😀"', '"~"', '"x" ', '""', '"\\ud83d"', "1", "null", '"a","content":"b"', '"a"}'],
-)
-def test_repeats_reads_a_repeated_event_as_its_parse_and_no_other(literal):
-    """Once a text delta is kept, an event that repeats it but for the string's literal reads as
-    parsing it would; anything else is not read (None: the caller parses it)."""
-    repeats = json_codec.Repeats(("choices", 0, "delta", "content"))
-    repeats.learn(CHUNK % '"a"', json_codec.loads(CHUNK % '"a"'))
-    text = CHUNK % literal
-    try:
-        parsed = json_codec.loads(text)
-    except ValueError:
-        parsed = None
-    read = repeats.read(text)
-    string = parsed and parsed["choices"][0]["delta"]["content"]
-    if isinstance(string, str) and "\ud83d" not in string and literal != '"a","content":"b"':
-        assert read == parsed
-        assert read["choices"] is not json_codec.loads(CHUNK % '"a"')["choices"]
-    else:
-        assert read is None
-    assert repeats.read('{"id":"c2"' + text[len('{"id":"c1"') :]) is None  # another id: not the template
