@@ -115,7 +115,6 @@ def relay(
     # Events that are already here leave in one write (read() gives all that has come): a
     # write per event costs a syscall and a chunk header each.
     pending = []
-    repeats = json_codec.Repeats(translator.repeated_string) if translator.repeated_string else None
     try:
         chunk = body.read(0)  # what came with the head, without a wait
         while True:
@@ -125,11 +124,7 @@ def relay(
                 if first:  # a turn's worth is out: the rest once the loop's other streams had theirs
                     yield from _next_turn(parking)
                 for event in events[first : first + EVENTS_PER_TURN]:
-                    payload = repeats.read(event.data) if repeats is not None else None
-                    if payload is None:
-                        payload = _payload(event)
-                        if repeats is not None:
-                            repeats.learn(event.data, payload)
+                    payload = _payload(event)
                     record.heard(payload)
                     for item in translator.feed(event.event, payload):
                         record.saw(item)

@@ -56,7 +56,6 @@ class MessagesStream(translator.StreamTranslator):
     """The grammar; a front's stream translator subclasses it and answers the hooks below."""
 
     block_type = Block  # a translator's own Block subclass, for what it remembers per block
-    repeated_string = ("delta", "text")
 
     def __init__(self, json_tool=None):
         self.json_tool = json_tool  # the forced tool whose input is the answer

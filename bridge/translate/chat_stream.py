@@ -46,8 +46,6 @@ class ChatCall:
 class ChatStream(translator.StreamTranslator):
     """The grammar; a pair's stream translator subclasses it and answers the hooks below."""
 
-    repeated_string = ("choices", 0, "delta", "content")
-
     def __init__(self, context):
         self.context = context  # the request's: `input_tokens` is the input estimate
         self.started = False

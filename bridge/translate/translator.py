@@ -33,9 +33,6 @@ class StreamTranslator(abc.ABC):
     """One upstream stream in, one client stream out."""
 
     protocol = None  # errors.ANTHROPIC or errors.OPENAI: the shape of the client's error events
-    # Where the upstream's usual event (a text delta) holds the one string that changes from one
-    # to the next: the relay reads such events without parsing them whole (json_codec.Repeats).
-    repeated_string = None
     done = False
     relayed = 0  # what the upstream streamed of text, thinking and tool arguments so far (tokens.text_size)
 
