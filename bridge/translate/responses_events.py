@@ -321,9 +321,21 @@ class ResponsesEvents:
 
     def _delta(self, piece, text):
         """A delta of what the piece builds: message text, a call's arguments or a custom tool's input."""
-        if piece.item.type == "message":
-            return self._event("response.output_text.delta", **self._where(piece), delta=text, logprobs=[])
-        return self._event(CALL_EVENTS[piece.item.type][0] + ".delta", **self._where(piece), delta=text)
+        item = piece.item
+        if item.type == "message":
+            # _event and _where written out: this is the event of every text delta of an answer.
+            sequence = self.sequence
+            self.sequence = sequence + 1
+            return {
+                "type": "response.output_text.delta",
+                "sequence_number": sequence,
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": piece.part,
+                "delta": text,
+                "logprobs": [],
+            }
+        return self._event(CALL_EVENTS[item.type][0] + ".delta", **self._where(piece), delta=text)
 
     def _input(self, piece, fragment):
         """A fragment of a call's arguments as its delta; a custom call's, as the text it decodes to."""

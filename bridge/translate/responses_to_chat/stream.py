@@ -90,7 +90,10 @@ class StreamTranslator(ResponsesEvents, ChatStream):
 
     def on_text(self, text):
         state = self.piece
-        out = [] if state.part_type == "output_text" else self._new_part(state, "output_text")
+        if state.part_type == "output_text":  # the usual delta: its part is open
+            state.sent.append(text)
+            return [self._delta(state, text)]
+        out = self._new_part(state, "output_text")
         state.sent.append(text)
         out.append(self._delta(state, text))
         return out
