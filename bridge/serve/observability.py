@@ -597,17 +597,8 @@ def _capped(name, limit=200):
 
 @functools.lru_cache(maxsize=None)
 def _series(metric, *labels):
-    """The metric's child for these label values, kept: labels() locks and validates every call.
-
-    The children are never removed, so the cache holds what each metric holds already."""
-    key = (metric, labels)
-    child = _CHILDREN.get(key)
-    if child is None:
-        child = _CHILDREN.setdefault(key, metric.labels(*labels))
-    return child
-
-
-_CHILDREN = {}
+    """The metric's child for these label values, kept: labels() locks and validates every call."""
+    return metric.labels(*labels)
 
 
 def _tokens(usage):
