@@ -11,36 +11,22 @@ so google-auth's own flow runs, refresh included.
 """
 
 import base64
-import binascii
 import hmac
 import itertools
 import json
 import re
-import struct
 import time
 import urllib.parse
 
+from bench.clouds import EVENTSTREAM, frame
 from tests.fake_upstream import FakeUpstream, Reply, json_reply
 
 ACCESS_KEY, SECRET_KEY, SESSION_TOKEN = "AKIDEXAMPLEBRIDGE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "session-tok"
 REGION = "us-east-1"
-EVENTSTREAM = "application/vnd.amazon.eventstream"
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<day>\d{8})/(?P<region>[^/]+)/bedrock/aws4_request, "
     r"SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<signature>[0-9a-f]{64})$"
 )
-
-
-def frame(headers, payload):
-    """One event-stream message: prelude (total and headers lengths, their CRC32), string headers
-    (type 7), the payload, and the CRC32 of all before it."""
-    encoded = b"".join(
-        bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
-        for name, value in headers.items()
-    )
-    prelude = struct.pack(">II", 12 + len(encoded) + len(payload) + 4, len(encoded))
-    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded + payload
-    return message + struct.pack(">I", binascii.crc32(message))
 
 
 def chunk(event):

@@ -457,7 +457,8 @@ def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_i
 
 
 def test_the_fakes_frames_are_botocores_test_vectors_byte_for_byte():
-    """tests/fake_clouds.frame writes what AWS's format says (PROVENANCE.md: botocore's vectors)."""
+    """bench/clouds.frame, which tests/fake_clouds.py and the bench write Bedrock streams with, writes
+    what AWS's format says (PROVENANCE.md: botocore's vectors)."""
     vectors = FIXTURES / "bedrock"
     assert (
         frame({"content-type": "application/json"}, b"{'foo':'bar'}")
