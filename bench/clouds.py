@@ -30,11 +30,10 @@ import sys
 import tempfile
 import urllib.parse
 
-from .upstream import ANTHROPIC_BODY, AnthropicStream, chunked, response_head, unpaced_body
+from .upstream import ANTHROPIC_BODY, AnthropicStream, chunked, listen, response_head, unpaced_body
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 _SHAPE = re.compile(r"-n(\d+)")
-_CRLF2 = b"\r\n\r\n"
 _MESSAGE = json.dumps(ANTHROPIC_BODY).encode()
 _TOKEN = json.dumps({"access_token": "ya29.bench", "expires_in": 3600, "token_type": "Bearer"}).encode()
 _STREAM = AnthropicStream()
@@ -98,37 +97,13 @@ def _answer(path):
     return "text/event-stream", unpaced_body("anthropic", events), True
 
 
-async def _serve(reader, writer):
-    try:
-        while True:
-            head = await reader.readuntil(_CRLF2)
-            lines = head.decode("latin-1").split("\r\n")
-            path = lines[0].split(" ")[1]
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if length:
-                await reader.readexactly(length)
-            answer = _answer(path)
-            if answer is None:
-                writer.write(response_head("404 Not Found", "application/json", 2) + b"{}")
-            else:
-                content_type, body, is_chunked = answer
-                writer.write(response_head("200 OK", content_type, None if is_chunked else len(body)) + body)
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
-
-
-async def main(port):
-    server = await asyncio.start_server(_serve, "127.0.0.1", port, backlog=4096)
-    print(f"bench clouds on 127.0.0.1:{port}", flush=True)
-    async with server:
-        await server.serve_forever()
+async def _reply(writer, path, _body):
+    answer = _answer(path)
+    if answer is None:
+        writer.write(response_head("404 Not Found", "application/json", 2) + b"{}")
+    else:
+        content_type, body, is_chunked = answer
+        writer.write(response_head("200 OK", content_type, None if is_chunked else len(body)) + body)
 
 
 class Clouds:
@@ -190,4 +165,4 @@ def service_account(path, token_uri):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(listen(int(sys.argv[1]), _reply, "bench clouds"))

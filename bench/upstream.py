@@ -413,37 +413,45 @@ async def _answer(writer, path, body):
         writer.write(response_head("200 OK", "text/event-stream") + unpaced_body(protocol, events))
 
 
-async def _serve(reader, writer):
-    try:
-        while True:
-            head = await reader.readuntil(_CRLF2)
-            lines = head.decode("latin-1").split("\r\n")
-            path = lines[0].split(" ")[1]
-            length, close = 0, False
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                name = name.strip().lower()
-                if name == "content-length":
-                    length = int(value)
-                elif name == "connection":
-                    close = value.strip().lower() == "close"  # a /healthz probe's, as a load balancer asks
-            body = await reader.readexactly(length) if length else b"{}"
-            await _answer(writer, path, body)
-            await writer.drain()
-            if close:
-                break
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+def connection(answer):
+    """An asyncio connection handler: each request of a keep-alive connection read (its head, its
+    body) and answered by `await answer(writer, path, body)`; a `connection: close` request (a
+    /healthz probe's, as a load balancer asks) ends the connection after its answer."""
+
+    async def serve(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(_CRLF2)
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1]
+                length, close = 0, False
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    name = name.strip().lower()
+                    if name == "content-length":
+                        length = int(value)
+                    elif name == "connection":
+                        close = value.strip().lower() == "close"
+                body = await reader.readexactly(length) if length else b"{}"
+                await answer(writer, path, body)
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return serve
 
 
-async def main(port):
-    server = await asyncio.start_server(_serve, "127.0.0.1", port, backlog=4096)
-    print(f"bench upstream on 127.0.0.1:{port}", flush=True)
+async def listen(port, answer, name):
+    """Serve `answer` (see connection) on 127.0.0.1:`port` until killed."""
+    server = await asyncio.start_server(connection(answer), "127.0.0.1", port, backlog=4096)
+    print(f"{name} on 127.0.0.1:{port}", flush=True)
     async with server:
         await server.serve_forever()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(listen(int(sys.argv[1]), _answer, "bench upstream"))
