@@ -143,7 +143,8 @@ def start():
 
 
 def service_account(path, token_uri):
-    """Write a service-account key file whose token_uri is the fake's."""
+    """Write a service-account key file whose token_uri is the fake's (this one, or the tests'
+    FakeTokenEndpoint); its public key, with which a fake can check the tokens asked for."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -162,6 +163,7 @@ def service_account(path, token_uri):
     }
     with open(path, "w") as fh:
         json.dump(info, fh)
+    return key.public_key()
 
 
 if __name__ == "__main__":

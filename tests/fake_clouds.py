@@ -212,25 +212,3 @@ def vertex_error(status, name, message, listed=False):
     """An error as Vertex answers one: {"error": {code, message, status}}, or that in a list."""
     body = {"error": {"code": status, "message": message, "status": name}}
     return json_reply([body] if listed else body, status)
-
-
-def service_account(path, token_uri):
-    """Write a service-account key file whose token_uri is the fake's; its public key."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    info = {
-        "type": "service_account",
-        "project_id": "bridge-test",
-        "private_key_id": "key-1",
-        "private_key": pem,
-        "client_email": "bridge@bridge-test.iam.gserviceaccount.com",
-        "client_id": "1",
-        "token_uri": token_uri,
-    }
-    path.write_text(json.dumps(info))
-    return key.public_key()

@@ -339,7 +339,8 @@ def test_a_prompt_reaches_claude_on_vertex_with_a_google_token_and_its_stream_co
     """Claude Code through the bridge to a Vertex AI deployment (tests/fake_clouds.py): its Messages
     requests go on as streamRawPredict with a token google-auth got from a service-account key
     (the fake takes no other), and the answer's events come back to it as they came."""
-    from tests.fake_clouds import FakeTokenEndpoint, FakeVertex, service_account
+    from bench.clouds import service_account
+    from tests.fake_clouds import FakeTokenEndpoint, FakeVertex
     from tests.fake_upstream import json_reply, messages_stream
 
     key_file = tmp_path / "service-account.json"

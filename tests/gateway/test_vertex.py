@@ -13,7 +13,8 @@ import pytest
 import requests
 from google.auth.credentials import Credentials
 
-from tests.fake_clouds import FakeTokenEndpoint, FakeVertex, service_account, vertex_error
+from bench.clouds import service_account
+from tests.fake_clouds import FakeTokenEndpoint, FakeVertex, vertex_error
 from tests.fake_upstream import fixture, json_reply, messages_stream
 from tests.helpers.recorded import recorded
 from tests.helpers.servers import anthropic_client, openai_client
