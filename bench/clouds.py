@@ -40,14 +40,19 @@ _STREAM = AnthropicStream()
 
 
 def frame(headers, payload):
-    """One event-stream message: prelude (total and headers lengths, their CRC32), string headers
-    (type 7), the payload, and the CRC32 of all before it."""
+    """One event-stream message of string headers (type 7) and `payload` (framed)."""
     encoded = b"".join(
         bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
         for name, value in headers.items()
     )
-    prelude = struct.pack(">II", 12 + len(encoded) + len(payload) + 4, len(encoded))
-    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded + payload
+    return framed(encoded, payload)
+
+
+def framed(encoded_headers, payload):
+    """One event-stream message of headers already encoded: prelude (total and headers lengths,
+    their CRC32), the headers, the payload, and the CRC32 of all before it."""
+    prelude = struct.pack(">II", 12 + len(encoded_headers) + len(payload) + 4, len(encoded_headers))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded_headers + payload
     return message + struct.pack(">I", binascii.crc32(message))
 
 

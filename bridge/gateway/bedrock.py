@@ -13,9 +13,9 @@ What differs from Anthropic's own API, all of it here:
 - the credential: AWS Signature V4 by botocore's signer over the exact bytes sent, with the
   credentials of botocore's default chain (environment, shared files and `aws_profile`,
   web identity, the instance role), which refreshes them before they expire;
-- a stream: application/vnd.amazon.eventstream frames, decoded by botocore's parser, whose
-  `chunk` frames carry one Anthropic event each (base64 JSON) and whose exception frames
-  are the stream's failure, in the kinds the bridge's other upstreams fail with;
+- a stream: application/vnd.amazon.eventstream frames, read by protocols/eventstream.py, whose
+  `chunk` frames carry one Anthropic event each (base64 JSON, passed on as its bytes) and whose
+  exception frames are the stream's failure, in the kinds the bridge's other upstreams fail with;
 - an error answer: {"message"} with its type in x-amzn-ErrorType (upstream.answer_error reads it).
 
 botocore is an optional extra (`pip install 'bridge[bedrock]'`), imported when a route names
@@ -23,9 +23,10 @@ a Bedrock deployment.
 """
 
 import base64
+import binascii
 from urllib.parse import quote
 
-from ..protocols import MESSAGES_COUNT_TOKENS, json_codec
+from ..protocols import MESSAGES_COUNT_TOKENS, eventstream, json_codec
 from ..protocols.errors import BridgeError
 from ..protocols.sse import Event
 from ..settings import SettingsError
@@ -49,7 +50,6 @@ def _botocore():
     try:
         import botocore.auth
         import botocore.awsrequest
-        import botocore.eventstream
         import botocore.session
     except ImportError:
         raise SettingsError("a Bedrock deployment needs botocore: pip install 'bridge[bedrock]'") from None
@@ -162,77 +162,60 @@ class EventStreamDecoder:
     """sse.Decoder's interface over AWS event-stream bytes: feed(bytes) -> events, close().
 
     A frame larger than `max_event_bytes` is refused as the SSE decoder refuses an event that
-    large; botocore checks each frame's lengths and CRC32s.
+    large (protocols/eventstream.py checks each frame's lengths and CRC32s). A chunk's Anthropic
+    event goes on as the bytes it came as, which the relay reads as it reads an SSE event's data.
     """
 
     def __init__(self, max_event_bytes):
-        self._buffer = _botocore().eventstream.EventStreamBuffer()
-        self._max = max_event_bytes
-        self._pending = 0  # bytes fed that no whole frame took yet
-        self._failure = None  # an exception frame's error, raised at the next feed
+        self._frames = eventstream.Reader(max_event_bytes)
+        self._failure = None  # an exception frame's error, or a broken frame's, raised at the next feed
 
     def feed(self, data):
-        """The events of the frames `data` completes. An exception frame is raised once the
-        events before it, which came in the same read, went to the client."""
+        """The events of the frames `data` completes. A failure (an exception frame, a broken
+        one) is raised once the events before it, which came in the same read, went to the client."""
         if self._failure is not None:
             raise self._failure
         if not data:
             return []
-        self._buffer.add_data(data)
-        self._pending += len(data)
         events = []
         try:
-            for message in self._buffer:
-                self._pending -= message.prelude.total_length
-                event = _event(message)
-                if event is not None:
-                    events.append(event)
+            for headers, payload in self._frames.feed(data):
+                if headers.get(":message-type") == "event":
+                    if headers.get(":event-type") == "chunk":
+                        events.append(Event(None, _chunk(payload)))
+                else:
+                    raise _exception(headers, payload)
         except BridgeError as error:
             if not events:
                 raise
             self._failure = error
-            return events
-        except _botocore().eventstream.ParserError as error:
-            raise BridgeError(
-                "api_error", f"upstream sent a malformed event-stream frame ({type(error).__name__})", status=502
-            ) from None
-        if self._pending > self._max:
-            raise BridgeError(
-                "api_error",
-                f"upstream sent a stream event larger than {self._max} bytes (BRIDGE_MAX_EVENT_BYTES)",
-                status=502,
-            )
         return events
 
     def close(self):
         if self._failure is not None:
             raise self._failure
-        if self._pending:
-            raise BridgeError("api_error", "the upstream's event stream ended inside a frame", status=502)
+        self._frames.close()
         return []
 
 
-def _event(message):
-    """The Anthropic event a frame carries (sse.Event), None for a frame without one, or the
-    BridgeError an exception frame is."""
-    headers = message.headers
-    kind = headers.get(":message-type")
-    if kind == "event":
-        if headers.get(":event-type") != "chunk":
-            return None
-        try:
-            text = base64.b64decode(json_codec.loads(message.payload)["bytes"], validate=True).decode()
-        except (ValueError, KeyError, TypeError):
-            raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
-        return Event(None, text)
+def _chunk(payload):
+    """The Anthropic event's JSON bytes a chunk frame's {"bytes": base64} carries."""
+    try:
+        return binascii.a2b_base64(json_codec.loads(payload)["bytes"], strict_mode=True)
+    except (ValueError, KeyError, TypeError):  # binascii.Error is a ValueError
+        raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
+
+
+def _exception(headers, payload):
+    """The BridgeError an exception (or error) frame is."""
     name = headers.get(":exception-type") or headers.get(":error-code") or "unknown"
     try:
-        payload = json_codec.loads(message.payload) if message.payload else {}
+        payload = json_codec.loads(payload) if payload else {}
     except ValueError:
         payload = {}
     text = payload.get("message") if isinstance(payload, dict) else None
     text = text if isinstance(text, str) else headers.get(":error-message", "no message")
-    raise stream_error(name, text)
+    return stream_error(name, text)
 
 
 def stream_error(name, message):

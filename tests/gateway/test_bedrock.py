@@ -4,10 +4,12 @@ event-stream frames (tests/fake_clouds.py). The SDKs are the clients: the anthro
 through, the openai SDK translated, and AnthropicBedrock as the reference for the bodies."""
 
 import base64
+import binascii
 import json
 import os
 import pickle
 import re
+import struct
 import subprocess
 import sys
 
@@ -16,6 +18,7 @@ import openai
 import pytest
 import requests
 
+from bench.clouds import framed
 from bench.processes import wait_for
 from tests.fake_clouds import (
     ACCESS_KEY,
@@ -572,3 +575,100 @@ def test_credentials_that_cannot_be_refreshed_send_the_call_to_the_next_deployme
     )
     assert message.content[0].text == recorded("anthropic/text.json")["content"][0]["text"]
     assert not bedrock.requests and len(fake.requests) == 1
+
+
+# -- the event-stream reader (bridge/protocols/eventstream.py) ---------------------------------
+
+# One header of every value type AWS's format has: true, false, byte, short, integer, long,
+# bytes, string, timestamp, UUID.
+EVERY_TYPE = (
+    b"\x01t\x00"
+    + b"\x01f\x01"
+    + b"\x01b\x02\x7f"
+    + b"\x01s\x03\x01\x02"
+    + b"\x01i\x04\x00\x00\x00\x05"
+    + b"\x01l\x05"
+    + bytes(8)
+    + b"\x01y\x06\x00\x03abc"
+    + b"\x0d:message-type\x07\x00\x05event"
+    + b"\x02ts\x08"
+    + bytes(8)
+    + b"\x01u\x09"
+    + bytes(range(16))
+)
+
+
+def test_the_reader_reads_what_botocore_reads_wherever_the_reads_split_the_frames():
+    """botocore's parser is the oracle: the same string headers and payloads, the stream cut in
+    two at every byte and fed a byte at a time."""
+    import botocore.eventstream
+
+    from bridge.protocols.eventstream import Reader
+
+    stream = b"".join(
+        [
+            chunk({"type": "message_start", "message": {"id": "msg_1"}}),
+            framed(EVERY_TYPE, b'{"x": 1}'),
+            framed(b"", b""),
+            exception("throttlingException", "slow down"),
+            (FIXTURES / "bedrock" / "eventstream_one_string_header.bin").read_bytes(),
+        ]
+    )
+    oracle = botocore.eventstream.EventStreamBuffer()
+    oracle.add_data(stream)
+    expected = [
+        ({k: v for k, v in message.headers.items() if isinstance(v, str)}, message.payload) for message in oracle
+    ]
+    assert len(expected) == 5
+    for cut in range(len(stream) + 1):
+        reader = Reader(1 << 20)
+        assert [*reader.feed(stream[:cut]), *reader.feed(stream[cut:])] == expected, cut
+        reader.close()
+    reader = Reader(1 << 20)
+    assert [frame for at in range(len(stream)) for frame in reader.feed(stream[at : at + 1])] == expected
+    reader.close()
+
+
+def _prelude_of(total, headers_length):
+    """A frame's first 12 bytes, their CRC32 right, saying these lengths."""
+    prelude = struct.pack(">II", total, headers_length)
+    return prelude + struct.pack(">I", binascii.crc32(prelude))
+
+
+def _flipped(data, at):
+    data = bytearray(data)
+    data[at] ^= 0x01
+    return bytes(data)
+
+
+GOOD = chunk({"type": "ping"})
+BROKEN_FRAMES = {
+    "prelude's CRC32 does not match": _flipped(GOOD, 3),  # the total length changed, not its CRC32
+    "malformed event-stream frame: its CRC32 does not match": _flipped(GOOD, len(GOOD) - 10),
+    "larger than 16777216 bytes": _prelude_of(1 << 31, 0),  # 2 GiB promised: refused before any of it
+    "headers longer than 131072 bytes": _prelude_of(1 << 20, 200_000),
+    "total length shorter than its headers": _prelude_of(20, 10) + bytes(8),
+    "the stream ended inside a frame": GOOD[:-1],
+    "a header of unknown value type 10": framed(b"\x01x\x0a", b"{}"),
+    "headers cut short": framed(b"\x0d:message-type\x07\x00\x09event", b"{}"),
+}
+
+
+@pytest.mark.parametrize("message", BROKEN_FRAMES)
+def test_a_broken_frame_ends_the_stream_with_an_error_and_the_service_stays_healthy(live, bedrock, message):
+    opening = [chunk(sse_data(event)) for event in messages_stream("Hel").events[:3]]
+    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[*opening, BROKEN_FRAMES[message]]))
+    response = requests.post(
+        f"{live.url}/v1/messages",
+        headers={"x-api-key": CLIENT_KEY},
+        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI, "stream": True},
+    )
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[2]["delta"]["text"] == "Hel", "what came before the frame reached the client"
+    assert events[-1]["type"] == "error" and events[-1]["error"]["type"] == "api_error"
+    assert message in events[-1]["error"]["message"]
+    bedrock.reply(messages_stream("Hi"))
+    client = anthropic_client(live.url, api_key=CLIENT_KEY)
+    with client.messages.stream(model="claude-opus-5", max_tokens=16, messages=HI) as stream:
+        assert stream.get_final_text() == "Hi", "the next stream is answered"
+    assert requests.get(f"{live.url}/healthz").json() == {"status": "ok"}
