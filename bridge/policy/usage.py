@@ -127,18 +127,20 @@ DROPPED = Counter(
 
 # KEYS: this minute's requests, this minute's tokens, today's tokens, the client's reservations
 # (a sorted set of "id:tokens" by expiry) and their sum; then per budget its reservations ("id:micros")
-# and their sum, today's and this month's spend (micro-dollars). ARGV: the three limits (0: none),
-# now, then the token reservation: its member, its expiry, its tokens (0: none), the seconds its keys
-# live; the money reservation: its member, its micro-dollars; then per budget its day and month limits
-# (0: none), 1 when soft, its label. Refused: {limit name, its count, held} or {"budget", label,
-# window, spent, held, limit}; admitted: {"", soft budgets passed as "label window"...}.
+# and their sum, today's and this month's spend (micro-dollars). ARGV, few and short (redis-py packs
+# each one on the request's thread): the three limits as "rpm tpm tpd" (0: none), now, the
+# reservations' expiry, their id, their tokens and micro-dollars (0: none); then per budget
+# "day month soft label": its limits (0: none), 1 when soft, its label. The reservations' keys live
+# RESERVATION_SECONDS. Refused: {limit name, its count, held} or {"budget", label, window, spent,
+# held, limit}; admitted: {"", soft budgets passed as "label window"...}.
 _ADMIT = """
+local rpm, tpm, tpd = string.match(ARGV[1], '^(%d+) (%d+) (%d+)$')
 local function held(set, sum)
-    local lapsed = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[4])
+    local lapsed = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[2])
     if #lapsed > 0 then
         local amount = 0
         for _, member in ipairs(lapsed) do amount = amount + tonumber(string.match(member, '%d+$')) end
-        redis.call('ZREMRANGEBYSCORE', set, '-inf', ARGV[4])
+        redis.call('ZREMRANGEBYSCORE', set, '-inf', ARGV[2])
         redis.call('DECRBY', sum, amount)
         if redis.call('ZCARD', set) == 0 then redis.call('DEL', sum) end
     end
@@ -146,46 +148,46 @@ local function held(set, sum)
 end
 local soft = {''}
 for first = 6, #KEYS, 4 do
-    local arg = 11 + (first - 6)
+    local day_limit, month_limit, is_soft, label = string.match(ARGV[7 + (first - 6) / 4], '^(%d+) (%d+) (%d) (.*)$')
     local holding = held(KEYS[first], KEYS[first + 1])
     for offset, window in ipairs({'day', 'month'}) do
-        local limit = tonumber(ARGV[arg + offset - 1])
+        local limit = tonumber(offset == 1 and day_limit or month_limit)
         local spent = tonumber(redis.call('GET', KEYS[first + 1 + offset]) or '0')
         if limit > 0 and spent + holding >= limit then
-            if ARGV[arg + 2] ~= '1' then return {'budget', ARGV[arg + 3], window, spent, holding, limit} end
-            table.insert(soft, ARGV[arg + 3] .. ' ' .. window)
+            if is_soft ~= '1' then return {'budget', label, window, spent, holding, limit} end
+            table.insert(soft, label .. ' ' .. window)
         end
     end
 end
 local tokens_held = held(KEYS[4], KEYS[5])
-local tpd = tonumber(redis.call('GET', KEYS[3]) or '0')
-if ARGV[3] ~= '0' and tpd + tokens_held >= tonumber(ARGV[3]) then return {'tokens_per_day', tpd, tokens_held} end
-local tpm = tonumber(redis.call('GET', KEYS[2]) or '0')
-if ARGV[2] ~= '0' and tpm + tokens_held >= tonumber(ARGV[2]) then
-    return {'tokens_per_minute', tpm, tokens_held}
+local tpd_count = tonumber(redis.call('GET', KEYS[3]) or '0')
+if tpd ~= '0' and tpd_count + tokens_held >= tonumber(tpd) then return {'tokens_per_day', tpd_count, tokens_held} end
+local tpm_count = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tpm ~= '0' and tpm_count + tokens_held >= tonumber(tpm) then
+    return {'tokens_per_minute', tpm_count, tokens_held}
 end
 local requests = redis.call('INCR', KEYS[1])
 if requests == 1 then redis.call('EXPIRE', KEYS[1], 120) end
-if ARGV[1] ~= '0' and requests > tonumber(ARGV[1]) then
+if rpm ~= '0' and requests > tonumber(rpm) then
     redis.call('DECR', KEYS[1])
     return {'requests_per_minute', requests - 1, 0}
 end
-if ARGV[7] ~= '0' then
-    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[5])
-    redis.call('INCRBY', KEYS[5], ARGV[7])
-    redis.call('EXPIRE', KEYS[4], ARGV[8])
-    redis.call('EXPIRE', KEYS[5], ARGV[8])
+if ARGV[5] ~= '0' then
+    redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4] .. ':' .. ARGV[5])
+    redis.call('INCRBY', KEYS[5], ARGV[5])
+    redis.call('EXPIRE', KEYS[4], RESERVATION_SECONDS)
+    redis.call('EXPIRE', KEYS[5], RESERVATION_SECONDS)
 end
-if ARGV[10] ~= '0' then
+if ARGV[6] ~= '0' then
     for first = 6, #KEYS, 4 do
-        redis.call('ZADD', KEYS[first], ARGV[6], ARGV[9])
-        redis.call('INCRBY', KEYS[first + 1], ARGV[10])
-        redis.call('EXPIRE', KEYS[first], ARGV[8])
-        redis.call('EXPIRE', KEYS[first + 1], ARGV[8])
+        redis.call('ZADD', KEYS[first], ARGV[3], ARGV[4] .. ':' .. ARGV[6])
+        redis.call('INCRBY', KEYS[first + 1], ARGV[6])
+        redis.call('EXPIRE', KEYS[first], RESERVATION_SECONDS)
+        redis.call('EXPIRE', KEYS[first + 1], RESERVATION_SECONDS)
     end
 end
 return soft
-"""
+""".replace("RESERVATION_SECONDS", str(RESERVATION_SECONDS))
 
 # One batch of counts (_Tally), summed by key. KEYS: every key the batch writes; ARGV: the most
 # users a key may have in a day (further ones count as `other`, so that a trusted client cannot
@@ -413,21 +415,17 @@ class Accounts:
             *held_keys(client),
         ]
         arguments = [
-            limits.requests_per_minute,
-            limits.tokens_per_minute,
-            limits.tokens_per_day,
+            f"{limits.requests_per_minute} {limits.tokens_per_minute} {limits.tokens_per_day}",
             now,
-            reserved.member,
             now + RESERVATION_SECONDS,
+            hexid,
             tokens,
-            RESERVATION_SECONDS,
-            reserved.money,
             micros,
         ]
         for budget, name in budgets:
             keys.extend(budget_keys(budget.scope, name, now))
-            label = f"{budget.scope} {name}"
-            arguments.extend((prices.micros(budget.day), prices.micros(budget.month), int(budget.soft), label))
+            day_limit, month_limit = prices.micros(budget.day), prices.micros(budget.month)
+            arguments.append(f"{day_limit} {month_limit} {int(budget.soft)} {budget.scope} {name}")
         reserved = reserved if tokens or micros else None
         try:
             verdict = self._admit(keys, arguments)

@@ -526,3 +526,32 @@ def test_only_admitted_requests_count_as_requests(limited, redis_server):
     assert call(live, "anthropic").status_code == 429
     assert (requested() - before[0], limited_count() - before[1]) == (1, 2)
     assert today(redis_server, "team-a")["requests"] == "1"
+
+
+def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_server):
+    """After an admission timed out (Redis busy), Redis still runs it and answers late; the next
+    admission on that connection must read its own answer, not that one (a refusal would pass as
+    admitted)."""
+    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=3", BRIDGE_REDIS_TIMEOUT="0.2")
+    accounts = usage.Accounts(loaded, routes.load(loaded))
+
+    def admitted():
+        record = Record()
+        record.client, record.model = "team-a", "claude-x"
+        try:
+            accounts.admit(record)
+        except BridgeError:
+            return False
+        return record.admitted
+
+    assert admitted()
+    busy = (
+        "local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1e6 + n[2] - s[2] > 6e5"
+    )
+    other = redis.Redis.from_url(redis_server.url)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(other.eval, busy, 0)
+        time.sleep(0.1)
+        assert admitted()  # timed out: served (fail-open); Redis counts it late, the second
+        running.result()
+    assert [admitted() for _ in range(3)] == [True, False, False]
