@@ -38,6 +38,15 @@ _OWN_ID = "req_bridge_"
 _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
+class _Flask(Flask):
+    """Flask asks `inspect` whether each hook and view is a coroutine function, on every call
+    of each, to run it in an event loop if so. The bridge's are all plain functions, served by
+    gunicorn's threads: they are called as they are."""
+
+    def ensure_sync(self, func):
+        return func
+
+
 def create_app(settings=None, table=None):
     """The app for `settings` and routing `table` as routes.configuration() loads them (now, by
     default; the gunicorn master hands its workers the ones it checked)."""
@@ -45,7 +54,7 @@ def create_app(settings=None, table=None):
         settings, table = routes.configuration()
     table = table or routes.load(settings)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = Flask(__name__)
+    app = _Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     accounts = usage.Accounts(settings, table)
     key_store = keys.KeyStore(accounts.redis) if settings.redis_keys else None
@@ -82,14 +91,15 @@ def create_app(settings=None, table=None):
     @app.before_request
     def identify_and_authenticate():
         record = observability.current()
-        incoming = request.headers.get("x-request-id", "")
+        headers = request.headers
+        incoming = headers.get("x-request-id", "")
         kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
         record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
         if request.path not in _UNAUTHENTICATED:
-            key = auth.authenticate(settings, request.headers, key_store)
+            key = auth.authenticate(settings, headers, key_store)
             if key is not None:
-                auth.identify(record, key, request.headers)
-            record.session = observability.session_of(request.headers)
+                auth.identify(record, key, headers)
+            record.session = observability.session_of(headers)
 
     admission.install(app, settings, _UNAUTHENTICATED, accounts)
 
