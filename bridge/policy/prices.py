@@ -16,6 +16,7 @@ Kinds are priced apart, as the upstreams bill them:
 
 import dataclasses
 import fnmatch
+import functools
 
 from ..settings import SettingsError
 
@@ -84,8 +85,10 @@ DEFAULT = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def default_price(model):
-    """The shipped table's price for an upstream model name, or None."""
+    """The shipped table's price for an upstream model name, or None. Kept per name (bounded:
+    clients choose names): every request is priced, and the table is some thirty patterns."""
     if not model:
         return None
     return next((price for pattern, price in DEFAULT if fnmatch.fnmatchcase(model, pattern)), None)

@@ -17,6 +17,7 @@ gpt-4.1: "Encrypted content is not supported with this model").
 
 import dataclasses
 import fnmatch
+import functools
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +58,18 @@ DEFAULTS = (
 def capabilities_of(model, overrides=()):
     """The capabilities of upstream `model`: the first of `overrides` ((pattern, {field: value}),
     ...) it matches, over the model's line of DEFAULTS."""
-    base = next(caps for pattern, caps in DEFAULTS if fnmatch.fnmatchcase(model, pattern))
+    base = _default_of(model)
     for pattern, fields in overrides:
         if fnmatch.fnmatchcase(model, pattern):
             return dataclasses.replace(base, **fields)
     return base
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_of(model):
+    """The model's line of DEFAULTS, kept per name (bounded: clients choose names), since a
+    request may look it up several times."""
+    return next(caps for pattern, caps in DEFAULTS if fnmatch.fnmatchcase(model, pattern))
 
 
 def parse_overrides(document, where):
