@@ -32,18 +32,20 @@ def read_json(items="messages", generates=True):
 
     `items` names the request's list of messages (`input` for Responses), for the request limits.
     """
-    content_type = (request.mimetype or "").lower()
+    asked = request._get_current_object()  # one lookup of the request, not one per attribute
+    content_type = (asked.mimetype or "").lower()
     if content_type != "application/json" and not content_type.endswith("+json"):
         raise BridgeError(
             "invalid_request",
-            "Content-Type must be application/json, got " + repr(request.content_type or "nothing"),
+            "Content-Type must be application/json, got " + repr(asked.content_type or "nothing"),
             status=415,
         )
-    raw = request.get_data(cache=False)
-    if request.content_length is None and len(raw) >= current_app.config["MAX_CONTENT_LENGTH"]:
+    raw = asked.get_data(cache=False)
+    state = bridge()
+    if asked.content_length is None and len(raw) >= state.settings.max_body_bytes:
         # werkzeug ends a chunked body at the limit without a word; it would look like cut JSON
         raise RequestEntityTooLarge()
-    settings = bridge().settings
+    settings = state.settings
     limits.check_values(raw, settings.max_json_values)
     body = parse_json(raw)
     limits.check_parsed(body, items, settings)
@@ -51,7 +53,7 @@ def read_json(items="messages", generates=True):
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     record.asked(body)
     auth.check_model(record, record.model)
-    admission.admit_body(bridge(), raw, body, generates)
+    admission.admit_body(state, raw, body, generates)
     return body
 
 

@@ -103,7 +103,8 @@ def send(state, route, prepare, passthrough=False, path=None):
     the protocol's generation endpoint unless given.
     """
     record = observability.current()
-    client = next((request.environ[key] for key in _CLIENT_SOCKETS if key in request.environ), None)
+    environ = request.environ
+    client = next((environ[key] for key in _CLIENT_SOCKETS if key in environ), None)
     order = state.balancer.order(route)
     several = len(order) > 1
     attempts = order[: 1 + state.settings.retries] if several else order

@@ -51,9 +51,11 @@ def install(app, settings, exempt, accounts):
 
     @app.before_request
     def admit():
-        if request.path in exempt:
+        asked = request._get_current_object()  # one lookup of the request, not one per attribute
+        if asked.path in exempt:
             return
-        waited = request.environ.get(OVER_CAPACITY)
+        environ = asked.environ
+        waited = environ.get(OVER_CAPACITY)
         if waited is not None:
             raise refusal(
                 "overloaded",
@@ -63,10 +65,10 @@ def install(app, settings, exempt, accounts):
                 " is full, BRIDGE_STREAMS_PER_WORKER)",
             )
         record = observability.current()
-        limit = _cap(settings, request.environ)
+        limit = _cap(settings, environ)
         if limit and record.client is not None:
-            request.environ[_HELD] = in_flight.take(record.client, limit, settings.max_requests_per_client is None)
-        if request.method != "POST":  # else once its body is read (admit_body)
+            environ[_HELD] = in_flight.take(record.client, limit, settings.max_requests_per_client is None)
+        if asked.method != "POST":  # else once its body is read (admit_body)
             accounts.admit(record)
 
     @app.after_request

@@ -719,9 +719,10 @@ class _WithCooling:
 
 def _note_response(response):
     record = current()
-    record.route = request.url_rule.rule if request.url_rule else None
+    asked = request._get_current_object()  # one lookup of the request, not one per attribute
+    record.route = asked.url_rule.rule if asked.url_rule else None
     if record.direction is None:
-        record.direction = request.blueprint if request.blueprint in _DIRECTIONS else None
+        record.direction = asked.blueprint if asked.blueprint in _DIRECTIONS else None
     record.status = response.status_code
     record.stream = response.mimetype == "text/event-stream"
     if not record.stream:
