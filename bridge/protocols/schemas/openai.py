@@ -21,7 +21,7 @@ import re
 from marshmallow import ValidationError, fields, validate
 
 from ..json_values import loads_decoded
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_request
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, deserialize, json_type, load_request
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -40,9 +40,9 @@ class OneOrMany(fields.Field):
         self.single, self.many = single, List(item)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, list):
-            return self.many.deserialize(value, attr, data, **kwargs)
-        return self.single.deserialize(value, attr, data, **kwargs)
+        """Its form loaded as load_fields loads a field (deserialize): with no validator chain
+        built anew per value, as every message's `content` is one of these."""
+        return deserialize(self.many if isinstance(value, list) else self.single, value, attr, data)
 
 
 def must_be_absent(reason):
