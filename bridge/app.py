@@ -14,6 +14,7 @@ import time
 import types
 
 from flask import Flask, request
+from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException
 
 from .fronts import models
@@ -38,10 +39,25 @@ _OWN_ID = "req_bridge_"
 _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
+class _NoSessions(SessionInterface):
+    """The bridge keeps no sessions: every request gets the same empty, read-only session,
+    where Flask's default looks for a cookie signer and builds a null session per request."""
+
+    _none = NullSession()
+
+    def open_session(self, app, request):
+        return self._none
+
+    def save_session(self, app, session, response):
+        """Never called: Flask saves no null session."""
+
+
 class _Flask(Flask):
-    """Flask asks `inspect` whether each hook and view is a coroutine function, on every call
-    of each, to run it in an event loop if so. The bridge's are all plain functions, served by
-    gunicorn's threads: they are called as they are."""
+    """Flask asks `inspect` whether each hook and view is a coroutine function, on every call of
+    each, to run it in an event loop if so. The bridge's are all plain functions, served by
+    gunicorn's threads: they are called as they are. And it keeps no sessions (_NoSessions)."""
+
+    session_interface = _NoSessions()
 
     def ensure_sync(self, func):
         return func
