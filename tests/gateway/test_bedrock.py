@@ -328,6 +328,21 @@ def test_bedrock_http_errors_reach_the_client_in_its_protocol(live, bedrock, sta
     assert response.status_code == (503 if status == 503 else status)
 
 
+def _stream_ending_with(live, bedrock, last_frame):
+    """The client's events of a stream whose opening (message_start, the block's start, one
+    delta "Hel") reaches it, then `last_frame`; checks the opening arrived whole."""
+    opening = [chunk(sse_data(event)) for event in messages_stream("Hel").events[:3]]
+    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[*opening, last_frame]))
+    response = requests.post(
+        f"{live.url}/v1/messages",
+        headers={"x-api-key": CLIENT_KEY},
+        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI, "stream": True},
+    )
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[2]["delta"]["text"] == "Hel", "what came before the frame reached the client"
+    return events
+
+
 @pytest.mark.parametrize(
     "name, error_type",
     [
@@ -339,16 +354,7 @@ def test_bedrock_http_errors_reach_the_client_in_its_protocol(live, bedrock, sta
     ],
 )
 def test_an_exception_frame_ends_the_stream_with_an_error_event_of_its_kind(live, bedrock, name, error_type):
-    opening = messages_stream("Hel").events[:3]  # message_start, the block's start, one delta
-    frames = [chunk(sse_data(event)) for event in opening]
-    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[*frames, exception(name, "it broke")]))
-    response = requests.post(
-        f"{live.url}/v1/messages",
-        headers={"x-api-key": CLIENT_KEY},
-        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI, "stream": True},
-    )
-    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
-    assert events[2]["delta"]["text"] == "Hel", "what came before the frame reached the client"
+    events = _stream_ending_with(live, bedrock, exception(name, "it broke"))
     assert events[-1] == {"type": "error", "error": {"type": error_type, "message": f"Bedrock {name}: it broke"}}
 
 
@@ -656,15 +662,7 @@ BROKEN_FRAMES = {
 
 @pytest.mark.parametrize("message", BROKEN_FRAMES)
 def test_a_broken_frame_ends_the_stream_with_an_error_and_the_service_stays_healthy(live, bedrock, message):
-    opening = [chunk(sse_data(event)) for event in messages_stream("Hel").events[:3]]
-    bedrock.reply(Reply(headers={"content-type": EVENTSTREAM}, events=[*opening, BROKEN_FRAMES[message]]))
-    response = requests.post(
-        f"{live.url}/v1/messages",
-        headers={"x-api-key": CLIENT_KEY},
-        json={"model": "claude-opus-5", "max_tokens": 16, "messages": HI, "stream": True},
-    )
-    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
-    assert events[2]["delta"]["text"] == "Hel", "what came before the frame reached the client"
+    events = _stream_ending_with(live, bedrock, BROKEN_FRAMES[message])
     assert events[-1]["type"] == "error" and events[-1]["error"]["type"] == "api_error"
     assert message in events[-1]["error"]["message"]
     bedrock.reply(messages_stream("Hi"))
