@@ -12,8 +12,10 @@ that callgrind does not see.
 """
 
 import argparse
+import contextlib
 import http.client
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -69,68 +71,71 @@ def _worker(master):
 
 
 def _summary(path):
-    found = re.search(r"^(?:summary|totals): (\d+)$", open(path).read(), re.MULTILINE)
+    found = re.search(r"^(?:summary|totals): (\d+)$", pathlib.Path(path).read_text(), re.MULTILINE)
     return int(found.group(1)) if found else 0
+
+
+@contextlib.contextmanager
+def _serving(target, direction, upstream_url, prefix=lambda scratch: []):
+    """(scratch directory, gunicorn's pid, its port, the request) of one worker serving `target`,
+    started under the command `prefix(scratch)` gives (valgrind's, or none), warmed up, stopped
+    at the end."""
+    with tempfile.TemporaryDirectory(prefix="bench-served-") as scratch:
+        port = processes.free_port()
+        argv, env, call = _proxy(target, direction, upstream_url, port, scratch)
+        with open(os.path.join(scratch, "gunicorn.log"), "w") as log:
+            proc = subprocess.Popen([*prefix(scratch), *argv], cwd=processes.ROOT, env=env, stdout=log, stderr=log)
+        try:
+            processes.wait_for(lambda: processes.accepts(port), f"the {target} to listen", timeout=300)
+            _requests(port, call, WARM_UP)
+            yield scratch, proc.pid, port, call
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
 
 
 def instructions(target, direction, upstream_url):
     """The gunicorn worker's instructions per request, from two batches under callgrind."""
-    with tempfile.TemporaryDirectory(prefix="bench-served-") as scratch:
-        port = processes.free_port()
-        argv, env, call = _proxy(target, direction, upstream_url, port, scratch)
-        valgrind = [
+
+    def valgrind(scratch):
+        return [
             "valgrind",
             "--tool=callgrind",
             "--trace-children=yes",
             f"--callgrind-out-file={scratch}/callgrind.%p",
             f"--log-file={scratch}/valgrind.%p",
         ]
-        with open(os.path.join(scratch, "gunicorn.log"), "w") as log:
-            proc = subprocess.Popen(valgrind + argv, cwd=processes.ROOT, env=env, stdout=log, stderr=log)
-        try:
-            processes.wait_for(lambda: processes.accepts(port), f"the {target} under callgrind", timeout=300)
-            _requests(port, call, WARM_UP)
-            # Only the worker's counters: callgrind_control without a pid would zero and dump
-            # every callgrind run of the machine's user.
-            worker = _worker(proc.pid)
-            totals = []
-            for count in BATCHES:
-                subprocess.run(["callgrind_control", "--zero", worker], capture_output=True, check=True)
-                _requests(port, call, count)
-                subprocess.run(["callgrind_control", "--dump", worker], capture_output=True, check=True)
-                dumps = sorted(
-                    (name for name in os.listdir(scratch) if name.startswith(f"callgrind.{worker}.")),
-                    key=lambda name: int(name.rsplit(".", 1)[1]),
-                )
-                totals.append(_summary(os.path.join(scratch, dumps[-1])))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+
+    with _serving(target, direction, upstream_url, valgrind) as (scratch, master, port, call):
+        # Only the worker's counters: callgrind_control without a pid would zero and dump
+        # every callgrind run of the machine's user.
+        worker = _worker(master)
+        totals = []
+        for count in BATCHES:
+            subprocess.run(["callgrind_control", "--zero", worker], capture_output=True, check=True)
+            _requests(port, call, count)
+            subprocess.run(["callgrind_control", "--dump", worker], capture_output=True, check=True)
+            dumps = sorted(
+                (name for name in os.listdir(scratch) if name.startswith(f"callgrind.{worker}.")),
+                key=lambda name: int(name.rsplit(".", 1)[1]),
+            )
+            totals.append(_summary(os.path.join(scratch, dumps[-1])))
     return round((totals[1] - totals[0]) / (BATCHES[1] - BATCHES[0]))
 
 
 def syscalls(target, direction, upstream_url, count=BATCHES[1]):
     """System calls per request of the gunicorn worker, by name, from strace -c -f."""
-    with tempfile.TemporaryDirectory(prefix="bench-served-") as scratch:
-        port = processes.free_port()
-        argv, env, call = _proxy(target, direction, upstream_url, port, scratch)
-        with open(os.path.join(scratch, "gunicorn.log"), "w") as log:
-            proc = subprocess.Popen(argv, cwd=processes.ROOT, env=env, stdout=log, stderr=log)
-        try:
-            processes.wait_for(lambda: processes.accepts(port), f"the {target}", timeout=60)
-            _requests(port, call, WARM_UP)
-            report = os.path.join(scratch, "strace.txt")
-            strace = subprocess.Popen(
-                ["strace", "-c", "-f", "-p", _worker(proc.pid), "-o", report], stderr=subprocess.DEVNULL
-            )
-            time.sleep(1.5)  # strace attached to every thread
-            _requests(port, call, count)
-            strace.terminate()
-            strace.wait()
-            rows = re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", open(report).read(), re.M)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+    with _serving(target, direction, upstream_url) as (scratch, master, port, call):
+        report = os.path.join(scratch, "strace.txt")
+        strace = subprocess.Popen(
+            ["strace", "-c", "-f", "-p", _worker(master), "-o", report], stderr=subprocess.DEVNULL
+        )
+        time.sleep(1.5)  # strace attached to every thread
+        _requests(port, call, count)
+        strace.terminate()
+        strace.wait()
+        text = pathlib.Path(report).read_text()
+    rows = re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", text, re.M)
     return {name: round(int(calls) / count, 1) for calls, name in rows if int(calls) >= count / 2}
 
 
