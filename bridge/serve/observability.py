@@ -23,6 +23,7 @@ import contextvars
 import functools
 import glob
 import logging
+import operator
 import os
 import re
 import sys
@@ -38,6 +39,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily
 
@@ -48,6 +50,17 @@ from . import span_content, tracing
 from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
+
+
+# prometheus_client's shared metrics ask the kernel for the pid on every write, to notice a fork
+# (gunicorn forks its workers from the master, which may have loaded this module): about twenty
+# system calls a request. The pid kept here, renewed in a forked child, is the same check without
+# them. Set before the first metric is made (a module that makes metrics imports this one first),
+# so that every value of this process writes through one set of files.
+_pid = [os.getpid()]
+if values.ValueClass._multiprocess:
+    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+    values.ValueClass = values.MultiProcessValue(functools.partial(operator.getitem, _pid, 0))
 
 _DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
 # Pass-through pairs (http.pass_through) set their own direction on the record.
