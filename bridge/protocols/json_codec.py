@@ -41,6 +41,30 @@ def dumps_text(value):
     return dumps(value).decode()
 
 
+# A string literal's content that reads as itself: no quote, backslash or control character.
+plain = re.compile(r'[^"\\\x00-\x1f]*').fullmatch
+
+
+def around(data, key, value):
+    """`data`, compact JSON text whose one member named `key` is the plain string `value`, as the
+    text before and after that string's content; None for any other `data`.
+
+    Text that is the same before and after, with a plain string between, is the same document
+    but for that string: a stream's repeated event can be read without parsing it (an
+    orjson.loads costs mostly its fixed cost, whatever the size), and the string written out
+    as it came, since orjson.dumps writes a plain string as itself.
+    """
+    marker = '"%s":"' % key
+    if not plain(value) or data.count(marker) != 1:
+        return None
+    start = data.find(marker)
+    end = start + len(marker)
+    # After "{" or ",", the marker's first quote opens a key (in a string it would be escaped).
+    if start == 0 or data[start - 1] not in "{," or data[end : end + len(value) + 1] != value + '"':
+        return None
+    return data[:end], data[end + len(value) :]
+
+
 def loads_partial(text):
     """What a JSON document cut off anywhere holds so far, as jiter's partial mode reads it.
 

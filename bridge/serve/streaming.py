@@ -110,6 +110,9 @@ def relay(
     parking = loop.parking(body.socket) if loop is not None else None
     wait = min(ping_interval, PROBE_INTERVAL)
     decoder = decoder or sse.Decoder(max_event_bytes)
+    # A translator's fast path writes the usual event without parsing it or making its items (a
+    # record that keeps the answer's text sees every item instead).
+    fast = getattr(translator, "fast", None) if type(record).saw is observability.Record.saw else None
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write (read() gives all that has come): a
@@ -124,6 +127,12 @@ def relay(
                 if first:  # a turn's worth is out: the rest once the loop's other streams had theirs
                     yield from _next_turn(parking)
                 for event in events[first : first + EVENTS_PER_TURN]:
+                    if fast is not None:
+                        written = fast(event)
+                        if written is not None:  # the usual event, already the client's bytes
+                            if written:
+                                pending.append(written)
+                            continue
                     payload = _payload(event)
                     record.heard(payload)
                     for item in translator.feed(event.event, payload):

@@ -29,6 +29,12 @@ _EMPTY_BLOCKS = {
     "text": {"type": "text", "text": ""},
 }
 
+# on_text's event as the relay frames it (serve/streaming.py), for a plain text (ChatStream.fast)
+_TEXT_DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"text_delta","text":"%s"}}\n\n'
+)
+
 
 class StreamTranslator(ChatStream):
     protocol = ANTHROPIC
@@ -69,6 +75,9 @@ class StreamTranslator(ChatStream):
         ]
 
     on_refusal = on_text
+
+    def fast_text(self, text):
+        return _TEXT_DELTA % (self.blocks - 1, text.encode())
 
     def on_arguments(self, call, fragment):
         return [self._block_delta({"type": "input_json_delta", "partial_json": fragment})]
