@@ -14,6 +14,7 @@ such a number, are read with the json module instead: by the Chat schema for a
 client's history, by the messages -> chat translators for an upstream's answer.
 """
 
+import itertools
 import json
 import re
 
@@ -43,26 +44,93 @@ def dumps_text(value):
 
 # A string literal's content that reads as itself: no quote, backslash or control character.
 plain = re.compile(r'[^"\\\x00-\x1f]*').fullmatch
+_INTEGER = re.compile("0|[1-9][0-9]*")
+_integer = _INTEGER.fullmatch
+_space = re.compile("[ \t\n\r]*").fullmatch
 
 
-def around(data, key, value):
-    """`data`, compact JSON text whose one member named `key` is the plain string `value`, as the
-    text before and after that string's content; None for any other `data`.
+class Shape:
+    """Compact JSON text learned from one document, to read the next ones that are the same text
+    but for a few values (the holes): a stream's repeated event read without parsing it (an
+    orjson.loads costs mostly its fixed cost, whatever the size).
 
-    Text that is the same before and after, with a plain string between, is the same document
-    but for that string: a stream's repeated event can be read without parsing it (an
-    orjson.loads costs mostly its fixed cost, whatever the size), and the string written out
-    as it came, since orjson.dumps writes a plain string as itself.
+    The holes are the string of the member `key`, whose content `read` returns, the members
+    named in `vary` (a plain string or an integer, as learned: OpenAI's `obfuscation` padding,
+    a `sequence_number`), and JSON whitespace before the closing brace (Anthropic's padding).
+    A string hole takes a plain string only (no quote, backslash or control character: its
+    content is its value, and orjson.dumps writes it as it came), an integer hole digits, so
+    what `read` takes is always the learned document with other values, never another shape.
     """
-    marker = '"%s":"' % key
-    if not plain(value) or data.count(marker) != 1:
+
+    __slots__ = ("head", "start", "holes")
+
+    def __init__(self, data, holes):
+        """`holes`: (start, end, check, keep) of each hole in `data`, in order, apart."""
+        self.head = data[: holes[0][0]]
+        self.start = len(self.head)
+        nexts = [start for start, _, _, _ in holes[1:]] + [len(data)]
+        # each hole's check, the text after it up to the next one (its first character ends the
+        # hole), and whether its value is the one read
+        self.holes = tuple(
+            (check, data[end:next_start], keep) for (_, end, check, keep), next_start in zip(holes, nexts, strict=True)
+        )
+
+    @classmethod
+    def learn(cls, data, key, value, vary=()):
+        """The shape of `data`, in which the member `key` is the plain string `value`; None when
+        `data` is not one a shape reads (`key` not once, a `vary` member more than once)."""
+        text = _hole(data, key)
+        if text is None or text[2] is not plain or data[text[0] : text[1]] != value:
+            return None
+        holes = [(*text, True)]
+        for name in vary:
+            if '"%s":' % name in data:
+                hole = _hole(data, name)
+                if hole is None:
+                    return None
+                holes.append((*hole, False))
+        if data[-2:-1] in (" ", "\t", "\n", "\r") and data[-1] == "}":
+            holes.append((len(data[:-1].rstrip(" \t\n\r")), len(data) - 1, _space, False))
+        holes.sort(key=lambda hole: hole[0])
+        if any(left[1] >= right[0] for left, right in itertools.pairwise(holes)):  # overlapping, or no text between
+            return None
+        return cls(data, holes)
+
+    def read(self, data):
+        """The content of `key`'s string in `data`, if `data` is the learned text but for its
+        holes' values; else None."""
+        if not data.startswith(self.head):
+            return None
+        at, kept = self.start, None
+        for check, after, keep in self.holes:
+            end = data.find(after[0], at)
+            value = data[at:end]
+            if end < 0 or not check(value) or not data.startswith(after, end):
+                return None
+            if keep:
+                kept = value
+            at = end + len(after)
+        return kept if at == len(data) else None
+
+
+def _hole(data, name):
+    """(start, end, check) of the value of the one member `name` in compact JSON text `data`:
+    a plain string's content, or an integer; None for anything else."""
+    marker = '"%s":' % name
+    if data.count(marker) != 1:
         return None
     start = data.find(marker)
-    end = start + len(marker)
     # After "{" or ",", the marker's first quote opens a key (in a string it would be escaped).
-    if start == 0 or data[start - 1] not in "{," or data[end : end + len(value) + 1] != value + '"':
+    if start == 0 or data[start - 1] not in "{,":
         return None
-    return data[:end], data[end + len(value) :]
+    at = start + len(marker)
+    if data[at : at + 1] == '"':
+        end = data.find('"', at + 1)
+        return (at + 1, end, plain) if end > at and plain(data, at + 1, end) else None
+    number = _INTEGER.match(data, at)
+    if number is None or data[number.end() : number.end() + 1] not in (",", "}"):
+        return None
+    return at, number.end(), _integer
 
 
 def loads_partial(text):

@@ -110,9 +110,10 @@ def relay(
     parking = loop.parking(body.socket) if loop is not None else None
     wait = min(ping_interval, PROBE_INTERVAL)
     decoder = decoder or sse.Decoder(max_event_bytes)
-    # A translator's fast path writes the usual event without parsing it or making its items (a
-    # record that keeps the answer's text sees every item instead).
-    fast = getattr(translator, "fast", None) if type(record).saw is observability.Record.saw else None
+    # A translator's fast path writes the usual event without parsing it or making its items
+    # (translator.py); a record that keeps the answer's text sees every item instead.
+    keeps_text = type(record).saw is not observability.Record.saw
+    fast = translator.fast if translator.fast_text is not None and not keeps_text else None
     quiet_since = written_at = time.monotonic()  # when the client last got an event; any bytes
     keepalive = framing.opening_keepalive or framing.keepalive  # framing.keepalive after the first event
     # Events that are already here leave in one write (read() gives all that has come): a

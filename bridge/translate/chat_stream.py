@@ -25,14 +25,15 @@ each piece becomes for its client in the `on_*` hooks, each returning the outgoi
 
 import dataclasses
 
-from ..protocols import json_codec, shapes
+from ..protocols import shapes
 from ..protocols.errors import BridgeError, from_openai
 from . import translator
 from .chat_response import arguments_text, content_parts, json_object, reasoning_text
 from .tokens import text_tokens
 from .translator import DONE
 
-_RECORD_READS = ('"usage":', '"message":', '"response":')
+# The members of a usual chunk that change from one to the next: OpenAI's random padding.
+_VARY = ("obfuscation",)
 
 
 @dataclasses.dataclass(eq=False)
@@ -59,35 +60,29 @@ class ChatStream(translator.StreamTranslator):
         self.usage = None  # the latest usage the upstream reported
         self.output_tokens = 0  # estimate of what was streamed, for when no usage comes
         self.done = False  # the client's last event is out: the relay may end the response
-        self._unread = None  # the data of the event fast() passed to feed
-        self._shape = None  # (before, after, len(before), -len(after)): a usual text chunk's text around its text
 
     def fast(self, event):
-        """The client's bytes for a usual text chunk that is the last one learned but for its plain
-        text, read without parsing it (json_codec.around); None for any other event, which goes
-        to feed. The state moves as feed's would; a translator without fast_text has no fast path."""
-        shape, data = self._shape, event.data
-        if shape is not None and event.event is None and self.open == "text" and self.finished is None:
-            before, after, start, end = shape
-            if data[:start] == before and data[end:] == after and len(data) >= start - end:
-                text = data[start:end]
-                if json_codec.plain(text):
-                    if not text:
-                        return b""
+        """The client's bytes for a usual text chunk of the learned shape (translator.py: the fast
+        path); None for any other event, which goes to feed."""
+        usual = self._usual
+        if usual is not None and event.event is None and self.open == "text" and self.finished is None:
+            text = usual.read(event.data)
+            if text is not None:
+                if not text:
+                    return b""
+                written = self.fast_text(text)
+                if written is not None:
                     self.output_tokens += text_tokens(text)
-                    return self.fast_text(text)
-        self._unread = data
-        return None
-
-    fast_text = None  # (text) -> the client's bytes for the open text piece's `text`, plain JSON
+                    return written
+        return self._pass_on(event)
 
     def feed(self, event, payload):
         if self.done:
             return []
         text = self._usual_text(payload) if event is None else None
         if text is not None:  # the usual chunk: nothing below applies to it
-            if text and self._unread is not None and self.fast_text is not None:
-                self._learn(text)
+            if self._unread is not None:
+                self._learn(payload, "content", text, _VARY)
             return self._text(text) if text else []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
             raise self.reword(from_openai(payload))
@@ -183,15 +178,6 @@ class ChatStream(translator.StreamTranslator):
             return None
         text = delta.get("content")
         return text if type(text) is str else None
-
-    def _learn(self, text):
-        """Take the usual text chunk fast() passed on as the shape of the next ones, unless its
-        text is not plain or the rest holds what the record reads usage from (Record.heard)."""
-        data, self._unread = self._unread, None
-        shape = json_codec.around(data, "content", text)
-        if shape is not None and not any(key in shape[0] + shape[1] for key in _RECORD_READS):
-            before, after = shape
-            self._shape = (before, after, len(before), -len(after))
 
     def _pieces(self, delta):
         """The pieces one delta carries, each to its hook."""

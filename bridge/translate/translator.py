@@ -20,13 +20,25 @@ one its output only at its end, and a client may leave before either.
 Keep-alives are not a translator's business: the relay sends the client's
 own kind whenever nothing went to the client for a while, an upstream ping
 included.
+
+The fast path: most of a stream is one event, a piece of text, repeated but for that text.
+A translator whose pair writes the client's text event from a template (`fast_text`) learns
+the shape of the upstream's usual text event from one that `feed` read (json_codec.Shape),
+and `fast(event)` then writes the next ones that have that shape without parsing them or
+making any item, moving the state as `feed` would; any other event, it passes on (None) to
+`feed`. The relay skips it for a record that keeps the answer's text, which must see every
+item, and a shape is learned only from an event the record reads nothing from (no usage).
 """
 
 import abc
 
+from ..protocols import json_codec
 from .tokens import size_tokens
 
 DONE = "[DONE]"
+# How many times a stream learns its usual event's shape: one whose text events do not repeat
+# (a member that changes in every one) stops trying and costs no more than the full path.
+LEARNS = 8
 
 
 class StreamTranslator(abc.ABC):
@@ -35,6 +47,12 @@ class StreamTranslator(abc.ABC):
     protocol = None  # errors.ANTHROPIC or errors.OPENAI: the shape of the client's error events
     done = False
     relayed = 0  # what the upstream streamed of text, thinking and tool arguments so far (tokens.text_size)
+    # The fast path (above): the grammar's fast(event), and the pair's template writer for a plain
+    # text, with the arguments of the grammar's on_text; None: no fast path.
+    fast = fast_text = None
+    _usual = _usual_at = None  # the usual text event's json_codec.Shape, and where its text goes (a block...)
+    _unread = None  # the data of the event fast() last passed on to feed, to learn the shape from
+    _learns = LEARNS
 
     @abc.abstractmethod
     def feed(self, event_name, payload):
@@ -52,3 +70,22 @@ class StreamTranslator(abc.ABC):
     def fail(self, error):
         """The events that end the client's stream after `error`: the protocol's error event."""
         return [error.body_for(self.protocol)]
+
+    def _pass_on(self, event):
+        """fast()'s answer for an event it does not write: None, the event kept to learn from."""
+        if self._learns:
+            self._unread = event.data
+        return None
+
+    def _learn(self, payload, key, text, vary=(), at=None):
+        """Take the event fast() passed on, now read as `payload` whose member `key` is the text
+        `text` going `at` its place, as the shape of the usual text event (json_codec.Shape;
+        `vary`: the members that change from one event to the next)."""
+        data, self._unread = self._unread, None
+        if not json_codec.plain(text):
+            return  # an escape: not a shape to learn, and no try spent
+        self._learns -= 1
+        if payload.get("usage") is None and "message" not in payload and "response" not in payload:
+            shape = json_codec.Shape.learn(data, key, text, vary)
+            if shape is not None:
+                self._usual, self._usual_at = shape, at
