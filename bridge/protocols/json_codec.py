@@ -62,18 +62,22 @@ class Shape:
     what `read` takes is always the learned document with other values, never another shape.
     """
 
-    __slots__ = ("head", "start", "holes")
+    __slots__ = ("head", "start", "holes", "last", "tail", "tail_length")
 
     def __init__(self, data, holes):
         """`holes`: (start, end, check, keep) of each hole in `data`, in order, apart."""
         self.head = data[: holes[0][0]]
         self.start = len(self.head)
-        nexts = [start for start, _, _, _ in holes[1:]] + [len(data)]
-        # each hole's check, the text after it up to the next one (its first character ends the
-        # hole), and whether its value is the one read
+        # each hole but the last: its check, the text after it up to the next one (whose first
+        # character ends the hole), and whether its value is the one read
         self.holes = tuple(
-            (check, data[end:next_start], keep) for (_, end, check, keep), next_start in zip(holes, nexts, strict=True)
+            (check, data[end:next_start], keep)
+            for (_, end, check, keep), (next_start, _, _, _) in itertools.pairwise(holes)
         )
+        _, end, check, keep = holes[-1]
+        self.last = check, keep
+        self.tail = data[end:]  # after the last hole, to the end
+        self.tail_length = len(self.tail)
 
     @classmethod
     def learn(cls, data, key, value, vary=()):
@@ -99,9 +103,9 @@ class Shape:
     def read(self, data):
         """The content of `key`'s string in `data`, if `data` is the learned text but for its
         holes' values; else None."""
-        if not data.startswith(self.head):
+        if not data.startswith(self.head) or not data.endswith(self.tail):
             return None
-        at, kept = self.start, None
+        at, kept, stop = self.start, None, len(data) - self.tail_length
         for check, after, keep in self.holes:
             end = data.find(after[0], at)
             value = data[at:end]
@@ -110,7 +114,11 @@ class Shape:
             if keep:
                 kept = value
             at = end + len(after)
-        return kept if at == len(data) else None
+        check, keep = self.last
+        value = data[at:stop]
+        if at > stop or not check(value):  # at > stop: the head or a hole's text overlaps the tail
+            return None
+        return value if keep else kept
 
 
 def _hole(data, name):

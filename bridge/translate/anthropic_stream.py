@@ -81,6 +81,20 @@ class MessagesStream(translator.StreamTranslator):
             shapes.anthropic_event(kind, payload)
         return handler(self, payload)
 
+    def fast(self, event):
+        """The client's bytes for a text_delta of the learned shape, for the block it was learned
+        in (translator.py: the fast path); None for any other event, which goes to feed."""
+        usual = self._usual
+        if usual is not None:
+            text = usual.read(event.data)
+            if text is not None:
+                written = self.fast_text(self._usual_at, text)
+                if written is not None:
+                    if text:
+                        self.relayed += len(text) if text.isascii() else text_size(text)
+                    return written
+        return self._pass_on(event)
+
     def finish(self):
         """The upstream body ended: complete only if message_stop came."""
         if not self.done:
@@ -144,6 +158,8 @@ class MessagesStream(translator.StreamTranslator):
         if value and kind != "signature_delta":  # output the upstream generated, shown to the client or not
             self.relayed += len(value) if value.isascii() else text_size(value)  # a call fewer per event
         if kind == "text_delta" and state.kind == "text":
+            if value and self._unread is not None:
+                self._learn(payload, "text", value, at=state)
             return self.on_text(state, value)
         if kind == "thinking_delta" and state.kind == "thinking":
             return self.on_thinking(state, value)
@@ -161,6 +177,7 @@ class MessagesStream(translator.StreamTranslator):
     def _content_block_stop(self, payload):
         state = self._block(payload.get("index"))
         del self.blocks[payload.get("index")]
+        self._usual = None  # learned for a block, as its index says
         return self.on_block_stop(state)
 
     def _message_delta(self, payload):
@@ -173,6 +190,7 @@ class MessagesStream(translator.StreamTranslator):
     def _message_stop(self, payload):
         out = self.on_message_stop()  # may raise: the translator's fail() must still end the stream
         self.done = True
+        self._usual = None
         return out
 
     def _block(self, index):

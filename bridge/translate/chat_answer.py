@@ -1,6 +1,8 @@
 """A Chat Completions answer's pieces, as every pair with a Chat client builds them (pure
 functions): the answer around its message, its id, a tool call, and usage as OpenAI counts it."""
 
+from ..protocols import json_codec
+
 
 def completion(upstream_id, context, message, finish_reason, usage):
     """A non-streamed Chat answer of one choice, under the model name the client asked for."""
@@ -27,6 +29,15 @@ def chunk_head(upstream_id, context):
 def chunk(head, delta, finish_reason=None):
     """One chunk of the answer's one choice."""
     return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+
+def text_chunk_frame(head):
+    """A text chunk as the relay frames it for a Chat client (serve/streaming.py), as the bytes
+    before and after its text: a plain text (json_codec.plain) goes between as it is (the fast
+    path, translator.py)."""
+    data = json_codec.dumps(chunk(head, {"content": ""}))
+    before, _, after = data.rpartition(b'"content":""')
+    return b"data: " + before + b'"content":"', b'"' + after + b"\n\n"
 
 
 def completion_id(upstream_id):

@@ -82,6 +82,9 @@ class StreamTranslator(abc.ABC):
         `text` going `at` its place, as the shape of the usual text event (json_codec.Shape;
         `vary`: the members that change from one event to the next)."""
         data, self._unread = self._unread, None
+        if type(data) is not str:  # Bedrock's events come as bytes: no shape to learn
+            self._learns = 0
+            return
         if not json_codec.plain(text):
             return  # an escape: not a shape to learn, and no try spent
         self._learns -= 1

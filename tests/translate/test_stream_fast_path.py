@@ -12,9 +12,10 @@ from bridge.protocols import json_codec, sse
 from bridge.protocols.errors import BridgeError
 from bridge.serve import streaming
 from bridge.translate import translator
+from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatToMessages
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesToChat
 from tests.fake_upstream import FIXTURES
-from tests.helpers.contexts import messages_to_chat_context
+from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context
 
 SHARED = pathlib.Path(__file__).parents[2] / ".." / "shared" / "fixtures"
 CHAT_STREAMS = sorted(
@@ -22,6 +23,9 @@ CHAT_STREAMS = sorted(
     for folder in (FIXTURES / "openai", SHARED / "openai")
     for path in folder.glob("*.sse")
     if not path.name.startswith("responses_")
+)
+ANTHROPIC_STREAMS = sorted(
+    path for folder in (FIXTURES / "anthropic", SHARED / "anthropic") for path in folder.glob("*.sse")
 )
 AWKWARD = [
     "plain",
@@ -43,10 +47,11 @@ def relayed(translator, events, frame, fast):
     """The client's bytes for `events` as the relay writes them (streaming.relay's loop), with or
     without the fast path, the estimate after, and how many events took the fast path."""
     out, taken = [], 0
+    fast = translator.fast if fast and translator.fast_text is not None else None
     try:
         for event in events:
-            if fast:
-                written = translator.fast(event)
+            if fast is not None:
+                written = fast(event)
                 if written is not None:
                     out.append(written)
                     taken += 1
@@ -55,13 +60,15 @@ def relayed(translator, events, frame, fast):
         out += map(frame, translator.finish())
     except BridgeError as error:
         out.append(str(error).encode())
-    return b"".join(out), translator.estimate(), taken
+    state = repr({name: value for name, value in vars(translator).items() if not name.startswith("_")})
+    return b"".join(out), translator.estimate(), state, taken
 
 
 def same_both_ways(new, events, frame):
+    """The fast path's bytes, estimate and state are the full path's; how many events it took."""
     fast = relayed(new(), events, frame, fast=True)
-    assert fast[:2] == relayed(new(), events, frame, fast=False)[:2]
-    return fast[2]
+    assert fast[:3] == relayed(new(), events, frame, fast=False)[:3]
+    return fast[3]
 
 
 def chat_chunk(text, ensure_ascii=False, openai=False, **extra):
@@ -153,3 +160,167 @@ def test_messages_to_chat_other_chunks_between_texts():
         ]
     )
     assert same_both_ways(messages_to_chat, events_of(stream), streaming.ANTHROPIC_SSE.frame) >= 1
+
+
+def anthropic_event(payload, padding=0, ensure_ascii=False):
+    """An Anthropic event; `padding`: spaces before its closing brace, as Anthropic pads them."""
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    return b"event: %s\ndata: %s\n\n" % (payload["type"].encode(), (data[:-1] + " " * padding + "}").encode())
+
+
+def text_delta(text, index=0, padding=0, ensure_ascii=False):
+    delta = {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
+    return anthropic_event(delta, padding, ensure_ascii)
+
+
+def anthropic_stream(texts, padding=False, ensure_ascii=False):
+    """A message of a text block of `texts`, a tool call, and a text block of `texts` again."""
+
+    def block(index, texts):
+        start = {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+        return [
+            anthropic_event(start),
+            *(text_delta(text, index, random.randrange(20) if padding else 0, ensure_ascii) for text in texts),
+            anthropic_event({"type": "content_block_stop", "index": index}),
+        ]
+
+    tool = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+    arguments = {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": {}}
+    return b"".join(
+        [
+            anthropic_event({"type": "message_start", "message": message}),
+            *block(0, texts),
+            anthropic_event({"type": "content_block_start", "index": 1, "content_block": tool}),
+            anthropic_event(arguments),
+            anthropic_event({"type": "content_block_stop", "index": 1}),
+            *block(2, texts),
+            anthropic_event(
+                {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
+            ),
+            anthropic_event({"type": "message_stop"}),
+        ]
+    )
+
+
+def chat_to_messages():
+    return ChatToMessages(chat_to_messages_context(stream=True, include_usage=True))
+
+
+@pytest.mark.parametrize("path", ANTHROPIC_STREAMS, ids=lambda path: f"{path.parent.parent.name}/{path.name}")
+def test_chat_to_messages_recorded_streams(path):
+    same_both_ways(chat_to_messages, events_of(path.read_bytes()), streaming.CHAT_SSE.frame)
+
+
+def test_chat_to_messages_recorded_padded_text_takes_the_fast_path():
+    """Anthropic's events (padded with a different number of spaces each) are read the fast way."""
+    path = FIXTURES / "anthropic" / "cache_read.sse"
+    assert same_both_ways(chat_to_messages, events_of(path.read_bytes()), streaming.CHAT_SSE.frame) >= 3
+
+
+@pytest.mark.parametrize("padding", [False, True], ids=["compact", "padded"])
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_chat_to_messages_awkward_texts(ensure_ascii, padding):
+    stream = anthropic_stream(AWKWARD * 2, padding, ensure_ascii)
+    assert same_both_ways(chat_to_messages, events_of(stream), streaming.CHAT_SSE.frame) >= 12  # in both blocks
+
+
+def test_chat_to_messages_other_events_between_texts():
+    """Another key order, a block reopened as thinking under the learned index, text after
+    message_stop (its block never stopped), text after its block: each read in full."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": {}}
+
+    def start(index, kind):
+        block = {"type": kind, kind: ""}
+        return anthropic_event({"type": "content_block_start", "index": index, "content_block": block})
+
+    stream = b"".join(
+        [
+            anthropic_event({"type": "message_start", "message": message}),
+            start(0, "text"),
+            text_delta("one"),
+            text_delta("two"),
+            b"event: content_block_delta\n"
+            b'data: {"index":0,"type":"content_block_delta","delta":{"text":"x","type":"text_delta"}}\n\n',
+            text_delta("three"),
+            anthropic_event({"type": "content_block_stop", "index": 0}),
+            start(0, "thinking"),
+            text_delta("in a thinking block"),
+            anthropic_event({"type": "content_block_stop", "index": 0}),
+            start(1, "text"),
+            text_delta("five", index=1),
+            text_delta("six", index=1),
+            anthropic_event({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {}}),
+            anthropic_event({"type": "message_stop"}),
+            text_delta("after the end", index=1),
+        ]
+    )
+    assert same_both_ways(chat_to_messages, events_of(stream), streaming.CHAT_SSE.frame) >= 2
+    stopped = stream.replace(
+        b"event: message_delta",
+        anthropic_event({"type": "content_block_stop", "index": 1})
+        + text_delta("after its block", index=1)
+        + b"event: message_delta",
+    )
+    assert same_both_ways(chat_to_messages, events_of(stopped), streaming.CHAT_SSE.frame) >= 1
+
+
+def test_chat_to_messages_bedrock_events_go_the_full_way():
+    """Bedrock's events carry their JSON as bytes: no shape is learned from them."""
+    events = [sse.Event(event.event, event.data.encode()) for event in events_of(anthropic_stream(["a", "b", "c"]))]
+    assert same_both_ways(chat_to_messages, events, streaming.CHAT_SSE.frame) == 0
+
+
+OPENAI_CHUNK = '{"id":"c","choices":[{"delta":{"content":"%s"}}],"usage":null,"obfuscation":"%s"}'
+
+
+@pytest.mark.parametrize(
+    ("data", "read"),
+    [
+        (OPENAI_CHUNK % ("other text", "padding"), "other text"),
+        (OPENAI_CHUNK % ("", ""), ""),
+        (OPENAI_CHUNK % ("a\\u0022", "p"), None),  # an escape
+        (OPENAI_CHUNK % ("a", "p\\"), None),
+        (OPENAI_CHUNK % ("a", "p\x01"), None),  # a control character
+        (OPENAI_CHUNK % ("a", 'p","x":"'), None),  # another member
+        ('{"id":"c","choices":[{"delta":{"content":"}],"usage":null,"obfuscation":"p"}', None),
+        ('{"id":"c","choices":[{"delta":{"content":"a"}}],"usage":null,"obfuscation":"p"}  ', None),
+        ('{"id":"c","choices":[{"delta":{"content":"a"}}],"usage":{},"obfuscation":"p"}', None),
+    ],
+)
+def test_a_shape_reads_its_document_with_other_strings_only(data, read):
+    shape = json_codec.Shape.learn(OPENAI_CHUNK % ("text", "pad"), "content", "text", ("obfuscation",))
+    assert shape.read(data) == read
+
+
+def test_a_shape_takes_no_document_whose_head_and_tail_overlap():
+    shape = json_codec.Shape.learn('{"a":"x"}', "a", "x")
+    assert (shape.read('{"a":"yz"}'), shape.read('{"a":"}')) == ("yz", None)
+
+
+@pytest.mark.parametrize("number", ["0", "17", "123456789012345678901234567890"])
+def test_a_shape_reads_an_integer_that_varies(number):
+    learned = '{"type":"d","sequence_number":4,"delta":"x","logprobs":[]}'
+    shape = json_codec.Shape.learn(learned, "delta", "x", ("sequence_number",))
+    assert shape.read(learned.replace("4", number).replace('"x"', '"y z"')) == "y z"
+
+
+@pytest.mark.parametrize("number", ["", "01", "-1", "1.5", "1e5", "٣", "²", "null"])
+def test_a_shape_takes_no_other_number(number):
+    learned = '{"type":"d","sequence_number":4,"delta":"x","logprobs":[]}'
+    shape = json_codec.Shape.learn(learned, "delta", "x", ("sequence_number",))
+    assert shape.read(learned.replace("4", number)) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"a":"x","a":"x"}',  # the key twice
+        '{"a":"x\\"","b":1}',  # not the value as read
+        '{"a":"x","o":"p","o":"q"}',  # a member that varies, twice
+        '{"a":"x","o":"p\\n"}',  # a member that varies, not plain
+        '{"a":"x","o":1.5}',
+    ],
+)
+def test_no_shape_is_learned_from_a_document_it_could_not_read(data):
+    assert json_codec.Shape.learn(data, "a", "x", ("o",)) is None

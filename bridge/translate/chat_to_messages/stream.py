@@ -23,7 +23,7 @@ import dataclasses
 from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow, refusal_text
 from ..anthropic_stream import Block, MessagesStream
-from ..chat_answer import chunk, chunk_head, tool_call
+from ..chat_answer import chunk, chunk_head, text_chunk_frame, tool_call
 from .response import arguments, chat_annotations, chat_usage, finish_reason, thinking_entry
 
 
@@ -49,6 +49,7 @@ class StreamTranslator(MessagesStream):
         self.thinking_entries = 0
         self.content_length = 0  # characters of delta.content sent, where annotations point
         self.annotations = 0
+        self._text_frame = None  # text_chunk_frame, once the fast path needs it
 
     # -- events ----------------------------------------------------------------------------
 
@@ -100,6 +101,16 @@ class StreamTranslator(MessagesStream):
             return []
         self.content_length += len(text)
         return [self._chunk({"content": text})]
+
+    def fast_text(self, state, text):
+        """on_text's chunk for a plain text, as the relay frames it (the fast path, translator.py)."""
+        if not text:
+            return b""
+        if self._text_frame is None:
+            self._text_frame = text_chunk_frame(self.head)
+        before, after = self._text_frame
+        self.content_length += len(text)
+        return before + text.encode() + after
 
     def on_thinking(self, state, text):
         if not text:
