@@ -306,6 +306,14 @@ def message_start(upstream_id, context):
     return {"type": "message_start", "message": anthropic_message(upstream_id, context, [], not_stopped, usage)}
 
 
+# A text block's content_block_delta as the relay frames it (serve/streaming.py), around its
+# block's index and a plain text (the fast path, translator.py).
+TEXT_DELTA_FRAME = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"text_delta","text":"%s"}}\n\n'
+)
+
+
 def message_id(upstream_id):
     """msg_ + the upstream answer's id (for tracing), or a fresh id when it has none."""
     cleaned = re.sub(r"[^a-zA-Z0-9_-]", "", upstream_id) if isinstance(upstream_id, str) else ""

@@ -39,6 +39,8 @@ ITEM_KINDS = {
 }
 # The events that end a stream, and the status each says.
 _LAST = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
+# The members of a text delta that change from one to the next (translator.py: the fast path).
+_VARY = ("sequence_number", "obfuscation")
 
 
 @dataclasses.dataclass
@@ -75,6 +77,8 @@ class ResponsesStream(translator.StreamTranslator):
             if value:
                 item.streamed = True
                 self.relayed += len(value) if value.isascii() else text_size(value)
+                if self._unread is not None and kind == "response.output_text.delta" and item.kind == "message":
+                    self._learn(payload, "delta", value, _VARY, at=item)
             return delta(self, item, value) if value else []
         if kind == "error":
             raise self.reword(event_error(payload))
@@ -85,6 +89,21 @@ class ResponsesStream(translator.StreamTranslator):
             raise broken_stream(f"upstream sent {kind!r} before response.created")
         shapes.responses_event(kind, payload)
         return handler(self, payload)
+
+    def fast(self, event):
+        """The client's bytes for an output_text.delta of the learned shape, for the message part it
+        was learned in (translator.py: the fast path); None for any other event, which goes to feed."""
+        usual = self._usual
+        if usual is not None:
+            text = usual.read(event.data)
+            if text is not None:
+                if not text:
+                    return b""
+                written = self.fast_text(self._usual_at, text)
+                if written is not None:
+                    self.relayed += len(text) if text.isascii() else text_size(text)
+                    return written
+        return self._pass_on(event)
 
     def finish(self):
         """The upstream body ended: complete only if its last event came."""
@@ -160,6 +179,7 @@ class ResponsesStream(translator.StreamTranslator):
     def _item_done(self, payload):
         state = self._item(payload.get("output_index"), "response.output_item.done")
         del self.items[state.index]
+        self._usual = None  # learned for an item's part, as its indices say
         state.done = payload.get("item") or state.start
         return self.on_item_done(state)
 
@@ -186,6 +206,7 @@ class ResponsesStream(translator.StreamTranslator):
             raise self.reword(failed_error(self.response))
         out = self.on_response_end(self.response)  # may raise: the translator's fail() must still end the stream
         self.done = True
+        self._usual = None
         return out
 
     def _ignored(self, payload):

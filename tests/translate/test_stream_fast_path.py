@@ -13,9 +13,16 @@ from bridge.protocols.errors import BridgeError
 from bridge.serve import streaming
 from bridge.translate import translator
 from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatToMessages
+from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatToResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesToChat
+from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesToResponses
 from tests.fake_upstream import FIXTURES
-from tests.helpers.contexts import chat_to_messages_context, messages_to_chat_context
+from tests.helpers.contexts import (
+    chat_to_messages_context,
+    chat_to_responses_context,
+    messages_to_chat_context,
+    messages_to_responses_context,
+)
 
 SHARED = pathlib.Path(__file__).parents[2] / ".." / "shared" / "fixtures"
 CHAT_STREAMS = sorted(
@@ -23,6 +30,9 @@ CHAT_STREAMS = sorted(
     for folder in (FIXTURES / "openai", SHARED / "openai")
     for path in folder.glob("*.sse")
     if not path.name.startswith("responses_")
+)
+RESPONSES_STREAMS = sorted(
+    [*(FIXTURES / "openai").glob("responses_*.sse"), *SHARED.glob("clients/codex-*/sse_examples/*.sse")]
 )
 ANTHROPIC_STREAMS = sorted(
     path for folder in (FIXTURES / "anthropic", SHARED / "anthropic") for path in folder.glob("*.sse")
@@ -269,6 +279,135 @@ def test_chat_to_messages_bedrock_events_go_the_full_way():
     """Bedrock's events carry their JSON as bytes: no shape is learned from them."""
     events = [sse.Event(event.event, event.data.encode()) for event in events_of(anthropic_stream(["a", "b", "c"]))]
     assert same_both_ways(chat_to_messages, events, streaming.CHAT_SSE.frame) == 0
+
+
+def responses_event(kind, ensure_ascii=False, **fields):
+    data = json.dumps({"type": kind, **fields}, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    return b"event: %s\ndata: %s\n\n" % (kind.encode(), data.encode())
+
+
+def responses_stream(texts, openai=False, ensure_ascii=False):
+    """A response of a message of `texts`, a function call, and a message of `texts` again; its
+    events numbered; `openai`: with a new obfuscation padding on each delta, as OpenAI writes them."""
+    numbers = iter(range(10_000))
+
+    def event(kind, **fields):
+        return responses_event(kind, ensure_ascii, sequence_number=next(numbers), **fields)
+
+    def message(index, texts):
+        item = {"id": f"msg_{index}", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        padding = {"obfuscation": "p" * random.randrange(1, 16)} if openai else {}
+        done = {**item, "status": "completed", "content": [{**part, "text": "".join(texts)}]}
+        return [
+            event("response.output_item.added", output_index=index, item=item),
+            event("response.content_part.added", **where, part=part),
+            *(event("response.output_text.delta", **where, delta=text, logprobs=[], **padding) for text in texts),
+            event("response.output_text.done", **where, text="".join(texts)),
+            event("response.content_part.done", **where, part={**part, "text": "".join(texts)}),
+            event("response.output_item.done", output_index=index, item=done),
+        ]
+
+    call = {
+        "id": "fc_1",
+        "type": "function_call",
+        "status": "completed",
+        "call_id": "c",
+        "name": "f",
+        "arguments": "{}",
+    }
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []}
+    usage = {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14}
+    return b"".join(
+        [
+            event("response.created", response=response),
+            event("response.in_progress", response=response),
+            *message(0, texts),
+            event("response.output_item.added", output_index=1, item={**call, "arguments": ""}),
+            event("response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta="{}"),
+            event("response.output_item.done", output_index=1, item=call),
+            *message(2, texts),
+            event("response.completed", response={**response, "status": "completed", "usage": usage}),
+        ]
+    )
+
+
+def messages_to_responses():
+    return MessagesToResponses(messages_to_responses_context(stream=True))
+
+
+def chat_to_responses():
+    return ChatToResponses(chat_to_responses_context(stream=True, include_usage=True))
+
+
+FROM_RESPONSES = [
+    pytest.param(messages_to_responses, streaming.ANTHROPIC_SSE.frame, id="messages_to_responses"),
+    pytest.param(chat_to_responses, streaming.CHAT_SSE.frame, id="chat_to_responses"),
+]
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_RESPONSES)
+@pytest.mark.parametrize("path", RESPONSES_STREAMS, ids=lambda path: path.name)
+def test_responses_upstream_recorded_streams(new, frame, path):
+    same_both_ways(new, events_of(path.read_bytes()), frame)
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_RESPONSES)
+def test_responses_upstream_recorded_text_takes_the_fast_path(new, frame):
+    """OpenAI's text deltas (numbered, padded with a new obfuscation each) are read the fast way."""
+    assert same_both_ways(new, events_of((FIXTURES / "openai" / "responses_reasoning.sse").read_bytes()), frame) >= 9
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_RESPONSES)
+@pytest.mark.parametrize("openai", [False, True], ids=["compact", "openai"])
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_responses_upstream_awkward_texts(new, frame, ensure_ascii, openai):
+    stream = responses_stream(AWKWARD * 2, openai, ensure_ascii)
+    assert same_both_ways(new, events_of(stream), frame) >= 12  # in both messages
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_RESPONSES)
+def test_responses_upstream_other_events_between_texts(new, frame):
+    """Another key order, a delta for another part or a refusal, deltas after the part's or the
+    item's end, after the last event: each read in full."""
+    where = {"item_id": "msg_0", "output_index": 0}
+    stream = responses_stream(["one", "two", "three"]).replace(
+        b"event: response.output_text.done",
+        b"".join(
+            [
+                b"event: response.output_text.delta\n"
+                b'data: {"sequence_number":90,"type":"response.output_text.delta","item_id":"msg_0",'
+                b'"output_index":0,"content_index":0,"delta":"x","logprobs":[]}\n\n',
+                responses_event(
+                    "response.output_text.delta", sequence_number=91, **where, content_index=0, delta="y", logprobs=[]
+                ),
+                responses_event("response.refusal.delta", sequence_number=92, **where, content_index=0, delta="no"),
+                responses_event(
+                    "response.output_text.delta", sequence_number=93, **where, content_index=0, delta="z", logprobs=[]
+                ),
+                b"event: response.output_text.done",
+            ]
+        ),
+        1,
+    )
+    after_part = responses_event(
+        "response.output_text.delta", sequence_number=94, **where, content_index=0, delta="after its part", logprobs=[]
+    )
+    stream = stream.replace(b"event: response.output_item.done", after_part + b"event: response.output_item.done", 1)
+    stream += responses_event(
+        "response.output_text.delta",
+        sequence_number=99,
+        item_id="msg_2",
+        output_index=2,
+        content_index=0,
+        delta="after the end",
+        logprobs=[],
+    )
+    assert same_both_ways(new, events_of(stream), frame) >= 4
+    item_done = stream.index(b"\n\n", stream.index(b"event: response.output_item.done")) + 2
+    after_item = after_part.replace(b"after its part", b"after its item")
+    assert same_both_ways(new, events_of(stream[:item_done] + after_item + stream[item_done:]), frame) >= 2
 
 
 OPENAI_CHUNK = '{"id":"c","choices":[{"delta":{"content":"%s"}}],"usage":null,"obfuscation":"%s"}'

@@ -49,7 +49,7 @@ class StreamTranslator(MessagesStream):
         self.thinking_entries = 0
         self.content_length = 0  # characters of delta.content sent, where annotations point
         self.annotations = 0
-        self._text_frame = None  # text_chunk_frame, once the fast path needs it
+        self.text_frame = None  # a text chunk's bytes before and after its text, fixed with the head
 
     # -- events ----------------------------------------------------------------------------
 
@@ -58,6 +58,7 @@ class StreamTranslator(MessagesStream):
 
     def on_message_start(self, message):
         self.head = chunk_head(message.get("id"), self.context)
+        self.text_frame = text_chunk_frame(self.head)
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def on_block_start(self, state):
@@ -106,10 +107,8 @@ class StreamTranslator(MessagesStream):
         """on_text's chunk for a plain text, as the relay frames it (the fast path, translator.py)."""
         if not text:
             return b""
-        if self._text_frame is None:
-            self._text_frame = text_chunk_frame(self.head)
-        before, after = self._text_frame
         self.content_length += len(text)
+        before, after = self.text_frame
         return before + text.encode() + after
 
     def on_thinking(self, state, text):

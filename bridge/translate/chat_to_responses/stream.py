@@ -23,7 +23,7 @@ import dataclasses
 
 from ...protocols.errors import OPENAI
 from ..anthropic_response import openai_overflow
-from ..chat_answer import chunk, chunk_head, tool_call
+from ..chat_answer import chunk, chunk_head, text_chunk_frame, tool_call
 from ..responses_response import PART_SEPARATOR, reasoning_text
 from ..responses_stream import Item, ResponsesStream
 from ..tokens import size_tokens
@@ -46,6 +46,7 @@ class StreamTranslator(ResponsesStream):
         super().__init__()
         self.context = context
         self.head = None  # every chunk's fields before its choices, fixed at response.created
+        self.text_frame = None  # a text chunk's bytes before and after its text, fixed with the head
         self.tool_calls = 0
         self.thinking_entries = 0
         self.reasoning_at = None  # (output_index, part) of the reasoning text last sent
@@ -60,6 +61,7 @@ class StreamTranslator(ResponsesStream):
 
     def on_response_start(self, response):
         self.head = chunk_head(response.get("id"), self.context)
+        self.text_frame = text_chunk_frame(self.head)
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def on_item_start(self, item):
@@ -74,6 +76,11 @@ class StreamTranslator(ResponsesStream):
 
     def on_text(self, item, text):
         return [self._chunk({"content": text})]
+
+    def fast_text(self, item, text):
+        """on_text's chunk for a plain text, as the relay frames it (the fast path, translator.py)."""
+        before, after = self.text_frame
+        return before + text.encode() + after
 
     def on_refusal(self, item, text):
         return [self._chunk({"refusal": text})]

@@ -21,19 +21,13 @@ SDK's accumulator reads the Messages stream grammar:
 
 from ...protocols.errors import ANTHROPIC
 from ..chat_stream import ChatStream
-from ..messages_client import anthropic_overflow, client_tool_id, message_start, stop_fields
+from ..messages_client import TEXT_DELTA_FRAME, anthropic_overflow, client_tool_id, message_start, stop_fields
 from . import response
 
 _EMPTY_BLOCKS = {
     "thinking": {"type": "thinking", "thinking": "", "signature": ""},
     "text": {"type": "text", "text": ""},
 }
-
-# on_text's event as the relay frames it (serve/streaming.py), for a plain text (ChatStream.fast)
-_TEXT_DELTA = (
-    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
-    b'"delta":{"type":"text_delta","text":"%s"}}\n\n'
-)
 
 
 class StreamTranslator(ChatStream):
@@ -77,7 +71,7 @@ class StreamTranslator(ChatStream):
     on_refusal = on_text
 
     def fast_text(self, text):
-        return _TEXT_DELTA % (self.blocks - 1, text.encode())
+        return TEXT_DELTA_FRAME % (self.blocks - 1, text.encode())
 
     def on_arguments(self, call, fragment):
         return [self._block_delta({"type": "input_json_delta", "partial_json": fragment})]

@@ -25,7 +25,7 @@ import dataclasses
 from ...protocols.errors import ANTHROPIC
 from ...protocols.reasoning import reasoning_signature
 from .. import responses_stream
-from ..messages_client import anthropic_overflow, message_start
+from ..messages_client import TEXT_DELTA_FRAME, anthropic_overflow, message_start
 from ..tokens import size_tokens
 from . import response
 
@@ -71,6 +71,10 @@ class StreamTranslator(responses_stream.ResponsesStream):
         out = [] if item.block is not None else self._open(item, {"type": "text", "text": ""})
         out.append({"type": "content_block_delta", "index": item.block, "delta": {"type": "text_delta", "text": text}})
         return out
+
+    def fast_text(self, item, text):
+        """on_text's event for a plain text in an open block, as the relay frames it (the fast path)."""
+        return None if item.block is None else TEXT_DELTA_FRAME % (item.block, text.encode())
 
     def on_refusal(self, item, text):
         self.refused = True
