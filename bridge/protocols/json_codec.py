@@ -46,7 +46,6 @@ def dumps_text(value):
 plain = re.compile(r'[^"\\\x00-\x1f]*').fullmatch
 _INTEGER = re.compile("0|[1-9][0-9]*")
 _integer = _INTEGER.fullmatch
-_space = re.compile("[ \t\n\r]*").fullmatch
 
 
 class Shape:
@@ -54,25 +53,27 @@ class Shape:
     but for a few values (the holes): a stream's repeated event read without parsing it (an
     orjson.loads costs mostly its fixed cost, whatever the size).
 
-    The holes are the string of the member `key`, whose content `read` returns, the members
+    The holes are the string of the member `key`, whose content `read` returns, and the members
     named in `vary` (a plain string or an integer, as learned: OpenAI's `obfuscation` padding,
-    a `sequence_number`), and JSON whitespace before the closing brace (Anthropic's padding).
-    A string hole takes a plain string only (no quote, backslash or control character: its
-    content is its value, and orjson.dumps writes it as it came), an integer hole digits, so
-    what `read` takes is always the learned document with other values, never another shape.
+    a `sequence_number`). A string hole takes a plain string only (no quote, backslash or
+    control character: its content is its value, and orjson.dumps writes it as it came), an
+    integer hole digits, so what `read` takes is always the learned document with other
+    values, never another shape. A `padded` shape also takes any JSON whitespace before the
+    closing brace (Anthropic pads its events so, with a new length each time).
     """
 
-    __slots__ = ("head", "start", "holes", "last", "tail", "tail_length")
+    __slots__ = ("padded", "head", "start", "holes", "last", "tail", "tail_length")
 
-    def __init__(self, data, holes):
+    def __init__(self, data, holes, padded):
         """`holes`: (start, end, check, keep) of each hole in `data`, in order, apart."""
+        self.padded = padded
         self.head = data[: holes[0][0]]
         self.start = len(self.head)
-        # each hole but the last: its check, the text after it up to the next one (whose first
-        # character ends the hole), and whether its value is the one read
+        # each hole but the last: its check, the text after it up to the next one, whose first
+        # character ends the hole, that text's length, and whether its value is the one read
         self.holes = tuple(
-            (check, data[end:next_start], keep)
-            for (_, end, check, keep), (next_start, _, _, _) in itertools.pairwise(holes)
+            (check, data[end:after], data[end], after - end, keep)
+            for (_, end, check, keep), (after, _, _, _) in itertools.pairwise(holes)
         )
         _, end, check, keep = holes[-1]
         self.last = check, keep
@@ -80,9 +81,11 @@ class Shape:
         self.tail_length = len(self.tail)
 
     @classmethod
-    def learn(cls, data, key, value, vary=()):
+    def learn(cls, data, key, value, vary=(), padded=False):
         """The shape of `data`, in which the member `key` is the plain string `value`; None when
         `data` is not one a shape reads (`key` not once, a `vary` member more than once)."""
+        if padded:
+            data = _unpadded(data)
         text = _hole(data, key)
         if text is None or text[2] is not plain or data[text[0] : text[1]] != value:
             return None
@@ -93,32 +96,37 @@ class Shape:
                 if hole is None:
                     return None
                 holes.append((*hole, False))
-        if data[-2:-1] in (" ", "\t", "\n", "\r") and data[-1] == "}":
-            holes.append((len(data[:-1].rstrip(" \t\n\r")), len(data) - 1, _space, False))
         holes.sort(key=lambda hole: hole[0])
         if any(left[1] >= right[0] for left, right in itertools.pairwise(holes)):  # overlapping, or no text between
             return None
-        return cls(data, holes)
+        return cls(data, holes, padded)
 
     def read(self, data):
         """The content of `key`'s string in `data`, if `data` is the learned text but for its
         holes' values; else None."""
+        if self.padded:
+            data = _unpadded(data)
         if not data.startswith(self.head) or not data.endswith(self.tail):
             return None
         at, kept, stop = self.start, None, len(data) - self.tail_length
-        for check, after, keep in self.holes:
-            end = data.find(after[0], at)
+        for check, after, first, length, keep in self.holes:
+            end = data.find(first, at)
             value = data[at:end]
             if end < 0 or not check(value) or not data.startswith(after, end):
                 return None
             if keep:
                 kept = value
-            at = end + len(after)
+            at = end + length
         check, keep = self.last
         value = data[at:stop]
         if at > stop or not check(value):  # at > stop: the head or a hole's text overlaps the tail
             return None
         return value if keep else kept
+
+
+def _unpadded(data):
+    """`data` without JSON whitespace before its last character (a closing brace, if it is JSON)."""
+    return data[:-1].rstrip(" \t\n\r") + data[-1:]
 
 
 def _hole(data, name):

@@ -159,7 +159,7 @@ class MessagesStream(translator.StreamTranslator):
             self.relayed += len(value) if value.isascii() else text_size(value)  # a call fewer per event
         if kind == "text_delta" and state.kind == "text":
             if value and self._unread is not None:
-                self._learn(payload, "text", value, at=state)
+                self._learn(payload, "text", value, at=state, padded=True)
             return self.on_text(state, value)
         if kind == "thinking_delta" and state.kind == "thinking":
             return self.on_thinking(state, value)

@@ -82,7 +82,7 @@ class ChatStream(translator.StreamTranslator):
         text = self._usual_text(payload) if event is None else None
         if text is not None:  # the usual chunk: nothing below applies to it
             if self._unread is not None:
-                self._learn(payload, "content", text, _VARY)
+                self._learn(payload, "content", text, vary=_VARY)
             return self._text(text) if text else []
         if event == "error" or (isinstance(payload, dict) and payload.get("error")):
             raise self.reword(from_openai(payload))

@@ -78,7 +78,7 @@ class ResponsesStream(translator.StreamTranslator):
                 item.streamed = True
                 self.relayed += len(value) if value.isascii() else text_size(value)
                 if self._unread is not None and kind == "response.output_text.delta" and item.kind == "message":
-                    self._learn(payload, "delta", value, _VARY, at=item)
+                    self._learn(payload, "delta", value, at=item, vary=_VARY)
             return delta(self, item, value) if value else []
         if kind == "error":
             raise self.reword(event_error(payload))

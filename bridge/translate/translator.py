@@ -77,10 +77,10 @@ class StreamTranslator(abc.ABC):
             self._unread = event.data
         return None
 
-    def _learn(self, payload, key, text, vary=(), at=None):
+    def _learn(self, payload, key, text, at=None, **form):
         """Take the event fast() passed on, now read as `payload` whose member `key` is the text
         `text` going `at` its place, as the shape of the usual text event (json_codec.Shape;
-        `vary`: the members that change from one event to the next)."""
+        `form`: what changes from one event to the next, its `vary` and `padded`)."""
         data, self._unread = self._unread, None
         if type(data) is not str:  # Bedrock's events come as bytes: no shape to learn
             self._learns = 0
@@ -89,6 +89,6 @@ class StreamTranslator(abc.ABC):
             return  # an escape: not a shape to learn, and no try spent
         self._learns -= 1
         if payload.get("usage") is None and "message" not in payload and "response" not in payload:
-            shape = json_codec.Shape.learn(data, key, text, vary)
+            shape = json_codec.Shape.learn(data, key, text, **form)
             if shape is not None:
                 self._usual, self._usual_at = shape, at

@@ -16,12 +16,14 @@ from bridge.translate.chat_to_messages.stream import StreamTranslator as ChatToM
 from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatToResponses
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesToChat
 from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesToResponses
+from bridge.translate.responses_to_chat.stream import StreamTranslator as ResponsesToChat
 from tests.fake_upstream import FIXTURES
 from tests.helpers.contexts import (
     chat_to_messages_context,
     chat_to_responses_context,
     messages_to_chat_context,
     messages_to_responses_context,
+    responses_to_chat_context,
 )
 
 SHARED = pathlib.Path(__file__).parents[2] / ".." / "shared" / "fixtures"
@@ -117,24 +119,35 @@ def messages_to_chat():
     return MessagesToChat(messages_to_chat_context(stream=True))
 
 
+def responses_to_chat():
+    return ResponsesToChat(responses_to_chat_context(stream=True))
+
+
+FROM_CHAT = [
+    pytest.param(messages_to_chat, streaming.ANTHROPIC_SSE.frame, id="messages_to_chat"),
+    pytest.param(responses_to_chat, streaming.RESPONSES_SSE.frame, id="responses_to_chat"),
+]
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
 @pytest.mark.parametrize("path", CHAT_STREAMS, ids=lambda path: f"{path.parent.parent.name}/{path.name}")
-def test_messages_to_chat_recorded_streams(path):
-    same_both_ways(messages_to_chat, events_of(path.read_bytes()), streaming.ANTHROPIC_SSE.frame)
+def test_chat_upstream_recorded_streams(new, frame, path):
+    same_both_ways(new, events_of(path.read_bytes()), frame)
 
 
 @pytest.mark.parametrize("openai", [False, True], ids=["compact", "openai"])
 @pytest.mark.parametrize("ensure_ascii", [False, True])
-def test_messages_to_chat_awkward_texts(ensure_ascii, openai):
-    taken = same_both_ways(
-        messages_to_chat, events_of(chat_stream(AWKWARD * 2, ensure_ascii, openai)), streaming.ANTHROPIC_SSE.frame
-    )
+@pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
+def test_chat_upstream_awkward_texts(new, frame, ensure_ascii, openai):
+    taken = same_both_ways(new, events_of(chat_stream(AWKWARD * 2, ensure_ascii, openai)), frame)
     assert taken >= 6  # the plain ones after the first: the fast path is the one tested
 
 
-def test_messages_to_chat_recorded_openai_text_takes_the_fast_path():
+@pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
+def test_chat_upstream_recorded_openai_text_takes_the_fast_path(new, frame):
     """OpenAI's chunks (a null usage, padding that changes in each) are read the fast way."""
     path = SHARED / "openai" / "moderation_extra_chunk.sse"
-    assert same_both_ways(messages_to_chat, events_of(path.read_bytes()), streaming.ANTHROPIC_SSE.frame) == 1
+    assert same_both_ways(new, events_of(path.read_bytes()), frame) == 1
 
 
 def test_a_stream_that_does_not_repeat_stops_learning(monkeypatch):
@@ -142,18 +155,27 @@ def test_a_stream_that_does_not_repeat_stops_learning(monkeypatch):
     written the fast way, and the stream stops learning after a few: the full path's cost."""
     learned = []
     learn = json_codec.Shape.learn
-    monkeypatch.setattr(json_codec.Shape, "learn", lambda *args: learned.append(learn(*args)) or learned[-1])
+    monkeypatch.setattr(
+        json_codec.Shape, "learn", lambda *args, **form: learned.append(learn(*args, **form)) or learned[-1]
+    )
     stream = b"".join(chat_chunk("text", created=n) for n in range(100)) + chat_stream([])
     assert same_both_ways(messages_to_chat, events_of(stream), streaming.ANTHROPIC_SSE.frame) == 0
     assert 0 < len(learned) <= translator.LEARNS  # the fast run learns; the full run never does
 
 
-def test_messages_to_chat_other_chunks_between_texts():
-    """A usage, a role, a tool call, another key or order between plain texts: each read in full."""
+@pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
+def test_chat_upstream_other_chunks_between_texts(new, frame):
+    """A usage, a role, a refusal, a tool call, another key or order between plain texts: each read
+    in full."""
+    refusal = {"index": 0, "delta": {"refusal": "no"}, "finish_reason": None}
     stream = b"".join(
         [
             chat_chunk("start"),
             chat_chunk("one"),
+            chat_chunk("one and a half"),
+            b'data: {"id":"chatcmpl-1","choices":[%s]}\n\n' % json.dumps(refusal).encode(),
+            chat_chunk("after the refusal"),
+            chat_chunk("after the refusal again"),
             chat_chunk("two", usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}),
             chat_chunk("three", service_tier="default"),
             b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
@@ -169,7 +191,7 @@ def test_messages_to_chat_other_chunks_between_texts():
             b"data: [DONE]\n\n",
         ]
     )
-    assert same_both_ways(messages_to_chat, events_of(stream), streaming.ANTHROPIC_SSE.frame) >= 1
+    assert same_both_ways(new, events_of(stream), frame) >= 1
 
 
 def anthropic_event(payload, padding=0, ensure_ascii=False):
@@ -430,6 +452,15 @@ OPENAI_CHUNK = '{"id":"c","choices":[{"delta":{"content":"%s"}}],"usage":null,"o
 def test_a_shape_reads_its_document_with_other_strings_only(data, read):
     shape = json_codec.Shape.learn(OPENAI_CHUNK % ("text", "pad"), "content", "text", ("obfuscation",))
     assert shape.read(data) == read
+
+
+def test_a_padded_shape_takes_any_whitespace_before_the_closing_brace():
+    learned = '{"type":"d","delta":{"text":"x"}}'
+    shape = json_codec.Shape.learn(learned, "text", "x", padded=True)
+    padded = ['{"type":"d","delta":{"text":"y"}%s}' % space for space in ("", " ", " \t\r\n" * 9)]
+    assert [shape.read(data) for data in padded] == ["y", "y", "y"]
+    assert shape.read('{"type":"d","delta":{"text":"y" }}') is None  # inside, not before the closing brace
+    assert json_codec.Shape.learn(learned, "text", "x").read(padded[1]) is None
 
 
 def test_a_shape_takes_no_document_whose_head_and_tail_overlap():

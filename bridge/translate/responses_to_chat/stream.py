@@ -98,6 +98,14 @@ class StreamTranslator(ResponsesEvents, ChatStream):
         out.append(self._delta(state, text))
         return out
 
+    def fast_text(self, text):
+        """on_text's event for a plain text while its part is open, as the relay frames it (the fast path)."""
+        state = self.piece
+        if state.part_type != "output_text":
+            return None
+        state.sent.append(text)
+        return self._fast_delta(state, text)
+
     def on_refusal(self, text):
         state = self.piece
         out = [] if state.part_type == "refusal" else self._new_part(state, "refusal")
