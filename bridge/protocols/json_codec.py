@@ -104,9 +104,13 @@ class Shape:
     def read(self, data):
         """The content of `key`'s string in `data`, if `data` is the learned text but for its
         holes' values; else None."""
-        if self.padded:
-            data = _unpadded(data)
-        if not data.startswith(self.head) or not data.endswith(self.tail):
+        if not data.endswith(self.tail):
+            if not self.padded:
+                return None
+            data = _unpadded(data)  # only a padded document can end otherwise
+            if not data.endswith(self.tail):
+                return None
+        if not data.startswith(self.head):
             return None
         at, kept, stop = self.start, None, len(data) - self.tail_length
         for check, after, first, length, keep in self.holes:

@@ -200,6 +200,21 @@ def test_an_operator_may_record_prompts_and_answers_in_spans_each_cut_at_its_lim
     assert instructions.startswith('[{"type":"text","content":"Answer in one line.')
 
 
+def test_a_recorded_answer_holds_every_text_event_of_a_stream(start_bridge, monkeypatch, receiver, fake):
+    """The relay writes the usual text event without parsing it, except for a record that keeps
+    the answer's text: it sees every one."""
+    live = traced(start_bridge, monkeypatch, receiver.url, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true")
+    fake.default = fixture("anthropic/text_sdk.sse")  # three plain texts: the later two would go the fast way
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="sk-client", max_retries=0)
+    stream = client.chat.completions.create(model="claude-x", messages=MESSAGES, stream=True)
+    answer = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert answer == "Hello there!"
+    wait_for(lambda: any(span.kind == Span.SPAN_KIND_SERVER for span in receiver.spans), "the request's span")
+
+    said = attributes(next(span for span in receiver.spans if span.kind == Span.SPAN_KIND_SERVER))
+    assert json.loads(said["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": answer}]
+
+
 # The GenAI conventions' metrics and their units.
 UNITS = {
     "gen_ai.server.request.duration": "s",
