@@ -47,8 +47,9 @@ class StreamTranslator(abc.ABC):
     protocol = None  # errors.ANTHROPIC or errors.OPENAI: the shape of the client's error events
     done = False
     relayed = 0  # what the upstream streamed of text, thinking and tool arguments so far (tokens.text_size)
-    # The fast path (above): the grammar's fast(event), and the pair's template writer for a plain
-    # text, with the arguments of the grammar's on_text; None: no fast path.
+    # The fast path (above): the grammar's fast(event), and the pair's writer of the client's bytes
+    # for a plain text, called as the grammar's on_text, None when that text is for feed (a part of
+    # another kind open); fast_text None: no fast path.
     fast = fast_text = None
     _usual = _usual_at = None  # the usual text event's json_codec.Shape, and where its text goes (a block...)
     _unread = None  # the data of the event fast() last passed on to feed, to learn the shape from
