@@ -17,6 +17,7 @@ from bridge.translate.chat_to_responses.stream import StreamTranslator as ChatTo
 from bridge.translate.messages_to_chat.stream import StreamTranslator as MessagesToChat
 from bridge.translate.messages_to_responses.stream import StreamTranslator as MessagesToResponses
 from bridge.translate.responses_to_chat.stream import StreamTranslator as ResponsesToChat
+from bridge.translate.responses_to_messages.stream import StreamTranslator as ResponsesToMessages
 from tests.fake_upstream import FIXTURES
 from tests.helpers.contexts import (
     chat_to_messages_context,
@@ -24,6 +25,7 @@ from tests.helpers.contexts import (
     messages_to_chat_context,
     messages_to_responses_context,
     responses_to_chat_context,
+    responses_to_messages_context,
 )
 
 SHARED = pathlib.Path(__file__).parents[2] / ".." / "shared" / "fixtures"
@@ -239,25 +241,39 @@ def chat_to_messages():
     return ChatToMessages(chat_to_messages_context(stream=True, include_usage=True))
 
 
+def responses_to_messages():
+    return ResponsesToMessages(responses_to_messages_context(stream=True))
+
+
+FROM_ANTHROPIC = [
+    pytest.param(chat_to_messages, streaming.CHAT_SSE.frame, id="chat_to_messages"),
+    pytest.param(responses_to_messages, streaming.RESPONSES_SSE.frame, id="responses_to_messages"),
+]
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
 @pytest.mark.parametrize("path", ANTHROPIC_STREAMS, ids=lambda path: f"{path.parent.parent.name}/{path.name}")
-def test_chat_to_messages_recorded_streams(path):
-    same_both_ways(chat_to_messages, events_of(path.read_bytes()), streaming.CHAT_SSE.frame)
+def test_anthropic_upstream_recorded_streams(new, frame, path):
+    same_both_ways(new, events_of(path.read_bytes()), frame)
 
 
-def test_chat_to_messages_recorded_padded_text_takes_the_fast_path():
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_recorded_padded_text_takes_the_fast_path(new, frame):
     """Anthropic's events (padded with a different number of spaces each) are read the fast way."""
     path = FIXTURES / "anthropic" / "cache_read.sse"
-    assert same_both_ways(chat_to_messages, events_of(path.read_bytes()), streaming.CHAT_SSE.frame) >= 3
+    assert same_both_ways(new, events_of(path.read_bytes()), frame) >= 3
 
 
 @pytest.mark.parametrize("padding", [False, True], ids=["compact", "padded"])
 @pytest.mark.parametrize("ensure_ascii", [False, True])
-def test_chat_to_messages_awkward_texts(ensure_ascii, padding):
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_awkward_texts(new, frame, ensure_ascii, padding):
     stream = anthropic_stream(AWKWARD * 2, padding, ensure_ascii)
-    assert same_both_ways(chat_to_messages, events_of(stream), streaming.CHAT_SSE.frame) >= 12  # in both blocks
+    assert same_both_ways(new, events_of(stream), frame) >= 12  # in both blocks
 
 
-def test_chat_to_messages_other_events_between_texts():
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_other_events_between_texts(new, frame):
     """Another key order, a block reopened as thinking under the learned index, text after
     message_stop (its block never stopped), text after its block: each read in full."""
     message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": {}}
@@ -287,20 +303,21 @@ def test_chat_to_messages_other_events_between_texts():
             text_delta("after the end", index=1),
         ]
     )
-    assert same_both_ways(chat_to_messages, events_of(stream), streaming.CHAT_SSE.frame) >= 2
+    assert same_both_ways(new, events_of(stream), frame) >= 2
     stopped = stream.replace(
         b"event: message_delta",
         anthropic_event({"type": "content_block_stop", "index": 1})
         + text_delta("after its block", index=1)
         + b"event: message_delta",
     )
-    assert same_both_ways(chat_to_messages, events_of(stopped), streaming.CHAT_SSE.frame) >= 1
+    assert same_both_ways(new, events_of(stopped), frame) >= 1
 
 
-def test_chat_to_messages_bedrock_events_go_the_full_way():
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_bedrock_events_go_the_full_way(new, frame):
     """Bedrock's events carry their JSON as bytes: no shape is learned from them."""
     events = [sse.Event(event.event, event.data.encode()) for event in events_of(anthropic_stream(["a", "b", "c"]))]
-    assert same_both_ways(chat_to_messages, events, streaming.CHAT_SSE.frame) == 0
+    assert same_both_ways(new, events, frame) == 0
 
 
 def responses_event(kind, ensure_ascii=False, **fields):

@@ -145,6 +145,14 @@ class StreamTranslator(ResponsesEvents, MessagesStream):
         state.sent.append(text)
         return [*out, self._delta(state, text)]
 
+    def fast_text(self, state, text):
+        """on_text's event for a plain text, as the relay frames it (the fast path): its part opened
+        with the text the shape was learned from."""
+        if not text:
+            return b""
+        state.sent.append(text)
+        return self._fast_delta(state, text)
+
     def on_thinking(self, state, text):
         if not text:
             return []
