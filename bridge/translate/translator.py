@@ -36,8 +36,9 @@ from ..protocols import json_codec
 from .tokens import size_tokens
 
 DONE = "[DONE]"
-# How many times a stream learns its usual event's shape: one whose text events do not repeat
-# (a member that changes in every one) stops trying and costs no more than the full path.
+# How many times a stream may fail to learn its usual event's shape, or learn one that then
+# misses: one whose text events do not repeat (a member that changes in every one) stops trying
+# and costs no more than the full path.
 LEARNS = 8
 
 
@@ -88,8 +89,12 @@ class StreamTranslator(abc.ABC):
             return
         if not json_codec.plain(text):
             return  # an escape: not a shape to learn, and no try spent
-        self._learns -= 1
+        shape = None
         if payload.get("usage") is None and "message" not in payload and "response" not in payload:
             shape = json_codec.Shape.learn(data, key, text, **form)
-            if shape is not None:
-                self._usual, self._usual_at = shape, at
+        if shape is None or self._usual is not None:
+            # a try spent: no shape, or the one learned missed a text event of its piece (the
+            # first shape of a piece, an Anthropic block or a Responses part, is free)
+            self._learns -= 1
+        if shape is not None:
+            self._usual, self._usual_at = shape, at

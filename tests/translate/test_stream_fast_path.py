@@ -152,17 +152,25 @@ def test_chat_upstream_recorded_openai_text_takes_the_fast_path(new, frame):
     assert same_both_ways(new, events_of(path.read_bytes()), frame) == 1
 
 
-def test_a_stream_that_does_not_repeat_stops_learning(monkeypatch):
-    """Text chunks that differ in more than their text (a member that changes in each) are never
-    written the fast way, and the stream stops learning after a few: the full path's cost."""
+@pytest.mark.parametrize(
+    ("extra", "learns"),
+    [
+        (lambda n: {"created": n}, translator.LEARNS + 1),  # the first shape, then every one misses
+        (lambda n: {"x": {"content": "y"}}, translator.LEARNS),  # a second "content": no shape
+    ],
+    ids=["a member that changes", "no shape"],
+)
+def test_a_stream_that_does_not_repeat_stops_learning(monkeypatch, extra, learns):
+    """Text chunks that differ in more than their text, or of no shape, are never written the fast
+    way, and the stream stops learning after a few: the full path's cost."""
     learned = []
     learn = json_codec.Shape.learn
     monkeypatch.setattr(
         json_codec.Shape, "learn", lambda *args, **form: learned.append(learn(*args, **form)) or learned[-1]
     )
-    stream = b"".join(chat_chunk("text", created=n) for n in range(100)) + chat_stream([])
+    stream = chat_chunk("start") + b"".join(chat_chunk("text", **extra(n)) for n in range(100)) + chat_stream([])
     assert same_both_ways(messages_to_chat, events_of(stream), streaming.ANTHROPIC_SSE.frame) == 0
-    assert 0 < len(learned) <= translator.LEARNS  # the fast run learns; the full run never does
+    assert len(learned) == learns  # and none in the full run
 
 
 @pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
@@ -311,6 +319,22 @@ def test_anthropic_upstream_other_events_between_texts(new, frame):
         + b"event: message_delta",
     )
     assert same_both_ways(new, events_of(stopped), frame) >= 1
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_many_text_blocks_each_take_the_fast_path(new, frame):
+    """Each block's first shape is free: an answer of many text blocks (citations) is read the fast
+    way in every one."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": {}}
+    blocks = 3 * translator.LEARNS
+    stream = [anthropic_event({"type": "message_start", "message": message})]
+    for index in range(blocks):
+        start = {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+        stream += [anthropic_event(start), *(text_delta(text, index) for text in ("a", "b", "c"))]
+        stream.append(anthropic_event({"type": "content_block_stop", "index": index}))
+    stream.append(anthropic_event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}}))
+    stream.append(anthropic_event({"type": "message_stop"}))
+    assert same_both_ways(new, events_of(b"".join(stream)), frame) == 2 * blocks
 
 
 @pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
