@@ -45,7 +45,11 @@ def dumps_text(value):
 # A string literal's content that reads as itself: no quote, backslash or control character.
 plain = re.compile(r'[^"\\\x00-\x1f]*').fullmatch
 _INTEGER = re.compile("0|[1-9][0-9]*")
-_integer = _INTEGER.fullmatch
+
+
+def _integer(text):
+    """Whether `text` is a JSON integer of digits alone (no sign, no leading zero)."""
+    return text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1)
 
 
 class Shape:
