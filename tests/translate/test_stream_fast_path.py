@@ -41,6 +41,7 @@ RESPONSES_STREAMS = sorted(
 ANTHROPIC_STREAMS = sorted(
     path for folder in (FIXTURES / "anthropic", SHARED / "anthropic") for path in folder.glob("*.sse")
 )
+PADDING = random.Random(0)  # lengths of the padding servers add to their events (varied, repeatable)
 AWKWARD = [
     "plain",
     'a "quoted" word',
@@ -94,7 +95,7 @@ def chat_chunk(text, ensure_ascii=False, openai=False, **extra):
         "created": 1,
         "model": "m",
         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
-        **({"usage": None, "obfuscation": "x" * random.randrange(1, 20)} if openai else {}),
+        **({"usage": None, "obfuscation": "x" * PADDING.randrange(1, 20)} if openai else {}),
         **extra,
     }
     return b"data: %s\n\n" % json.dumps(body, separators=(",", ":"), ensure_ascii=ensure_ascii).encode()
@@ -222,7 +223,7 @@ def anthropic_stream(texts, padding=False, ensure_ascii=False):
         start = {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
         return [
             anthropic_event(start),
-            *(text_delta(text, index, random.randrange(20) if padding else 0, ensure_ascii) for text in texts),
+            *(text_delta(text, index, PADDING.randrange(20) if padding else 0, ensure_ascii) for text in texts),
             anthropic_event({"type": "content_block_stop", "index": index}),
         ]
 
@@ -361,7 +362,7 @@ def responses_stream(texts, openai=False, ensure_ascii=False):
         item = {"id": f"msg_{index}", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         part = {"type": "output_text", "text": "", "annotations": []}
-        padding = {"obfuscation": "p" * random.randrange(1, 16)} if openai else {}
+        padding = {"obfuscation": "p" * PADDING.randrange(1, 16)} if openai else {}
         done = {**item, "status": "completed", "content": [{**part, "text": "".join(texts)}]}
         return [
             event("response.output_item.added", output_index=index, item=item),
