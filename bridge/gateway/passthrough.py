@@ -26,9 +26,10 @@ that stops before its upstream reported them.
 
 import dataclasses
 
-from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES
+from ..protocols import UPSTREAM_CHAT, UPSTREAM_MESSAGES, UPSTREAM_RESPONSES, json_codec, sse
 from ..protocols.errors import ANTHROPIC, OPENAI, BridgeError, from_anthropic, from_openai, invalid
 from ..translate import translator
+from ..translate.messages_client import TEXT_DELTA_FRAME
 from ..translate.model_map import map_model
 from ..translate.tokens import chat_input_tokens, responses_input_tokens, size_tokens, text_size
 
@@ -130,10 +131,40 @@ class AnthropicRelay(_Relay):
             )
             if type(value) is str:
                 self.relayed += len(value) if value.isascii() else text_size(value)  # a call fewer per event
+                if self._unread is not None and delta.get("type") == "text_delta":
+                    self._learn_text(payload, value)
         elif kind == "error":
             self._failed(payload, from_anthropic(payload))
+        elif kind == "content_block_stop":
+            self._usual = None  # learned for a block, as its index says
         self.done = kind == "message_stop"
         return [payload]
+
+    def fast(self, event):
+        """A text_delta of the learned shape, as the full path writes it (translator.py: the fast
+        path, here without a translation): Bedrock's events need no JSON read and write either."""
+        usual = self._usual
+        if usual is not None and not self.done:
+            data = event.data
+            text = usual.read(data if type(data) is str else translator.text_of(data) or "")
+            if text is not None:
+                if text:
+                    self.relayed += len(text) if text.isascii() else text_size(text)
+                return self.fast_text(self._usual_at, text)
+        return self._pass_on(event)
+
+    def fast_text(self, index, text):
+        return TEXT_DELTA_FRAME % (index, text.encode())
+
+    def _learn_text(self, payload, text):
+        """Learn the shape of a text_delta whose frame is the template's to the byte (its keys in
+        the order the template writes them), so that either path writes the same bytes."""
+        index = payload.get("index")
+        written = sse.encode(json_codec.dumps(payload), "content_block_delta")
+        if type(index) is int and self.fast_text(index, text) == written:
+            self._learn(payload, "text", text, at=index, padded=True)
+        else:
+            self._unread = None
 
     def finish(self):
         if self.done:

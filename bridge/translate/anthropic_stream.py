@@ -86,7 +86,8 @@ class MessagesStream(translator.StreamTranslator):
         in (translator.py: the fast path); None for any other event, which goes to feed."""
         usual = self._usual
         if usual is not None:
-            text = usual.read(event.data)
+            data = event.data
+            text = usual.read(data if type(data) is str else translator.text_of(data) or "")
             if text is not None:
                 written = self.fast_text(self._usual_at, text)
                 if written is not None:

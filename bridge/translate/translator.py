@@ -84,9 +84,11 @@ class StreamTranslator(abc.ABC):
         `text` going `at` its place, as the shape of the usual text event (json_codec.Shape;
         `form`: what changes from one event to the next, its `vary` and `padded`)."""
         data, self._unread = self._unread, None
-        if type(data) is not str:  # Bedrock's events come as bytes: no shape to learn
-            self._learns = 0
-            return
+        if type(data) is not str:  # Bedrock's events come as bytes (fast() reads them decoded)
+            data = text_of(data)
+            if data is None:
+                self._learns = 0
+                return
         if not json_codec.plain(text):
             return  # an escape: not a shape to learn, and no try spent
         shape = None
@@ -98,3 +100,14 @@ class StreamTranslator(abc.ABC):
             self._learns -= 1
         if shape is not None:
             self._usual, self._usual_at = shape, at
+
+
+def text_of(data):
+    """An event's data as text: Bedrock's come as UTF-8 bytes; None for bytes that are not
+    UTF-8, which only the full path reads (and refuses)."""
+    if type(data) is str:
+        return data
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None

@@ -8,6 +8,8 @@ import random
 
 import pytest
 
+from bridge.gateway.passthrough import AnthropicRelay
+from bridge.gateway.passthrough import Context as PassThroughContext
 from bridge.protocols import json_codec, sse
 from bridge.protocols.errors import BridgeError
 from bridge.serve import streaming
@@ -254,9 +256,14 @@ def responses_to_messages():
     return ResponsesToMessages(responses_to_messages_context(stream=True))
 
 
+def messages_passthrough():
+    return AnthropicRelay(PassThroughContext("m", True))
+
+
 FROM_ANTHROPIC = [
     pytest.param(chat_to_messages, streaming.CHAT_SSE.frame, id="chat_to_messages"),
     pytest.param(responses_to_messages, streaming.RESPONSES_SSE.frame, id="responses_to_messages"),
+    pytest.param(messages_passthrough, streaming.ANTHROPIC_SSE.frame, id="messages_passthrough"),
 ]
 
 
@@ -339,10 +346,20 @@ def test_anthropic_upstream_many_text_blocks_each_take_the_fast_path(new, frame)
 
 
 @pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
-def test_anthropic_upstream_bedrock_events_go_the_full_way(new, frame):
-    """Bedrock's events carry their JSON as bytes: no shape is learned from them."""
+def test_anthropic_upstream_bedrock_events_take_the_fast_path(new, frame):
+    """Bedrock's events carry their JSON as UTF-8 bytes, read as text by the fast path."""
+    stream = anthropic_stream(["a", "é", "c", *AWKWARD], padding=True)
+    events = [sse.Event(event.event, event.data.encode()) for event in events_of(stream)]
+    assert same_both_ways(new, events, frame) >= 12  # in both blocks
+
+
+@pytest.mark.parametrize(("new", "frame"), FROM_ANTHROPIC)
+def test_anthropic_upstream_bedrock_event_not_utf8_goes_the_full_way(new, frame):
+    """Bytes that are not UTF-8, after the shape was learned, are the full path's to refuse."""
     events = [sse.Event(event.event, event.data.encode()) for event in events_of(anthropic_stream(["a", "b", "c"]))]
-    assert same_both_ways(new, events, frame) == 0
+    broken = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\xff"}}'
+    events.insert(4, sse.Event(None, broken))  # after "a" taught the shape and "b" took it
+    assert same_both_ways(new, events, frame) == 1
 
 
 def responses_event(kind, ensure_ascii=False, **fields):
@@ -536,3 +553,15 @@ def test_a_shape_takes_no_other_number(number):
 )
 def test_no_shape_is_learned_from_a_document_it_could_not_read(data):
     assert json_codec.Shape.learn(data, "a", "x", ("o",)) is None
+
+
+def test_passthrough_relays_text_deltas_in_another_key_order_as_they_came():
+    """The pass-through writes what the upstream sent: deltas whose keys are in another order than
+    the template's are not learned, so none is rewritten in the template's order."""
+    reordered = b"".join(
+        b'event: content_block_delta\ndata: {"index":0,"delta":{"text":"%s","type":"text_delta"},'
+        b'"type":"content_block_delta"}\n\n' % text
+        for text in (b"one", b"two", b"three")
+    )
+    stream = anthropic_stream(["a", "b"]).replace(text_delta("a"), reordered, 1)
+    assert same_both_ways(messages_passthrough, events_of(stream), streaming.ANTHROPIC_SSE.frame) == 1  # block 2's "b"
