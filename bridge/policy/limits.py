@@ -68,5 +68,14 @@ def _array(value, key):
 
 
 def _parts(value):
-    """A message's or block's `content` entries, or a Responses tool output's `output` ones."""
-    return _array(value, "content") or _array(value, "output")
+    """A message's or block's `content` entries, or a Responses tool output's `output` ones.
+
+    One dict check per item: this runs for every message and block of every request.
+    """
+    if not isinstance(value, dict):
+        return ()
+    found = value.get("content")
+    if isinstance(found, list) and found:
+        return found
+    found = value.get("output")
+    return found if isinstance(found, list) else ()
