@@ -500,7 +500,7 @@ class Accounts:
         price = self.prices.get(record.deployment) or prices.default_price(record.upstream_model)
         cost = prices.cost(price, counts)
         if cost is None:
-            _series(UNPRICED, record.deployment or "none").inc()
+            record.written.inc(_series(UNPRICED, record.deployment or "none"))
         return cost
 
     def finished(self, record):
@@ -510,12 +510,13 @@ class Accounts:
         used = kinds(record.upstream_usage or record.usage, record.tokens)
         model = record.model if record.model in self.models else "other"
         if record.admitted:
-            _series(CLIENT_REQUESTS, client, model).inc()
+            written = record.written  # Record.finish writes them with its own
+            written.inc(_series(CLIENT_REQUESTS, client, model))
             for kind, count in used.items():
                 if count:
-                    _series(CLIENT_TOKENS, client, model, kind).inc(count)
+                    written.inc(_series(CLIENT_TOKENS, client, model, kind), count)
             if record.cost:
-                _series(CLIENT_COST, client, record.team or client, model).inc(record.cost)
+                written.inc(_series(CLIENT_COST, client, record.team or client, model), record.cost)
         if self.writer is not None and (record.admitted or record.reserved is not None):
             spent = prices.split(record.upstream_usage or record.usage, record.tokens)
             # A call that used nothing (a model list) costs nothing; one that used tokens without a price is unpriced.

@@ -23,7 +23,6 @@ import contextvars
 import functools
 import glob
 import logging
-import operator
 import os
 import re
 import sys
@@ -39,28 +38,22 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
-    values,
 )
 from prometheus_client.core import GaugeMetricFamily
 
 from ..protocols import json_codec
 from ..protocols.errors import KINDS
 from ..protocols.shapes import is_count
+from . import meters as metric_values
 from . import span_content, tracing
 from .environ import CLOSES_ANSWERS
 
 access_log = logging.getLogger("bridge.access")
 
 
-# prometheus_client's shared metrics ask the kernel for the pid on every write, to notice a fork
-# (gunicorn forks its workers from the master, which may have loaded this module): about twenty
-# system calls a request. The pid kept here, renewed in a forked child, is the same check without
-# them. Set before the first metric is made (a module that makes metrics imports this one first),
-# so that every value of this process writes through one set of files.
-_pid = [os.getpid()]
-if values.ValueClass._multiprocess:
-    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
-    values.ValueClass = values.MultiProcessValue(functools.partial(operator.getitem, _pid, 0))
+# Set before the first metric is made (a module that makes metrics imports this one first), so
+# that every value of this process writes through one set of files.
+metric_values.install()
 
 _DIRECTIONS = ("chat_to_messages", "messages_to_chat", "responses_to_messages")  # the blueprints
 # Pass-through pairs (http.pass_through) set their own direction on the record.
@@ -291,6 +284,7 @@ class Record:
             return
         if not ended and self.error is None:
             self.error = "client_closed"
+        self.written = metric_values.Batch()  # the metrics below and then's, written at once
         duration = time.monotonic() - self.start
         first_byte = self.first_byte - self.start if self.first_byte is not None else None
         tokens = self.tokens = self._counted()
@@ -304,8 +298,11 @@ class Record:
         self._measure(duration, first_byte, tokens)
         if self.span is not None:
             self._traced(tokens)
-        if then is not None:
-            then(self)
+        try:
+            if then is not None:
+                then(self)
+        finally:
+            self.written.write()
 
     def _line(self, duration, first_byte, tokens):
         return {
@@ -357,23 +354,24 @@ class Record:
         return input_tokens, output_tokens
 
     def _measure(self, duration, first_byte, tokens):
+        written = self.written
         stream = "true" if self.stream else "false"
-        _series(REQUESTS, self.label, str(self.status)).inc()
-        _series(DURATION, self.label, stream).observe(duration)
+        written.inc(_series(REQUESTS, self.label, str(self.status)))
+        written.observe(_series(DURATION, self.label, stream), duration)
         if first_byte is not None:
-            _series(FIRST_BYTE, self.label, stream).observe(first_byte)
+            written.observe(_series(FIRST_BYTE, self.label, stream), first_byte)
         for kind, count in zip(("input", "output"), tokens, strict=True):
             if count:
-                _series(TOKENS, self.label, kind).inc(count)
+                written.inc(_series(TOKENS, self.label, kind), count)
                 if kind in self.estimated:
-                    _series(ESTIMATED_TOKENS, self.label, kind).inc(count)
+                    written.inc(_series(ESTIMATED_TOKENS, self.label, kind), count)
         if self.model is not None:
             self._measure_model(duration, first_byte, tokens)
         searches = (self.upstream_usage or self.usage).get("web_search_requests")
         if searches:
-            _series(WEB_SEARCHES, self.label).inc(searches)
+            written.inc(_series(WEB_SEARCHES, self.label), searches)
         if self.upstream_error:
-            _series(UPSTREAM_ERRORS, self.label, self.upstream_error).inc()
+            written.inc(_series(UPSTREAM_ERRORS, self.label, self.upstream_error))
 
     def attempt(self, deployment, provider, body, headers):
         """The span of a call to `deployment` (failover.py), its context added to `headers` for the
@@ -439,28 +437,29 @@ class Record:
 
     def _measure_model(self, duration, first_byte, tokens):
         """The per-model counter, and the GenAI histograms of a call that went upstream."""
-        labels = self.labels
+        labels, written = self.labels, self.written
         model, upstream_model = labels.model(self.model), labels.upstream_model(self.upstream_model)
         deployment = self.deployment or "none"
         status_class = f"{self.status // 100}xx" if self.status else "none"
         client = self.client or "none"
-        _series(MODEL_REQUESTS, model, upstream_model, deployment, client, self.team or client, status_class).inc()
+        team = self.team or client
+        written.inc(_series(MODEL_REQUESTS, model, upstream_model, deployment, client, team, status_class))
         if self.deployment is None:
             return
         provider = labels.provider(deployment)
         series = _gen_ai_series(model, upstream_model, deployment, provider)
-        series.duration.observe(duration)
+        written.observe(series.duration, duration)
         if tokens[0]:
-            series.input_tokens.observe(tokens[0])
+            written.observe(series.input_tokens, tokens[0])
         if tokens[1]:
-            series.output_tokens.observe(tokens[1])
+            written.observe(series.output_tokens, tokens[1])
         first_token = per_token = None
         if self.stream and first_byte is not None:
             first_token = first_byte
-            series.first_token.observe(first_token)
+            written.observe(series.first_token, first_token)
             if tokens[1] and tokens[1] > 1:
                 per_token = (duration - first_byte) / (tokens[1] - 1)
-                series.per_token.observe(per_token)
+                written.observe(series.per_token, per_token)
         if self.meters is not None:
             attributes = {
                 "gen_ai.operation.name": "chat",
