@@ -7,6 +7,9 @@ goes through the metric's own inc() or observe() (a histogram walks its buckets 
 every write: about twenty writes a request. SharedValue is that value with the same files and
 keys, the pid learnt once and again in a forked child; Batch gathers a request's writes and
 makes them under one lock, each file written at once, so a scrape right after sees them all.
+Both read prometheus_client's internals (a child's `_value`, `_sum`, `_buckets` and
+`_upper_bounds`; MmapedDict): setup.cfg caps its version at the last one tests/serve/test_meters.py
+was run against.
 """
 
 import bisect
