@@ -45,21 +45,48 @@ print(json.dumps({
 """
 
 
-def test_a_batch_writes_what_the_metrics_own_calls_would_and_a_forked_child_its_own_file(tmp_path):
-    """Batch.observe puts an amount in the bucket Histogram.observe would (at a bound, past the
-    last one), nothing is written before write(), and a forked child's writes go to its own
-    file, starting from zero rather than from its parent's counts."""
+_NO_PID_ASKED = """
+import json, os, sys
+from bridge.serve import observability
+
+series = observability.REQUESTS.labels("d", "200")
+asked = []
+sys.setprofile(lambda frame, event, called: event == "c_call" and called is os.getpid and asked.append(1))
+for _ in range(50):
+    series.inc()
+sys.setprofile(None)
+print(json.dumps({"asked": len(asked), "value": series._value.get()}))
+"""
+
+
+def run_shared(script, directory):
+    """What `script` prints (JSON), run in a fresh interpreter whose metrics are shared through
+    `directory`, as under gunicorn."""
     result = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", script, str(directory)],
         cwd=pathlib.Path(__file__).parents[2],
-        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
+        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)},
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    seen = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_a_batch_writes_what_the_metrics_own_calls_would_and_a_forked_child_its_own_file(tmp_path):
+    """Batch.observe puts an amount in the bucket Histogram.observe would (at a bound, past the
+    last one), nothing is written before write(), and a forked child's writes go to its own
+    file, starting from zero rather than from its parent's counts."""
+    seen = run_shared(_SCRIPT, tmp_path)
     assert seen["before"] in (None, 0.0)
     assert seen["batched"] == seen["observed"]
     assert seen["counted"] == 8 * 2 + 5
     assert seen["files"] == seen["expected"]
+
+
+def test_a_shared_metric_write_asks_no_pid(tmp_path):
+    """prometheus_client's own value asks the kernel for the pid on every write, to notice a fork;
+    the bridge's keeps it in memory, renewed by a fork hook (above)."""
+    seen = run_shared(_NO_PID_ASKED, tmp_path)
+    assert seen == {"asked": 0, "value": 50.0}
