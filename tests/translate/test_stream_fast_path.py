@@ -3,7 +3,6 @@ the bytes its full path writes and leaves the same state, on every recorded stre
 generated text deltas with awkward strings."""
 
 import json
-import pathlib
 import random
 
 import pytest
@@ -30,19 +29,11 @@ from tests.helpers.contexts import (
     responses_to_messages_context,
 )
 
-SHARED = pathlib.Path(__file__).parents[2] / ".." / "shared" / "fixtures"
-CHAT_STREAMS = sorted(
-    path
-    for folder in (FIXTURES / "openai", SHARED / "openai")
-    for path in folder.glob("*.sse")
-    if not path.name.startswith("responses_")
-)
+CHAT_STREAMS = sorted(path for path in (FIXTURES / "openai").glob("*.sse") if not path.name.startswith("responses_"))
 RESPONSES_STREAMS = sorted(
-    [*(FIXTURES / "openai").glob("responses_*.sse"), *SHARED.glob("clients/codex-*/sse_examples/*.sse")]
+    [*(FIXTURES / "openai").glob("responses_*.sse"), *FIXTURES.glob("clients/codex-*/sse_examples/*.sse")]
 )
-ANTHROPIC_STREAMS = sorted(
-    path for folder in (FIXTURES / "anthropic", SHARED / "anthropic") for path in folder.glob("*.sse")
-)
+ANTHROPIC_STREAMS = sorted((FIXTURES / "anthropic").glob("*.sse"))
 PADDING = random.Random(0)  # lengths of the padding servers add to their events (varied, repeatable)
 AWKWARD = [
     "plain",
@@ -151,7 +142,7 @@ def test_chat_upstream_awkward_texts(new, frame, ensure_ascii, openai):
 @pytest.mark.parametrize(("new", "frame"), FROM_CHAT)
 def test_chat_upstream_recorded_openai_text_takes_the_fast_path(new, frame):
     """OpenAI's chunks (a null usage, padding that changes in each) are read the fast way."""
-    path = SHARED / "openai" / "moderation_extra_chunk.sse"
+    path = FIXTURES / "openai" / "moderation_extra_chunk.sse"
     assert same_both_ways(new, events_of(path.read_bytes()), frame) == 1
 
 
