@@ -77,6 +77,8 @@ class Upstream:
     def __init__(self, settings):
         self.settings = settings
         self.adapter = _Adapter(pool_connections=4, pool_maxsize=settings.pool_size, max_retries=0)
+        # requests' own form of (connect, read): a tuple would be made into one on every call.
+        self.timeout = urllib3.Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
 
     def request(self, method, url, headers, body=None, stream=False, retries=None, held=None, client=None, sign=None):
         """Send and return a 2xx requests.Response, or raise BridgeError; the access record learns both.
@@ -112,7 +114,6 @@ class Upstream:
             except BridgeError as error:  # its credentials: nothing was sent, another deployment may answer
                 raise Unanswered(error.kind, error.message, status=error.status) from None
         prepared = _prepare(method, url, headers, data)
-        timeout = (self.settings.connect_timeout, self.settings.read_timeout)
         attempt = 0
         while True:
             if client is not None and peer_closed(client):  # while it waited for a slot, Redis, a retry
@@ -120,7 +121,7 @@ class Upstream:
             sent = time.monotonic()
             try:
                 with _watching(client):
-                    response = self.adapter.send(prepared, stream=stream, timeout=timeout)
+                    response = self.adapter.send(prepared, stream=stream, timeout=self.timeout)
                 break
             except requests.RequestException as exc:
                 if _left_meanwhile(exc):
@@ -289,6 +290,18 @@ class _Adapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self._pools = {}  # (scheme and host, verify, cert): the pool get_connection_with_tls_context found
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+        """HTTPAdapter's pool for the request's host, found once per host and kept: finding it parses
+        the URL twice and builds the pool's key, which cost more than the rest of a call's sending,
+        and the pool manager keeps only pool_connections pools, dropping a host's pool (and its
+        keep-alive connections) when more hosts are called. The hosts are the settings' few."""
+        key = (_origin(request.url), verify, cert)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = super().get_connection_with_tls_context(request, verify, proxies, cert)
+        return pool
 
     def request_url(self, request, proxies):
         """The path, as HTTPAdapter gives it for a request that goes through no proxy, without
@@ -356,6 +369,13 @@ def _prepare(method, url, headers, data):
         prepared.headers["Content-Length"] = str(len(data or b""))
     prepared.body = data
     return prepared
+
+
+@functools.lru_cache(maxsize=64)
+def _origin(url):
+    """A prepared URL's scheme and host (with its port): which pool it goes to."""
+    scheme, _, rest = url.partition("://")
+    return scheme.lower(), rest.partition("/")[0].partition("?")[0]
 
 
 @functools.lru_cache(maxsize=64)

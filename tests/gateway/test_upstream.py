@@ -6,7 +6,7 @@ from requests.adapters import HTTPAdapter
 
 from bridge import settings as settings_module
 from bridge.gateway.upstream import Upstream, _Adapter, _prepare
-from tests.fake_upstream import json_reply
+from tests.fake_upstream import FakeUpstream, json_reply
 from tests.helpers.servers import bridge_env
 
 
@@ -47,3 +47,23 @@ def test_the_response_is_requests_own_less_the_upstreams_cookies(fake):
     assert {**ours.headers, "Date": None} == {**theirs.headers, "Date": None}
     assert ours.headers["X-UPSTREAM"] == "kept"  # still case-insensitive
     assert isinstance(ours, requests.Response) and ours.request.url == url
+
+
+def test_a_hosts_keep_alive_connection_outlives_calls_to_other_hosts(fake):
+    """The adapter keeps the pool of each host it called, found once: requests' pool manager
+    keeps only pool_connections (4) of them and makes a new one, with new connections, for a
+    host it dropped. A bridge whose routes name more hosts than that keeps its connections."""
+    others = [FakeUpstream() for _ in range(4)]
+    try:
+        upstream = Upstream(settings_module.load(bridge_env(fake)))
+        fake.reply(json_reply({"ok": True}), json_reply({"ok": True}))
+        upstream.request("POST", f"{fake.url}/v1/messages", {}, {"a": 1})
+        for other in others:
+            other.reply(json_reply({"ok": True}))
+            upstream.request("POST", f"{other.url}/v1/messages", {}, {"a": 1})
+        upstream.request("POST", f"{fake.url}/v1/messages", {}, {"a": 1})
+    finally:
+        for other in others:
+            other.close()
+    first, again = (seen.peer for seen in fake.requests[-2:])
+    assert first == again
