@@ -46,6 +46,7 @@ and a non-streamed body is read whole as it comes.
 """
 
 import contextlib
+import datetime
 import functools
 import http.client
 import json
@@ -309,9 +310,9 @@ class _Adapter(HTTPAdapter):
         return request.path_url
 
     def build_response(self, req, resp):
-        """HTTPAdapter's Response less the cookie jar (an upstream's cookies are nobody's
-        business here) and the text encoding (the bridge reads bytes)."""
-        response = requests.Response()
+        """HTTPAdapter's Response less the cookie jar (_Answer) and the text encoding (the bridge
+        reads bytes)."""
+        response = _Answer()
         response.status_code = resp.status
         response.headers = CaseInsensitiveDict(resp.headers)
         response.raw = resp
@@ -320,6 +321,28 @@ class _Adapter(HTTPAdapter):
         response.request = req
         response.connection = self
         return response
+
+
+class _Answer(requests.Response):
+    """requests' Response made without what its __init__ makes for every answer and the bridge
+    never reads, most of what making one costs: a cookie jar (an upstream's cookies are nobody's
+    business here; `cookies` is an empty jar made when asked) and an empty header dict (the
+    adapter sets the answer's)."""
+
+    def __init__(self):
+        self._content = False
+        self._content_consumed = False
+        self._next = None
+        self.encoding = None
+        self.history = []
+        self.elapsed = _NO_TIME
+
+    @property
+    def cookies(self):
+        return requests.cookies.RequestsCookieJar()
+
+
+_NO_TIME = datetime.timedelta(0)
 
 
 class _Watching:
