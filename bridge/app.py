@@ -7,8 +7,8 @@ same without `/v1`), never as an HTML page.
 """
 
 import logging
+import random
 import re
-import secrets
 import threading
 import time
 import types
@@ -37,6 +37,12 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 # The bridge's own ids: one a client sends is replaced, or one request could pass as another in the log.
 _OWN_ID = "req_bridge_"
 _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
+
+
+def new_request_id():
+    """128 random bits from the process's own generator, not the kernel's (a system call a
+    request): an id need be unique, not secret. Python seeds it anew in a forked worker."""
+    return f"{_OWN_ID}{random.getrandbits(128):032x}"
 
 
 class _NoSessions(SessionInterface):
@@ -110,7 +116,7 @@ def create_app(settings=None, table=None):
         headers = request.headers
         incoming = headers.get("x-request-id", "")
         kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
-        record.request_id = incoming if kept else f"{_OWN_ID}{secrets.token_hex(16)}"
+        record.request_id = incoming if kept else new_request_id()
         if request.path not in _UNAUTHENTICATED:
             key = auth.authenticate(settings, headers, key_store)
             if key is not None:

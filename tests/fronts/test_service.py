@@ -4,12 +4,14 @@ Each error must come back as JSON in the protocol of the client that asked.
 """
 
 import json
+import os
 import re
 import socket
 
 import pytest
 import requests
 
+from bridge.app import new_request_id
 from bridge.fronts import messages
 from bridge.protocols import UPSTREAM_CHAT
 from tests.fake_upstream import Reply, fixture, json_reply
@@ -31,6 +33,20 @@ def test_every_response_carries_a_request_id_and_a_sane_incoming_one_is_kept(bri
     assert hostile.headers["request-id"].startswith("req_bridge_")
     ids = {requests.get(f"{bridge.url}/healthz").headers["request-id"] for _ in range(20)}
     assert len(ids) == 20 and all(re.fullmatch(r"req_bridge_[0-9a-f]{32}", i) for i in ids)
+
+
+def test_a_forked_worker_makes_ids_of_its_own():
+    """Workers are forked from one process: ids from a generator they shared unseeded would
+    repeat from worker to worker."""
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(writing, new_request_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(writing)
+    assert os.read(reading, 100).decode() != new_request_id()
+    os.close(reading)
 
 
 @pytest.mark.parametrize("forged", ["req_bridge_0123456789abcdef0123456789abcdef", "REQ_BRIDGE_1"])
