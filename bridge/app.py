@@ -113,11 +113,12 @@ def create_app(settings=None, table=None):
     @app.before_request
     def identify_and_authenticate():
         record = observability.current()
-        headers = request.headers
+        asked = request._get_current_object()  # one lookup of the request, not one per attribute
+        headers = asked.headers
         incoming = headers.get("x-request-id", "")
         kept = _REQUEST_ID.match(incoming) and not incoming.lower().startswith(_OWN_ID)
         record.request_id = incoming if kept else new_request_id()
-        if request.path not in _UNAUTHENTICATED:
+        if asked.path not in _UNAUTHENTICATED:
             key = auth.authenticate(settings, headers, key_store)
             if key is not None:
                 auth.identify(record, key, headers)

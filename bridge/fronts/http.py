@@ -22,8 +22,11 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def bridge():
-    """The per-app state built once in create_app: settings, routes, balancer, upstream client."""
-    return current_app.extensions["bridge"]
+    """The per-app state built once in create_app: settings, routes, balancer, upstream client.
+
+    Through the app, not the `current_app` proxy's attributes: each of those costs as much as
+    several plain calls, and the proxies are looked up several times in every request."""
+    return current_app._get_current_object().extensions["bridge"]
 
 
 def read_json(items="messages", generates=True):
@@ -71,7 +74,7 @@ def large_body_slot():
     retry (admission.refusal). A small body, most requests, takes no slot machinery at all.
     """
     state = bridge()
-    size = request.content_length
+    size = request._get_current_object().content_length
     if size is not None and size <= state.settings.large_body_bytes:
         return _NO_SLOT
     return _large_body_slot(state)
@@ -258,7 +261,7 @@ def answer(response, context, stream_translator, translate_body, framing, cloud=
             settings.ping_interval,
             settings.max_event_bytes,
             settings.client_stall_timeout,
-            request.environ.get(STREAM_LOOP),
+            request._get_current_object().environ.get(STREAM_LOOP),
             cloud and cloud.decoder(settings.max_event_bytes),
         )
         return sse_response(events, headers)

@@ -103,7 +103,8 @@ def send(state, route, prepare, passthrough=False, path=None):
     the protocol's generation endpoint unless given.
     """
     record = observability.current()
-    environ = request.environ
+    asked = request._get_current_object()  # one lookup of the request, not one per attribute
+    environ = asked.environ
     client = next((environ[key] for key in _CLIENT_SOCKETS if key in environ), None)
     order = state.balancer.order(route)
     several = len(order) > 1
@@ -111,7 +112,7 @@ def send(state, route, prepare, passthrough=False, path=None):
     for number, deployment in enumerate(attempts, 1):
         body, context = prepare(deployment)
         body = cap_max_tokens(body, deployment.protocol, deployment.max_tokens)
-        headers = auth.upstream_headers(state.settings, deployment, request.headers, passthrough)
+        headers = auth.upstream_headers(state.settings, deployment, asked.headers, passthrough)
         record.deployment = deployment.name
         url = deployment.url(path or GENERATE[deployment.protocol])
         cloud = deployment.cloud  # Bedrock, Vertex: their own URL, body and signature

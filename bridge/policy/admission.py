@@ -77,7 +77,7 @@ def install(app, settings, exempt, accounts):
         tells the client the answer is over: the client's next request must find it dropped.
         Or when a stream's relay hands it to the worker's stream loop, or when the server closes
         the answer early."""
-        held = request.environ.pop(_HELD, None)
+        held = request._get_current_object().environ.pop(_HELD, None)
         if held is not None:
             response.response = _released_at_end(response.response, held)
             response.call_on_close(held.release)  # an answer closed before it was iterated
