@@ -114,8 +114,8 @@ class Deployment:
     def url(self, path, query=""):
         """The URL of `path` (`/chat/completions`, `/v1/messages`, ...) on this deployment,
         its own query (Azure's api-version) and then `query`."""
-        query = "&".join(part for part in (self.query, query) if part)
-        return f"{self.base_url}{path}" + (f"?{query}" if query else "")
+        query = f"{self.query}&{query}" if self.query and query else self.query or query
+        return f"{self.base_url}{path}?{query}" if query else f"{self.base_url}{path}"
 
 
 @dataclasses.dataclass(frozen=True)
