@@ -40,7 +40,7 @@ ITEM_KINDS = {
 # The events that end a stream, and the status each says.
 _LAST = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
 # The members of a text delta that change from one to the next (translator.py: the fast path).
-_VARY = ("sequence_number", "obfuscation")
+VARY = ("sequence_number", "obfuscation")
 
 
 @dataclasses.dataclass
@@ -78,7 +78,7 @@ class ResponsesStream(translator.StreamTranslator):
                 item.streamed = True
                 self.relayed += len(value) if value.isascii() else text_size(value)
                 if self._unread is not None and kind == "response.output_text.delta" and item.kind == "message":
-                    self._learn(payload, "delta", value, at=item, vary=_VARY)
+                    self._learn(payload, "delta", value, at=item, vary=VARY)
             return delta(self, item, value) if value else []
         if kind == "error":
             raise self.reword(event_error(payload))

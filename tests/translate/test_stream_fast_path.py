@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from bridge.gateway.passthrough import AnthropicRelay
+from bridge.gateway.passthrough import AnthropicRelay, ResponsesRelay
 from bridge.gateway.passthrough import Context as PassThroughContext
 from bridge.protocols import json_codec, sse
 from bridge.protocols.errors import BridgeError
@@ -413,9 +413,14 @@ def chat_to_responses():
     return ChatToResponses(chat_to_responses_context(stream=True, include_usage=True))
 
 
+def responses_passthrough():
+    return ResponsesRelay(PassThroughContext("m", True))
+
+
 FROM_RESPONSES = [
     pytest.param(messages_to_responses, streaming.ANTHROPIC_SSE.frame, id="messages_to_responses"),
     pytest.param(chat_to_responses, streaming.CHAT_SSE.frame, id="chat_to_responses"),
+    pytest.param(responses_passthrough, streaming.RESPONSES_SSE.frame, id="responses_passthrough"),
 ]
 
 
