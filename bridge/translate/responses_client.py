@@ -198,7 +198,7 @@ def call_name(item, names):
 def tool_description(tool, namespace):
     """A tool's description, its namespace's leading it."""
     descriptions = [(namespace or {}).get("description"), tool.get("description")]
-    return "\n\n".join(text for text in descriptions if text)
+    return "\n\n".join([text for text in descriptions if text])
 
 
 def tool_parameters(tool):

@@ -204,7 +204,7 @@ def _assistant(chat, text="", call=None):
 def _assistant_text(content):
     if isinstance(content, str):
         return content
-    texts = (part["text"] if part["type"] == "output_text" else part["refusal"] for part in content)
+    texts = [part["text"] if part["type"] == "output_text" else part["refusal"] for part in content]
     return join([text for text in texts if text])
 
 
