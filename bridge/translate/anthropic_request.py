@@ -90,8 +90,9 @@ def system_value(blocks):
 
 def text_blocks(content):
     """Text content (string or text parts) as Anthropic text blocks; empty text is dropped."""
-    parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    return [_cache_control(part, {"type": "text", "text": part["text"]}) for part in parts if part["text"]]
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [_cache_control(part, {"type": "text", "text": part["text"]}) for part in content if part["text"]]
 
 
 def _cache_control(part, block):
@@ -212,12 +213,14 @@ def cache_breakpoints(out, ttl):
 
 def _client_marked(out):
     system = out.get("system")
-    blocks = [
-        *(out.get("tools") or ()),
-        *(system if isinstance(system, list) else ()),
-        *(block for turn in out["messages"] for block in turn["content"]),
-    ]
-    return any("cache_control" in block for block in blocks)
+    for blocks in (out.get("tools") or (), system if isinstance(system, list) else ()):
+        if any("cache_control" in block for block in blocks):
+            return True
+    for turn in out["messages"]:
+        for block in turn["content"]:
+            if "cache_control" in block:
+                return True
+    return False
 
 
 # -- tools ---------------------------------------------------------------------------------

@@ -80,9 +80,11 @@ def token_counts(usage):
     `thinking` is None when Anthropic does not say.
     """
 
+    iterations = usage.get("iterations")
+    parts = [part for part in (iterations if isinstance(iterations, list) else [usage]) if isinstance(part, dict)]
+
     def total(name):
-        parts = usage.get("iterations") if isinstance(usage.get("iterations"), list) else [usage]
-        return sum(part.get(name) or 0 for part in parts if isinstance(part, dict))
+        return sum([part.get(name) or 0 for part in parts])
 
     cache_read, cache_write = total("cache_read_input_tokens"), total("cache_creation_input_tokens")
     return TokenCounts(

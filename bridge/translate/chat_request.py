@@ -32,9 +32,8 @@ def join(texts):
 
 def flattened(parts):
     """A text-only list of parts as one string, for servers that only take strings."""
-    if all(part["type"] == "text" for part in parts):
-        return join([part["text"] for part in parts])
-    return parts
+    texts = [part["text"] for part in parts if part["type"] == "text"]
+    return join(texts) if len(texts) == len(parts) else parts
 
 
 def chat_tool(name, description, parameters, strict=None):

@@ -29,7 +29,9 @@ def read_answer(completion):
     shapes.chat_completion(completion)
     choice = only_choice(completion.get("choices"))
     message = json_object(choice.get("message"))
-    parts = content_parts(message.get("content"))
+    texts = {"text": [], "thinking": []}
+    for kind, text in content_parts(message.get("content")):
+        texts[kind].append(text)
     calls = []
     for position, call in enumerate(call for call in message.get("tool_calls") or [] if isinstance(call, dict)):
         function = json_object(call.get("function"))
@@ -38,8 +40,8 @@ def read_answer(completion):
         calls.append(Call(call.get("id"), function["name"], arguments_text(function.get("arguments"))))
     return Answer(
         choice=choice,
-        reasoning=reasoning_text(message) + "".join(text for kind, text in parts if kind == "thinking"),
-        text="".join(text for kind, text in parts if kind == "text"),
+        reasoning=reasoning_text(message) + "".join(texts["thinking"]),
+        text="".join(texts["text"]),
         refusal=message.get("refusal") if isinstance(message.get("refusal"), str) else "",
         calls=calls,
     )
@@ -117,4 +119,4 @@ def usage_counts(openai_usage):
 
 
 def _count(value):
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if type(value) is int and value > 0 else 0  # JSON's integers, not true

@@ -28,7 +28,8 @@ from .chat_response import arguments_text
 
 # Claude Code's first system line, for Anthropic's billing: a hash that changes per request, meaningless
 # to a model, would sit at the head of the prompt and defeat the upstream's prefix cache.
-_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:.*(?:\n|$)", re.MULTILINE)
+_BILLING_MARK = "x-anthropic-billing-header:"
+_BILLING_HEADER = re.compile(rf"^{_BILLING_MARK}.*(?:\n|$)", re.MULTILINE)
 # Dropped fields that switch off a safety check the upstream cannot run: an operator must hear of them.
 UNENFORCED = {
     "safeguards": "safeguards (Anthropic's server-side check of dangerous tool use) cannot run "
@@ -72,8 +73,14 @@ def system_texts(content, dropped):
     blocks = content_blocks(content)
     if marks_cache(blocks):
         dropped.append("cache_control")
-    texts = (_BILLING_HEADER.sub("", block["text"]) for block in blocks)
+    texts = [_without_billing_header(block["text"]) for block in blocks]
     return [text for text in texts if text]
+
+
+def _without_billing_header(text):
+    """The text without its billing line. The regex tries every line start, a long scan on a
+    system prompt of many kilobytes: only a text that holds the line goes through it."""
+    return _BILLING_HEADER.sub("", text) if _BILLING_MARK in text else text
 
 
 def marks_cache(blocks):
@@ -184,6 +191,7 @@ def requested_effort(body):
 
 INVALID_ARGUMENTS_KEY = "_invalid_json_arguments"
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_NOT_IN_ID = re.compile(r"[^a-zA-Z0-9_-]")
 _ENCODED_ID = "toolu_b64_"
 _ENCODED_ID_MAX = 1024  # the longest encoded id decoded back: no upstream's id is nearly so long
 
@@ -316,5 +324,5 @@ TEXT_DELTA_FRAME = (
 
 def message_id(upstream_id):
     """msg_ + the upstream answer's id (for tracing), or a fresh id when it has none."""
-    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "", upstream_id) if isinstance(upstream_id, str) else ""
+    cleaned = _NOT_IN_ID.sub("", upstream_id) if isinstance(upstream_id, str) else ""
     return f"msg_{cleaned or uuid.uuid4().hex}"

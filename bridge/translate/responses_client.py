@@ -27,8 +27,9 @@ OpenAI's defaults where the client sent nothing, is `Context.echo`.
 """
 
 import dataclasses
+import json
+import secrets
 import time
-import uuid
 
 from ..protocols.errors import invalid
 from ..protocols.schemas.responses import HOSTED_TOOLS, declared_tools
@@ -67,6 +68,27 @@ KNOWN = {
 }
 
 
+# JSON as models write it (json.dumps' own separators, non-ASCII as it is), for tool arguments:
+# json.dumps(value, ensure_ascii=False) without a new encoder per call.
+model_json = json.JSONEncoder(ensure_ascii=False).encode
+
+# What a Response repeats of its request: these as the client sent them (None when it did not),
+_ECHOED = ("instructions", "max_output_tokens", "max_tool_calls", "user", "safety_identifier", "prompt_cache_key")
+# these with OpenAI's default where the client sent none,
+_ECHO_DEFAULTS = {
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "truncation": "disabled",
+    "metadata": {},
+    "top_logprobs": 0,
+}
+# and these as nothing is stored or run in the background.
+_ECHO_FIXED = {"store": False, "background": False, "service_tier": "default", "previous_response_id": None}
+
+
 @dataclasses.dataclass
 class Context:
     """What the response and stream translators need to know about the request."""
@@ -90,7 +112,7 @@ def context_for(body, context_class):
     return context_class(
         model=body["model"],
         stream=bool(body.get("stream")),
-        response_id=f"resp_{uuid.uuid4().hex}",
+        response_id=f"resp_{secrets.token_hex(16)}",
         created_at=int(time.time()),
         echo=echo(body),
         tools={},
@@ -102,39 +124,16 @@ def context_for(body, context_class):
 def echo(body):
     """The request parameters an OpenAI Response repeats, with OpenAI's defaults where the client sent none."""
     reasoning, text = body.get("reasoning") or {}, body.get("text") or {}
-    defaults = {
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "truncation": "disabled",
-        "metadata": {},
-        "top_logprobs": 0,
+    shown = {name: body.get(name) for name in _ECHOED}
+    for name, default in _ECHO_DEFAULTS.items():
+        value = body.get(name)
+        shown[name] = default if value is None else value
+    shown["reasoning"] = {
+        "effort": reasoning.get("effort"),
+        "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
     }
-    shown = {
-        name: body.get(name)
-        for name in (
-            "instructions",
-            "max_output_tokens",
-            "max_tool_calls",
-            "user",
-            "safety_identifier",
-            "prompt_cache_key",
-        )
-    }
-    shown.update({name: default if body.get(name) is None else body[name] for name, default in defaults.items()})
-    shown.update(
-        reasoning={
-            "effort": reasoning.get("effort"),
-            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
-        },
-        text={"format": text.get("format") or {"type": "text"}, "verbosity": text.get("verbosity") or "medium"},
-        store=False,
-        background=False,
-        service_tier="default",
-        previous_response_id=None,
-    )
+    shown["text"] = {"format": text.get("format") or {"type": "text"}, "verbosity": text.get("verbosity") or "medium"}
+    shown.update(_ECHO_FIXED)
     return shown
 
 
@@ -199,7 +198,7 @@ def call_name(item, names):
 def tool_description(tool, namespace):
     """A tool's description, its namespace's leading it."""
     descriptions = [(namespace or {}).get("description"), tool.get("description")]
-    return "\n\n".join(text for text in descriptions if text)
+    return "\n\n".join([text for text in descriptions if text])
 
 
 def tool_parameters(tool):

@@ -28,7 +28,8 @@ def to_chat_completion(message, context):
         kind = block.get("type")
         if kind == "text":
             text.append(block.get("text") or "")
-            annotations += chat_annotations(block.get("citations"), length, length + len(text[-1]))
+            if block.get("citations"):
+                annotations += chat_annotations(block["citations"], length, length + len(text[-1]))
             length += len(text[-1])
         elif kind == "tool_use" and block.get("name") == context.json_tool:
             text.append(arguments(block.get("input")))

@@ -133,7 +133,7 @@ def conversation(messages, reasons, context):
     """(instructions, input items): the leading system/developer messages, then the rest as items;
     reasoning items only for a model that reasons (`reasons`)."""
     lead = next((n for n, message in enumerate(messages) if message["role"] not in INSTRUCTING), len(messages))
-    instructions = "\n\n".join(_text(message["content"]) for message in messages[:lead])
+    instructions = "\n\n".join([_text(message["content"]) for message in messages[:lead]])
     items = []
     for index, message in enumerate(messages[lead:], lead):
         role = message["role"]
@@ -211,7 +211,7 @@ def _text(content):
     """A string, or the text of text and refusal parts, joined."""
     if isinstance(content, str):
         return content
-    return "".join(part.get("text") or part.get("refusal") or "" for part in content)
+    return "".join([part.get("text") or part.get("refusal") or "" for part in content])
 
 
 # -- tools and answers ---------------------------------------------------------------------

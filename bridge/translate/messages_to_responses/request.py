@@ -268,9 +268,8 @@ def _tool_output(block, names):
             parts[0] = {"type": "input_text", "text": "Error: " + parts[0]["text"]}
         else:
             parts.insert(0, {"type": "input_text", "text": "Error"})
-    if all(part["type"] == "input_text" for part in parts):
-        return "\n\n".join(part["text"] for part in parts)
-    return parts
+    texts = [part["text"] for part in parts if part["type"] == "input_text"]
+    return "\n\n".join(texts) if len(texts) == len(parts) else parts
 
 
 def _user_parts(block):

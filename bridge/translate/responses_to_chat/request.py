@@ -63,7 +63,6 @@ The rest
 """
 
 import dataclasses
-import json
 
 from ...protocols.errors import invalid
 from ...protocols.schemas.responses import CALLS, OUTPUTS, input_items
@@ -87,6 +86,7 @@ from ..responses_client import (
     client_tools,
     context_for,
     forced_name,
+    model_json,
     tool_description,
     tool_parameters,
 )
@@ -166,7 +166,7 @@ def messages(body, names, reasoning_history, context):
         elif kind != "additional_tools":
             context.dropped.append(f"input.{index}")
     _flush(chat)
-    context.dropped.extend(f"input.{i}" for i, _ in chat.reasoning)  # no assistant message took it
+    _drop_reasoning(chat, context)  # no assistant message took it
     if system:
         chat.out.insert(0, {"role": "system", "content": join(system)})
     return chat.out
@@ -204,7 +204,7 @@ def _assistant(chat, text="", call=None):
 def _assistant_text(content):
     if isinstance(content, str):
         return content
-    texts = (part["text"] if part["type"] == "output_text" else part["refusal"] for part in content)
+    texts = [part["text"] if part["type"] == "output_text" else part["refusal"] for part in content]
     return join([text for text in texts if text])
 
 
@@ -215,7 +215,7 @@ def _tool_call(item, names):
     return {
         "id": openai_call_id(item["call_id"]),
         "type": "function",
-        "function": {"name": call_name(item, names), "arguments": json.dumps(arguments, ensure_ascii=False)},
+        "function": {"name": call_name(item, names), "arguments": model_json(arguments)},
     }
 
 
@@ -239,11 +239,17 @@ def _tool_output(chat, index, item):
 def _user(chat, parts, context):
     """User content goes after the tool messages still owed, joining a user message just before;
     reasoning waiting for an assistant message has none now."""
-    context.dropped.extend(f"input.{i}" for i, _ in chat.reasoning)
-    chat.reasoning = []
+    _drop_reasoning(chat, context)
     chat.held.extend(parts)
     if not chat.unanswered:
         _flush(chat)
+
+
+def _drop_reasoning(chat, context):
+    """The reasoning waiting for an assistant message is dropped and named."""
+    if chat.reasoning:
+        context.dropped.extend(f"input.{index}" for index, _ in chat.reasoning)
+        chat.reasoning = []
 
 
 def _flush(chat):

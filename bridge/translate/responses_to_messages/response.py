@@ -34,12 +34,11 @@ responses_events.py's, shared with the other pairs serving Responses clients; th
 translator (stream.py) builds its items and the final response from these same helpers.
 """
 
-import json
-
 from ...protocols import shapes
 from ...protocols.reasoning import encrypted_content
 from ..anthropic_request import WEB_SEARCH_TOOL
 from ..anthropic_response import FINISH_REASONS, refusal_text, search_usage, token_counts, url_citations
+from ..responses_client import model_json
 from ..responses_events import (
     call_item,
     client_tool,
@@ -152,7 +151,7 @@ def arguments(tool_input):
     The streamed argument fragments then add up to exactly these arguments whenever the
     model wrote its JSON in that common form, as OpenAI's deltas always add up.
     """
-    return json.dumps(tool_input if tool_input is not None else {}, ensure_ascii=False)
+    return model_json(tool_input if tool_input is not None else {})
 
 
 def anthropic_usage(message_usage):
