@@ -7,7 +7,6 @@ same without `/v1`), never as an HTML page.
 """
 
 import logging
-import random
 import re
 import threading
 import time
@@ -27,7 +26,7 @@ from .gateway import routes
 from .gateway.failover import Balancer
 from .gateway.upstream import Upstream
 from .policy import admission, auth, keys, usage
-from .protocols import ratelimit
+from .protocols import ids, ratelimit
 from .protocols.errors import ANTHROPIC, OPENAI, BridgeError, invalid
 from .serve import observability
 
@@ -40,9 +39,7 @@ _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics")
 
 
 def new_request_id():
-    """128 random bits from the process's own generator, not the kernel's (a system call a
-    request): an id need be unique, not secret. Python seeds it anew in a forked worker."""
-    return f"{_OWN_ID}{random.getrandbits(128):032x}"
+    return _OWN_ID + ids.random_hex()
 
 
 class _NoSessions(SessionInterface):

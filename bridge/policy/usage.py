@@ -53,7 +53,6 @@ import logging
 import math
 import os
 import queue
-import secrets
 import threading
 import time
 
@@ -63,6 +62,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from requests.structures import CaseInsensitiveDict
 
+from ..protocols import ids
 from ..protocols.errors import BridgeError
 from ..protocols.shapes import is_count
 from ..serve.observability import _series, _tokens
@@ -405,7 +405,7 @@ class Accounts:
             price = self.reserve_price(record.model) if budgets else None
             if price is not None:
                 micros = prices.micros((input_tokens * price.input + output_tokens * price.output) / prices.MILLION)
-        hexid = secrets.token_hex(8)
+        hexid = ids.random_hex()[:16]
         held = tuple(budget_keys(budget.scope, name, now)[:2] for budget, name in budgets)
         reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, held)
         keys = [

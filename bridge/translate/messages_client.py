@@ -16,9 +16,8 @@ import binascii
 import itertools
 import json
 import re
-import uuid
 
-from ..protocols import overflow
+from ..protocols import ids, overflow
 from ..protocols.errors import BridgeError, invalid
 from ..protocols.tool_names import safe_tool_name
 from .chat_request import openai_call_id
@@ -266,7 +265,7 @@ def client_tool_id(upstream_id):
     A missing id gets a fresh one.
     """
     if not isinstance(upstream_id, str) or not upstream_id:
-        return f"toolu_{uuid.uuid4().hex}"
+        return f"toolu_{ids.random_hex()}"
     if _ANTHROPIC_ID.match(upstream_id):
         return upstream_id
     return _ENCODED_ID + base64.urlsafe_b64encode(upstream_id.encode()).decode().rstrip("=")
@@ -325,4 +324,4 @@ TEXT_DELTA_FRAME = (
 def message_id(upstream_id):
     """msg_ + the upstream answer's id (for tracing), or a fresh id when it has none."""
     cleaned = _NOT_IN_ID.sub("", upstream_id) if isinstance(upstream_id, str) else ""
-    return f"msg_{cleaned or uuid.uuid4().hex}"
+    return f"msg_{cleaned or ids.random_hex()}"

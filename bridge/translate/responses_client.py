@@ -28,9 +28,9 @@ OpenAI's defaults where the client sent nothing, is `Context.echo`.
 
 import dataclasses
 import json
-import secrets
 import time
 
+from ..protocols import ids
 from ..protocols.errors import invalid
 from ..protocols.schemas.responses import HOSTED_TOOLS, declared_tools
 from ..protocols.tool_names import safe_tool_name
@@ -112,7 +112,7 @@ def context_for(body, context_class):
     return context_class(
         model=body["model"],
         stream=bool(body.get("stream")),
-        response_id=f"resp_{secrets.token_hex(16)}",
+        response_id=f"resp_{ids.random_hex()}",
         created_at=int(time.time()),
         echo=echo(body),
         tools={},

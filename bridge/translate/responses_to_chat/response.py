@@ -29,9 +29,8 @@ stops on and says the context window is full; the message stays the server's.
 """
 
 import json
-import uuid
 
-from ...protocols import overflow
+from ...protocols import ids, overflow
 from ...protocols.reasoning import chat_reasoning
 from ..chat_response import read_answer, usage_counts
 from ..responses_events import (
@@ -83,7 +82,7 @@ def reasoning_output(context, output_index, text):
 def call_output(context, output_index, upstream_id, upstream_name, arguments, status="completed"):
     """A tool call as a function_call (its arguments as the upstream wrote them) or, for a custom
     tool, a custom_tool_call (the text of its `{"input": ...}`)."""
-    call_id = upstream_id if isinstance(upstream_id, str) and upstream_id else f"call_{uuid.uuid4().hex}"
+    call_id = upstream_id if isinstance(upstream_id, str) and upstream_id else f"call_{ids.random_hex()}"
     if client_tool(context, upstream_name)["kind"] == "custom":
         value = custom_call_input(arguments)
     else:
