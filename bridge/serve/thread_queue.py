@@ -82,6 +82,8 @@ class ThreadQueue:
     def expire(self, now):
         """The requests that waited as long as they may, taken out of the queue (Waited each)."""
         over = []
+        if not self._waiting:  # read unlocked: only the main loop, which calls this, adds to it
+            return over
         with self._lock:
             while self._waiting and next(iter(self._waiting.values())).until <= now:
                 over.append(self._waiting.popitem(last=False)[1])
@@ -91,6 +93,8 @@ class ThreadQueue:
 
     def next_expiry(self):
         """When the oldest wait is over, or None when nothing waits."""
+        if not self._waiting:  # read unlocked, as in expire()
+            return None
         with self._lock:
             return next(iter(self._waiting.values())).until if self._waiting else None
 
