@@ -11,7 +11,7 @@ are validated here and handled by the translator.
 from marshmallow import ValidationError, fields, validate
 
 from ..errors import invalid
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, loader, refusal
 
 
 class Content(fields.Field):
@@ -27,6 +27,14 @@ class Content(fields.Field):
         if isinstance(value, list):
             return self.blocks.deserialize(value)
         raise ValidationError(f"expected a string or an array of content blocks, got {json_type(value)}")
+
+    def fast_loader(self):
+        blocks = loader(self.blocks)
+
+        def load(value):
+            return value if type(value) is str else blocks(value)
+
+        return load
 
 
 # -- content blocks ------------------------------------------------------------

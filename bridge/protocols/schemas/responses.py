@@ -28,7 +28,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 from marshmallow import ValidationError, fields, validate
 
 from ..reasoning import carried
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request, loader
 from .openai import (
     NAME,
     NO_LOGPROBS,
@@ -189,6 +189,16 @@ class Item(Tagged):
         if isinstance(value, dict) and value.get("type", "message" if "role" in value else None) == "message":
             return {"type": "message", **self.messages.deserialize(value)}
         return super()._deserialize(value, attr, data, **kwargs)
+
+    def fast_loader(self):
+        messages, items = loader(self.messages), super().fast_loader()
+
+        def load(value):
+            if type(value) is dict and value.get("type", "message" if "role" in value else None) == "message":
+                return {"type": "message", **messages(value)}
+            return items(value)
+
+        return load
 
 
 # -- tools ---------------------------------------------------------------------------------
