@@ -129,14 +129,15 @@ class Tagged(fields.Field):
         return loaded
 
     def fast_loader(self):
-        key, schemas = self.key, self.schemas
+        key = self.key
+        loaders = {tag: schema_loader(schema) for tag, schema in self.schemas.items()}
 
         def load(value):
             if type(value) is dict:
                 tag = value.get(key)
-                schema = schemas.get(tag) if type(tag) is str else None
-                if schema is not None:
-                    loaded = load_fields(schema, value)
+                take = loaders.get(tag) if type(tag) is str else None
+                if take is not None:
+                    loaded = take(value)
                     loaded[key] = tag
                     return loaded
             raise Refer
@@ -200,56 +201,66 @@ def load_fields(schema, value):
     the dozens of fields its schema declares); a field whose loader does not take its value goes
     marshmallow's way (deserialize), which says why in load's words and order.
     """
-    if not isinstance(value, dict):
-        raise ValidationError({"_schema": ["Invalid input type."]})
-    loaders, required = _plan(schema)
-    loaded, failed = {}, []
-    for name, raw in value.items():
-        load = loaders.get(name)
-        if load is not None:
-            try:
-                loaded[name] = load(raw)
-            except (Refer, ValidationError):
-                failed.append(name)
-    for name in required:
-        if name not in value:
-            failed.append(name)
-    if failed:
-        _load_failed(schema, value, failed, loaded)
-    return loaded
+    return schema_loader(schema)(value)
+
+
+def schema_loader(schema):
+    """load_fields for `schema`, made once (schemas live as long as the process): its table
+    of loaders, and the fields it requires."""
+    try:
+        return schema.__dict__["_bridge_loader"]
+    except KeyError:
+        pass
+    loaders = {name: loader(field) for name, field in schema.fields.items()}
+    required = frozenset(name for name, field in schema.fields.items() if field.required)
+
+    def load(value):
+        if not isinstance(value, dict):
+            raise ValidationError({"_schema": ["Invalid input type."]})
+        loaded = {}
+        try:
+            for name, raw in value.items():
+                take = loaders.get(name)
+                if take is not None:
+                    loaded[name] = take(raw)
+        except (Refer, ValidationError):
+            return _load_failed(schema, loaders, value)
+        if required and not value.keys() >= required:
+            return _load_failed(schema, loaders, value)
+        return loaded
+
+    schema._bridge_loader = load
+    return load
 
 
 class Refer(Exception):
     """Raised by a field's loader for a value it does not take as it is: deserialize decides."""
 
 
-def _load_failed(schema, value, names, loaded):
-    """The fields `names` of `value` loaded marshmallow's way into `loaded`, or load's errors, in its order."""
-    errors = {}
+def _load_failed(schema, loaders, value):
+    """`value` loaded field by field in the schema's order, each field its loader's way or, where
+    that does not take its value, marshmallow's: load's errors, or what it loads."""
+    loaded, errors = {}, {}
     for name, field in schema.fields.items():
-        if name in names:
+        raw = value.get(name, missing)
+        if raw is missing and not field.required:
+            continue
+        if raw is not missing:
             try:
-                result = deserialize(field, value.get(name, missing), name, value)
-            except ValidationError as error:
-                errors[name] = error.messages
-            else:
-                if result is not missing:
-                    loaded[name] = result
+                loaded[name] = loaders[name](raw)
+                continue
+            except (Refer, ValidationError):
+                pass
+        try:
+            result = deserialize(field, raw, name, value)
+        except ValidationError as error:
+            errors[name] = error.messages
+        else:
+            if result is not missing:
+                loaded[name] = result
     if errors:
         raise ValidationError(errors)
-
-
-def _plan(schema):
-    """({field name: loader}, required names) of a schema, made once: schemas live as long as the process."""
-    try:
-        return schema.__dict__["_bridge_plan"]
-    except KeyError:
-        plan = (
-            {name: loader(field) for name, field in schema.fields.items()},
-            [name for name, field in schema.fields.items() if field.required],
-        )
-        schema._bridge_plan = plan
-        return plan
+    return loaded
 
 
 def loader(field):
@@ -278,19 +289,51 @@ def loader(field):
 
 
 def _checked(take, validators, allow_none):
-    """`take` with Field.deserialize's null handling and the field's validators around it."""
+    """`take` with Field.deserialize's null handling and the field's validators around it; the
+    one most names and lists have, Length(min=n), as a comparison."""
+    least = None if allow_none else _least_length(validators)
+    if least is not None and take is _string:
 
-    def load(raw):
-        if raw is None:
-            if allow_none:
-                return None
+        def load(raw):
+            if type(raw) is str and len(raw) >= least:
+                return raw
             raise Refer
-        result = take(raw)
-        for check in validators:
-            check(result)
-        return result
+
+    elif least is not None:
+
+        def load(raw):
+            result = take(raw)
+            if len(result) >= least:
+                return result
+            raise Refer
+
+    elif not validators:
+
+        def load(raw):
+            return None if raw is None else take(raw)  # the field allows null, or it would not be here
+
+    else:
+
+        def load(raw):
+            if raw is None:
+                if allow_none:
+                    return None
+                raise Refer
+            result = take(raw)
+            for check in validators:
+                check(result)
+            return result
 
     return load
+
+
+def _least_length(validators):
+    """n, where the only validator is Length(min=n): the check most names and lists have."""
+    if len(validators) == 1 and type(validators[0]) is validate.Length:
+        length = validators[0]
+        if length.min is not None and length.max is None and length.equal is None:
+            return length.min
+    return None
 
 
 def _plain_deserialize(field, raw):
@@ -372,4 +415,4 @@ class Nested(fields.Nested):
         return load_fields(self.schema, value)
 
     def fast_loader(self):
-        return functools.partial(load_fields, self.schema)
+        return schema_loader(self.schema)
