@@ -1,5 +1,7 @@
 """schemas.load_fields: what Schema.load returns, for the schemas the tagged unions load with it."""
 
+import functools
+
 import pytest
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
@@ -233,3 +235,224 @@ def test_both_fronts_refuse_in_the_same_words(validate, body, expected):
     with pytest.raises(BridgeError) as caught:
         validate(body)
     assert caught.value.message == expected and caught.value.status == 400
+
+
+def test_a_fields_fast_loader_comes_with_its_deserialize():
+    """A field's fast_loader stands for the _deserialize of the same class: a subclass that loads
+    otherwise (responses.Item over Tagged) says how its values load too."""
+    for schema in SCHEMAS:
+        for field in fields_of(schema):
+            if hasattr(field, "fast_loader"):
+                mro = type(field).__mro__
+                owner = next(c for c in mro if "fast_loader" in vars(c))
+                assert mro.index(owner) <= mro.index(next(c for c in mro if "_deserialize" in vars(c))), field
+
+
+def fields_of(schema):
+    """Every field a schema holds, its parts' (List items, Content's blocks...) included."""
+    todo, seen = list(schema.fields.values()), set()
+    while todo:
+        field = todo.pop()
+        if id(field) in seen:
+            continue
+        seen.add(id(field))
+        yield field
+        held = [value for key, value in vars(field).items() if key not in ("parent", "root")]
+        todo.extend(part for part in parts_of(held) if isinstance(part, fields.Field))
+
+
+class Point(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    x = schemas.Integer(required=True)
+    label = fields.String()
+
+
+NAMED = schemas.Tagged({"point": Point()}, what="shape")
+KINDS = [  # (field, values): each kind of field a loader takes, with values it takes and ones it refuses
+    (fields.String(), ["a", "", 5, None, True, ["a"]]),
+    (fields.String(validate=validate.Length(min=1)), ["a", ""]),
+    (fields.String(allow_none=True, validate=validate.OneOf(["low", "high"])), ["low", "mid", None, 1]),
+    (fields.String(validate=openai.NAME), ["get_weather", "get weather", "x" * 65]),
+    (schemas.Integer(validate=validate.Range(min=1)), [1, 0, -3, True, 2.0, "2", None, 10**30]),
+    (
+        schemas.Number(allow_none=True, validate=validate.Range(0, 2)),
+        [0, 1.5, 2, 3, -0.1, None, True, "1", float("nan"), float("inf"), 2**60, 10**400],
+    ),
+    (schemas.Flag(), [True, False, None, 1, "true"]),
+    (schemas.Flag(allow_none=True, validate=openai.must_be_false(openai.NO_LOGPROBS)), [False, None, True]),
+    (fields.Dict(), [{}, {"a": [1]}, [], "x", None]),
+    (fields.Dict(allow_none=True, validate=openai._object_root), [{"type": "object"}, {"type": "array"}, None, 5]),
+    (fields.Dict(keys=fields.String(), values=fields.String()), [{"a": "b"}, {"a": 1}]),
+    (fields.Raw(allow_none=True, validate=openai._thinking), [None, {"type": "adaptive"}, {"type": "on"}, 7]),
+    (openai.must_be_absent("not here"), [None, 0, {}, "x"]),
+    (schemas.List(fields.String()), [[], ["a"], ["a", 1, None], "a", None, {"a": 1}]),
+    (
+        schemas.List(fields.Integer(strict=True), validate=validate.Length(min=1, error="at least one")),
+        [[1], [], [1, "2"]],
+    ),
+    (schemas.Nested(Point), [{"x": 1}, {"x": "1"}, {}, [], None]),
+    (schemas.Nested(Point, allow_none=True), [{"x": 1, "label": "a", "z": 0}, None, "p"]),
+    (
+        NAMED,
+        [{"type": "point", "x": 1}, {"type": "line"}, {"type": 5}, {"type": ["point"]}, {"x": 1}, 3, None],
+    ),
+    (
+        schemas.Tagged({"point": Point()}, key="role", what="part", refused={"line": "no lines"}, allow_none=True),
+        [{"role": "point", "x": 2}, {"role": "line"}, None, {"role": "point", "x": None}],
+    ),
+    (schemas.List(NAMED), [[{"type": "point", "x": 1}], [{"type": "point", "x": 1}, {"type": "point"}, 4]]),
+    (
+        anthropic.Content(NAMED, required=True),
+        ["hi", [{"type": "point", "x": 1}], [{"type": "point", "x": True}], [], 5, None, {"type": "point"}],
+    ),
+    (
+        openai.string_or_parts(NAMED, allow_none=True),
+        ["hi", [{"type": "point", "x": 1}], [{"type": "point"}], None, 5, {}],
+    ),
+    (openai.OneOrMany(fields.String(), fields.String()), ["a", ["a", "b"], ["a", 1], 1]),
+    (openai.ObjectText(), ['{"a": 1}', "[1]", "{", 5]),
+    (
+        responses.ITEM,
+        [
+            {"role": "user", "content": "hi"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]},
+            {"type": "message", "role": "critic", "content": "x"},
+            {"role": "user"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "", "name": "f", "arguments": "{"},
+            {"type": "item_reference", "id": "x"},
+            {"type": "message"},
+            [],
+        ],
+    ),
+    (anthropic.ToolField(), [{"name": "f", "input_schema": {}}, {"type": "web_search_20250305"}, {"type": 1}, []]),
+    (openai.ToolChoice(openai.CHAT_TOOL_CHOICE, "function"), ["auto", "always", {"type": "function"}, 3]),
+]
+KIND_VALUES = [(field, value) for field, values in KINDS for value in values]
+
+
+def one_field_schema(field):
+    return type("One", (Schema,), {"Meta": Point.Meta, "f": field})()
+
+
+def outcome(load, value):
+    try:
+        return "loaded", load(value)
+    except ValidationError as error:
+        return "refused", error.messages
+
+
+@pytest.mark.parametrize("field, value", KIND_VALUES)
+def test_loading_a_value_of_each_kind_gives_what_schema_load_gives(field, value):
+    """The loaders' way and marshmallow's give the same loaded value, or the same words in the
+    same places for a bad one (load_fields goes marshmallow's way for what a loader does not take)."""
+    schema = one_field_schema(field)
+    for data in ({"f": value}, {"f": value, "g": 1}, {"f": [value]}, {}):
+        assert outcome(functools.partial(load_fields, schema), data) == outcome(schema.load, data)
+
+
+@pytest.mark.parametrize("field, value", KIND_VALUES)
+def test_a_loader_takes_every_value_deserialize_takes(field, value):
+    """A value marshmallow takes as it is loads without going marshmallow's way (else the table
+    would cost a refusal per field), and a value it refuses is not taken."""
+    schema = one_field_schema(field)
+    expected = outcome(schema.load, {"f": value})
+    load = schemas.loader(schema.fields["f"])
+    if expected[0] == "loaded":
+        assert load(value) == expected[1]["f"]
+    else:
+        with pytest.raises((schemas.Refer, ValidationError)):
+            load(value)
+
+
+def test_refusals_name_fields_in_the_order_the_schema_declares_them():
+    """The keys present are read in the body's order; the refusal keeps the schema's."""
+    body = {"temperature": "hot", "messages": [], "n": 2, "model": ""}
+    with pytest.raises(BridgeError) as caught:
+        openai.validate_chat(body)
+    assert caught.value.message == (
+        "model: Shorter than minimum length 1.; temperature: Not a valid number.; "
+        "n: only one choice is supported by the Anthropic upstream, got 2"
+    )
+    assert caught.value.param == "model"
+
+
+BAD_BODIES = [  # a bad value of each kind, in each front's request, somewhere deep
+    (
+        anthropic.validate_messages,
+        anthropic._MESSAGES,
+        {
+            "stream": "yes",
+            "max_tokens": 0,
+            "model": "m",
+            "temperature": 1.5,
+            "top_k": 2.0,
+            "metadata": {"user_id": 5},
+            "tools": [{"name": "", "input_schema": []}, {"type": 7}, 3],
+            "tool_choice": {"type": "tool"},
+            "thinking": {"type": "enabled", "budget_tokens": True},
+            "messages": [
+                {"role": "user", "content": [{"type": "text"}, {"type": "image", "source": {"type": "file"}}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "{}"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 5}]},
+                {"role": "system", "content": None, "output_config": {"effort": "extreme"}},
+            ],
+        },
+    ),
+    (
+        openai.validate_chat,
+        openai._CHAT,
+        {
+            "model": "m",
+            "n": 1,
+            "stop": ["a", 5],
+            "max_tokens": -1,
+            "top_p": "1",
+            "logprobs": True,
+            "reasoning_effort": "huge",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": {"type": "array"}}},
+            "web_search_options": {"user_location": {"type": "approximate", "approximate": {"type": "exact"}}},
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://x"}}, {"type": "x"}]},
+                {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": 1}}]},
+                {"role": "tool", "tool_call_id": "", "content": None},
+                {"role": "function", "content": "x"},
+            ],
+        },
+    ),
+    (
+        responses.validate_responses,
+        responses._RESPONSES,
+        {
+            "model": "m",
+            "include": ["message.output_text.logprobs"],
+            "metadata": {"a": 1},
+            "reasoning": {"effort": "max", "summary": "long"},
+            "text": {"format": {"type": "json_schema", "name": ""}},
+            "tools": [{"type": "function", "name": "f", "strict": "yes"}, {"type": "namespace", "name": "n"}],
+            "tool_choice": {"type": "file_search"},
+            "input": [
+                {"role": "user", "content": [{"type": "input_image", "image_url": 5}]},
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "[]"},
+                {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_audio"}]},
+                {"type": "reasoning", "encrypted_content": 5},
+                {"type": "compaction"},
+            ],
+            "background": True,
+            "max_output_tokens": 0,
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("validate, schema, body", BAD_BODIES, ids=["messages", "chat", "responses"])
+def test_each_front_refuses_in_schema_loads_words(validate, schema, body):
+    with pytest.raises(ValidationError) as loaded:
+        schema.load(body)
+    with pytest.raises(BridgeError) as caught:
+        validate(body)
+    expected = schemas.refusal(loaded.value)
+    assert (caught.value.message, caught.value.param) == (expected.message, expected.param)
+    assert caught.value.message.count(": ") >= 12

@@ -16,11 +16,15 @@ the same words:
   field (`messages.0.content.1.type: ...`), which is what a person fixing
   the request needs; `param` is the first path.
 - `load_request`: a request's fields, then the checks that look at the whole of it.
-- `load_fields`, `deserialize`, `List`, `Nested`: marshmallow's loading
-  without the machinery that validation of thousands of blocks pays for.
+- `load_fields`, `loader`, `deserialize`, `List`, `Nested`: marshmallow's loading
+  without the machinery that validation of thousands of blocks pays for. Each
+  schema's fields get a loader, made once, that takes the values marshmallow
+  would take as they are (a string for a String...); any other value goes
+  marshmallow's way, which words the refusal.
 """
 
 import functools
+import math
 
 import marshmallow
 from marshmallow import EXCLUDE, ValidationError, fields, missing, validate
@@ -47,12 +51,34 @@ class Number(fields.Float):
             raise self.make_error("invalid", input=value)
         return super()._deserialize(value, attr, data, **kwargs)
 
+    def fast_loader(self):
+        def load(value):
+            if type(value) is float and math.isfinite(value):
+                return value
+            if type(value) is int:
+                try:
+                    return float(value)
+                except OverflowError:
+                    raise Refer from None  # marshmallow's "Number too large."
+            raise Refer
+
+        return load
+
 
 class Integer(fields.Integer):
     """A JSON integer (not 2.0, not "2")."""
 
     def __init__(self, **kwargs):
         super().__init__(strict=True, **kwargs)
+
+    def fast_loader(self):
+        return _integer
+
+
+def _integer(value):
+    if type(value) is int:
+        return value
+    raise Refer
 
 
 class Flag(fields.Boolean):
@@ -62,6 +88,15 @@ class Flag(fields.Boolean):
         if not isinstance(value, bool):
             raise ValidationError("Not a valid boolean.")
         return value
+
+    def fast_loader(self):
+        return _flag
+
+
+def _flag(value):
+    if type(value) is bool:
+        return value
+    raise Refer
 
 
 class Tagged(fields.Field):
@@ -92,6 +127,22 @@ class Tagged(fields.Field):
         loaded = load_fields(schema, value)
         loaded[self.key] = tag
         return loaded
+
+    def fast_loader(self):
+        key = self.key
+        loaders = {tag: schema_loader(schema) for tag, schema in self.schemas.items()}
+
+        def load(value):
+            if type(value) is dict:
+                tag = value.get(key)
+                take = loaders.get(tag) if type(tag) is str else None
+                if take is not None:
+                    loaded = take(value)
+                    loaded[key] = tag
+                    return loaded
+            raise Refer
+
+        return load
 
 
 def refusal(error):
@@ -145,14 +196,61 @@ def load_fields(schema, value):
     no hooks, data_key, attribute or load_default, with fields that leave Field.deserialize and
     _validate as they are and have no processors (tests/protocols/test_schemas.py keeps them so), loading
     is deserialising each field present, and the errors are the same dict load raises.
+
+    The keys present are looked up in the schema's table of loaders (a request sends a few of
+    the dozens of fields its schema declares); a field whose loader does not take its value goes
+    marshmallow's way (deserialize), which says why in load's words and order.
     """
-    if not isinstance(value, dict):
-        raise ValidationError({"_schema": ["Invalid input type."]})
+    return schema_loader(schema)(value)
+
+
+def schema_loader(schema):
+    """load_fields for `schema`, made once (schemas live as long as the process): its table
+    of loaders, and the fields it requires."""
+    try:
+        return schema.__dict__["_bridge_loader"]
+    except KeyError:
+        pass
+    loaders = {name: loader(field) for name, field in schema.fields.items()}
+    required = frozenset(name for name, field in schema.fields.items() if field.required)
+
+    def load(value):
+        if not isinstance(value, dict):
+            raise ValidationError({"_schema": ["Invalid input type."]})
+        loaded = {}
+        try:
+            for name, raw in value.items():
+                take = loaders.get(name)
+                if take is not None:
+                    loaded[name] = take(raw)
+        except (Refer, ValidationError):
+            return _load_failed(schema, loaders, value)
+        if required and not value.keys() >= required:
+            return _load_failed(schema, loaders, value)
+        return loaded
+
+    schema._bridge_loader = load
+    return load
+
+
+class Refer(Exception):
+    """Raised by a field's loader for a value it does not take as it is: deserialize decides."""
+
+
+def _load_failed(schema, loaders, value):
+    """`value` loaded field by field in the schema's order, each field its loader's way or, where
+    that does not take its value, marshmallow's: load's errors, or what it loads."""
     loaded, errors = {}, {}
     for name, field in schema.fields.items():
         raw = value.get(name, missing)
         if raw is missing and not field.required:
-            continue  # what deserialize would return, without the call
+            continue
+        if raw is not missing:
+            try:
+                loaded[name] = loaders[name](raw)
+                continue
+            except (Refer, ValidationError):
+                pass
         try:
             result = deserialize(field, raw, name, value)
         except ValidationError as error:
@@ -163,6 +261,106 @@ def load_fields(schema, value):
     if errors:
         raise ValidationError(errors)
     return loaded
+
+
+def loader(field):
+    """A function that loads a present value of `field` the way deserialize does, or raises Refer
+    (or the ValidationError of a part) where deserialize might not take the value as it is.
+
+    A field says how its values load with `fast_loader()` (the toolkit's fields, and the fronts'
+    own where they sit on every message); marshmallow's String, Dict and Raw are checked by
+    type here; any other field is loaded by its _deserialize.
+    """
+    try:
+        return field.__dict__["_bridge_loader"]
+    except KeyError:
+        pass
+    if hasattr(field, "fast_loader"):
+        take = field.fast_loader()
+    elif type(field) in _STOCK and not getattr(field, "key_field", None) and not getattr(field, "value_field", None):
+        take = _STOCK[type(field)]
+    else:
+        take = functools.partial(_plain_deserialize, field)
+    validators, allow_none = tuple(field.validators), field.allow_none
+    if validators or allow_none:
+        take = _checked(take, validators, allow_none)
+    field._bridge_loader = take
+    return take
+
+
+def _checked(take, validators, allow_none):
+    """`take` with Field.deserialize's null handling and the field's validators around it; the
+    one most names and lists have, Length(min=n), as a comparison."""
+    least = None if allow_none else _least_length(validators)
+    if least is not None and take is _string:
+
+        def load(raw):
+            if type(raw) is str and len(raw) >= least:
+                return raw
+            raise Refer
+
+    elif least is not None:
+
+        def load(raw):
+            result = take(raw)
+            if len(result) >= least:
+                return result
+            raise Refer
+
+    elif not validators:
+
+        def load(raw):
+            return None if raw is None else take(raw)  # the field allows null, or it would not be here
+
+    else:
+
+        def load(raw):
+            if raw is None:
+                if allow_none:
+                    return None
+                raise Refer
+            result = take(raw)
+            for check in validators:
+                check(result)
+            return result
+
+    return load
+
+
+def _least_length(validators):
+    """n, where the only validator is Length(min=n): the check most names and lists have."""
+    if len(validators) == 1 and type(validators[0]) is validate.Length:
+        length = validators[0]
+        if length.min is not None and length.max is None and length.equal is None:
+            return length.min
+    return None
+
+
+def _plain_deserialize(field, raw):
+    if raw is None:
+        raise Refer  # Field.deserialize's business: null allowed or not
+    return field._deserialize(raw, None, None)
+
+
+def _string(raw):
+    if type(raw) is str:
+        return raw
+    raise Refer
+
+
+def _mapping(raw):
+    if type(raw) is dict:
+        return dict(raw)
+    raise Refer
+
+
+def _raw(raw):
+    if raw is None:
+        raise Refer
+    return raw
+
+
+_STOCK = {fields.String: _string, fields.Dict: _mapping, fields.Raw: _raw}
 
 
 def deserialize(field, value, name=None, data=None):
@@ -199,9 +397,22 @@ class List(fields.List):
             raise ValidationError(errors)
         return result
 
+    def fast_loader(self):
+        item = loader(self.inner)
+
+        def load(value):
+            if type(value) is list:
+                return [item(one) for one in value]
+            raise Refer
+
+        return load
+
 
 class Nested(fields.Nested):
     """fields.Nested through load_fields: a function tool's definition loads field by field too."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         return load_fields(self.schema, value)
+
+    def fast_loader(self):
+        return schema_loader(self.schema)

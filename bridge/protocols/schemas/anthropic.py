@@ -11,7 +11,21 @@ are validated here and handled by the translator.
 from marshmallow import ValidationError, fields, validate
 
 from ..errors import invalid
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, json_type, load_fields, refusal
+from . import (
+    Flag,
+    Integer,
+    List,
+    Nested,
+    Number,
+    Refer,
+    Schema,
+    Tagged,
+    json_type,
+    load_fields,
+    loader,
+    refusal,
+    schema_loader,
+)
 
 
 class Content(fields.Field):
@@ -27,6 +41,14 @@ class Content(fields.Field):
         if isinstance(value, list):
             return self.blocks.deserialize(value)
         raise ValidationError(f"expected a string or an array of content blocks, got {json_type(value)}")
+
+    def fast_loader(self):
+        blocks = loader(self.blocks)
+
+        def load(value):
+            return value if type(value) is str else blocks(value)
+
+        return load
 
 
 # -- content blocks ------------------------------------------------------------
@@ -162,6 +184,20 @@ class ToolField(fields.Field):
         if kind is not None and not isinstance(kind, str):
             raise ValidationError({"type": ["Not a valid string."]})
         return load_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
+
+    def fast_loader(self):
+        custom, server = schema_loader(_CUSTOM_TOOL), schema_loader(_SERVER_TOOL)
+
+        def load(value):
+            if type(value) is dict:
+                kind = value.get("type")
+                if kind is None or kind == "custom":
+                    return custom(value)
+                if type(kind) is str:
+                    return server(value)
+            raise Refer
+
+        return load
 
 
 class ChoiceAuto(Schema):

@@ -21,7 +21,20 @@ import re
 from marshmallow import ValidationError, fields, validate
 
 from ..json_values import loads_decoded
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, deserialize, json_type, load_request
+from . import (
+    Flag,
+    Integer,
+    List,
+    Nested,
+    Number,
+    Refer,
+    Schema,
+    Tagged,
+    deserialize,
+    json_type,
+    load_request,
+    loader,
+)
 
 DATA_URL = re.compile(r"^data:(?P<media_type>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -43,6 +56,14 @@ class OneOrMany(fields.Field):
         """Its form loaded as load_fields loads a field (deserialize): with no validator chain
         built anew per value, as every message's `content` is one of these."""
         return deserialize(self.many if isinstance(value, list) else self.single, value, attr, data)
+
+    def fast_loader(self):
+        single, many = loader(self.single), loader(self.many)
+
+        def load(value):
+            return many(value) if type(value) is list else single(value)
+
+        return load
 
 
 def must_be_absent(reason):
@@ -168,7 +189,18 @@ class ObjectText(fields.String):
     """
 
     def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
+        return self._object(super()._deserialize(value, attr, data, **kwargs))
+
+    def fast_loader(self):
+        def load(value):
+            if type(value) is str:
+                return self._object(value)
+            raise Refer
+
+        return load
+
+    @staticmethod
+    def _object(text):
         try:
             parsed = loads_decoded(text, "a tool call's arguments", json.loads)
         except ValueError as exc:

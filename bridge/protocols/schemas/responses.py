@@ -28,7 +28,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 from marshmallow import ValidationError, fields, validate
 
 from ..reasoning import carried
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request, loader
 from .openai import (
     NAME,
     NO_LOGPROBS,
@@ -74,6 +74,8 @@ HOSTED_TOOLS = (
 )
 CALLS = ("function_call", "custom_tool_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_LINKED = (*CALLS, *OUTPUTS)
+_ASSISTANT_ITEMS = (*CALLS, "reasoning", "end")  # "end": the end of input, which ends a turn too
 _STATELESS = "bridge stores nothing: send the full conversation in `input`"
 _URL_FILE = (
     "files uploaded to OpenAI cannot be read by the upstream; send the document "
@@ -189,6 +191,16 @@ class Item(Tagged):
         if isinstance(value, dict) and value.get("type", "message" if "role" in value else None) == "message":
             return {"type": "message", **self.messages.deserialize(value)}
         return super()._deserialize(value, attr, data, **kwargs)
+
+    def fast_loader(self):
+        messages, items = loader(self.messages), super().fast_loader()
+
+        def load(value):
+            if type(value) is dict and value.get("type", "message" if "role" in value else None) == "message":
+                return {"type": "message", **messages(value)}
+            return items(value)
+
+        return load
 
 
 # -- tools ---------------------------------------------------------------------------------
@@ -371,7 +383,7 @@ def _check_input(request):
     """Something to answer, documents that say where they are, and every tool call linked."""
     items = input_items(request)
     if not any(
-        item["type"] in (*CALLS, *OUTPUTS)
+        item["type"] in _LINKED
         or item["type"] == "message"
         and item["role"] in ("user", "assistant")
         and item["content"]
@@ -412,7 +424,7 @@ def _tool_link_errors(items):
     errors, pending, answering = {}, {}, False
     for index, item in enumerate([*items, {"type": "end"}]):
         kind = item["type"]
-        assistant = kind in (*CALLS, "reasoning", "end") or kind == "message" and item["role"] == "assistant"
+        assistant = kind in _ASSISTANT_ITEMS or kind == "message" and item["role"] == "assistant"
         if assistant and (answering or kind == "end"):
             for call_id, position in pending.items():
                 errors[position] = {
