@@ -24,7 +24,10 @@ a Bedrock deployment.
 
 import base64
 import binascii
+import functools
 from urllib.parse import quote
+
+from requests.structures import CaseInsensitiveDict
 
 from ..protocols import MESSAGES_COUNT_TOKENS, eventstream, json_codec
 from ..protocols.errors import BridgeError
@@ -49,11 +52,41 @@ _EXCEPTIONS = {
 def _botocore():
     try:
         import botocore.auth
-        import botocore.awsrequest
         import botocore.session
     except ImportError:
         raise SettingsError("a Bedrock deployment needs botocore: pip install 'bridge[bedrock]'") from None
     return botocore
+
+
+@functools.cache
+def _signer():
+    """botocore's SigV4 signer, which reads the headers to sign twice a request (the canonical
+    request, then the Authorization header): botocore's answer for the same headers is kept. One
+    signer a request: sign() makes it."""
+
+    class Signer(_botocore().auth.SigV4Auth):
+        _signed = (None, None)  # the headers' items and botocore's headers_to_sign of them
+
+        def headers_to_sign(self, request):
+            items = tuple(request.headers.items())
+            if self._signed[0] != items:
+                self._signed = (items, super().headers_to_sign(request))
+            return self._signed[1]
+
+    return Signer
+
+
+class _Signing:
+    """What SigV4Auth.add_auth reads and writes of a request: botocore's AWSRequest keeps its
+    headers in an email message and prepares itself anew at each read of its body, which cost
+    more than the signature."""
+
+    __slots__ = ("method", "url", "headers", "body", "params", "context")
+
+    def __init__(self, method, url, headers, body):
+        self.method, self.url, self.body = method, url, body
+        self.headers = CaseInsensitiveDict(headers)
+        self.params, self.context = {}, {}
 
 
 class Bedrock(Cloud):
@@ -130,15 +163,14 @@ class Bedrock(Cloud):
 
     def sign(self, method, url, headers, data):
         """`headers` and the SigV4 ones for these exact bytes."""
-        botocore = _botocore()
         try:
             frozen = self.credentials().get_frozen_credentials()
         except Exception as error:  # a refresh that failed: STS or the metadata service unreachable
             raise BridgeError(
                 "api_error", f"the bridge could not get its AWS credentials: {type(error).__name__}", status=502
             ) from None
-        request = botocore.awsrequest.AWSRequest(method=method, url=url, headers=dict(headers), data=data)
-        botocore.auth.SigV4Auth(frozen, "bedrock", self.region).add_auth(request)
+        request = _Signing(method, url, headers, data)
+        _signer()(frozen, "bedrock", self.region).add_auth(request)
         return dict(request.headers.items())
 
     def decoder(self, max_event_bytes):

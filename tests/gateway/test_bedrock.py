@@ -465,6 +465,35 @@ def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_i
     assert requests.post(url, data=b"{}", headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content-type": "application/json", "accept-encoding": "identity"},
+        {"content-type": "application/json", "X-Team": "  blue   team ", "x-request-id": "a,b", "connection": "close"},
+    ],
+)
+def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monkeypatch, headers):
+    """The bridge hands botocore's SigV4Auth a lighter request than AWSRequest: the headers it
+    sends, their Authorization and X-Amz-Date, are those of botocore's own request, to the byte."""
+    import datetime
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+
+    from bridge.gateway.bedrock import Bedrock
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: datetime.datetime(2026, 1, 2, 3, 4, 5))
+    cloud = Bedrock(REGION, bedrock.url)
+    url, data = f"{bedrock.url}/model/{MODEL}/invoke?x=1", b'{"messages": []}'
+    request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
+    botocore.auth.SigV4Auth(cloud.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
+    assert cloud.sign("POST", url, headers, data) == dict(request.headers.items())
+    signed = request.headers["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"host", "x-amz-date", "x-amz-security-token"} | {name.lower() for name in headers} - {"connection"} == set(
+        signed
+    )
+
+
 def test_the_fakes_frames_are_botocores_test_vectors_byte_for_byte():
     """bench/clouds.frame, which tests/fake_clouds.py and the bench write Bedrock streams with, writes
     what AWS's format says (PROVENANCE.md: botocore's vectors)."""
