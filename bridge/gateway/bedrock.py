@@ -27,7 +27,7 @@ import binascii
 import functools
 from urllib.parse import quote
 
-from requests.structures import CaseInsensitiveDict
+import orjson
 
 from ..protocols import MESSAGES_COUNT_TOKENS, eventstream, json_codec
 from ..protocols.errors import BridgeError
@@ -59,10 +59,16 @@ def _botocore():
 
 
 @functools.cache
-def _signer():
-    """botocore's SigV4 signer, which reads the headers to sign twice a request (the canonical
-    request, then the Authorization header): botocore's answer for the same headers is kept. One
-    signer a request: sign() makes it."""
+def _signing():
+    """(Signer, Request), made on first use (botocore is optional).
+
+    Signer is botocore's SigV4 signer, which reads the headers to sign twice a request (the
+    canonical request, then the Authorization header): botocore's answer for the same headers
+    is kept. One signer a request: sign() makes it. Request is what SigV4Auth.add_auth reads
+    and writes of a request: botocore's AWSRequest keeps its headers in an email message and
+    prepares itself anew at each read of its body, which cost more than the signature.
+    """
+    from requests.structures import CaseInsensitiveDict
 
     class Signer(_botocore().auth.SigV4Auth):
         _signed = (None, None)  # the headers' items and botocore's headers_to_sign of them
@@ -73,20 +79,15 @@ def _signer():
                 self._signed = (items, super().headers_to_sign(request))
             return self._signed[1]
 
-    return Signer
+    class Request:
+        __slots__ = ("method", "url", "headers", "body", "params", "context")
 
+        def __init__(self, method, url, headers, body):
+            self.method, self.url, self.body = method, url, body
+            self.headers = CaseInsensitiveDict(headers)
+            self.params, self.context = {}, {}
 
-class _Signing:
-    """What SigV4Auth.add_auth reads and writes of a request: botocore's AWSRequest keeps its
-    headers in an email message and prepares itself anew at each read of its body, which cost
-    more than the signature."""
-
-    __slots__ = ("method", "url", "headers", "body", "params", "context")
-
-    def __init__(self, method, url, headers, body):
-        self.method, self.url, self.body = method, url, body
-        self.headers = CaseInsensitiveDict(headers)
-        self.params, self.context = {}, {}
+    return Signer, Request
 
 
 class Bedrock(Cloud):
@@ -169,8 +170,9 @@ class Bedrock(Cloud):
             raise BridgeError(
                 "api_error", f"the bridge could not get its AWS credentials: {type(error).__name__}", status=502
             ) from None
-        request = _Signing(method, url, headers, data)
-        _signer()(frozen, "bedrock", self.region).add_auth(request)
+        signer, request = _signing()
+        request = request(method, url, headers, data)
+        signer(frozen, "bedrock", self.region).add_auth(request)
         return dict(request.headers.items())
 
     def decoder(self, max_event_bytes):
@@ -233,8 +235,12 @@ class EventStreamDecoder:
 def _chunk(payload):
     """The Anthropic event's JSON bytes a chunk frame's {"bytes": base64} carries."""
     try:
-        return binascii.a2b_base64(json_codec.loads(payload)["bytes"], strict_mode=True)
-    except (ValueError, KeyError, TypeError):  # binascii.Error is a ValueError
+        try:
+            member = orjson.loads(payload)["bytes"]
+        except orjson.JSONDecodeError:
+            member = json_codec.loads(payload)["bytes"]  # what orjson refuses, read as the relay reads it
+        return binascii.a2b_base64(member, strict_mode=True)
+    except (ValueError, KeyError, TypeError):  # binascii.Error and orjson's are ValueErrors
         raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
 
 
