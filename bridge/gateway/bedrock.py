@@ -64,7 +64,9 @@ def _signing():
 
     Signer is botocore's SigV4 signer, which reads the headers to sign twice a request (the
     canonical request, then the Authorization header): botocore's answer for the same headers
-    is kept. One signer a request: sign() makes it. Request is what SigV4Auth.add_auth reads
+    is kept. One signer a request: sign() makes it. Its signing key, four HMACs of botocore's
+    from the secret, the day, the region and the service, is the same all day: botocore's
+    HMACs of it are kept, the signature's own is made each time. Request is what SigV4Auth.add_auth reads
     and writes of a request: botocore's AWSRequest keeps its headers in an email message and
     prepares itself anew at each read of its body, which cost more than the signature.
     """
@@ -72,6 +74,18 @@ def _signing():
 
     class Signer(_botocore().auth.SigV4Auth):
         _signed = (None, None)  # the headers' items and botocore's headers_to_sign of them
+
+        _keys = {}  # (key, message) -> botocore's HMAC digest, for the signing key's steps
+
+        def _sign(self, key, msg, hex=False):
+            if hex:  # the signature
+                return super()._sign(key, msg, hex)
+            digest = Signer._keys.get((key, msg))
+            if digest is None:
+                if len(Signer._keys) >= 64:  # days, regions and rotated secrets gone by
+                    Signer._keys.clear()
+                digest = Signer._keys[key, msg] = super()._sign(key, msg)
+            return digest
 
         def headers_to_sign(self, request):
             items = tuple(request.headers.items())

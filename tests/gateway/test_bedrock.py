@@ -488,6 +488,11 @@ def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monke
     request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
     botocore.auth.SigV4Auth(cloud.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
     assert cloud.sign("POST", url, headers, data) == dict(request.headers.items())
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")  # rotated: the day's key is another
+    rotated = Bedrock(REGION, bedrock.url)
+    request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
+    botocore.auth.SigV4Auth(rotated.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
+    assert rotated.sign("POST", url, headers, data) == dict(request.headers.items())
     signed = request.headers["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
     assert {"host", "x-amz-date", "x-amz-security-token"} | {name.lower() for name in headers} - {"connection"} == set(
         signed
