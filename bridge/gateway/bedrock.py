@@ -70,7 +70,6 @@ def _signing():
     and writes of a request: botocore's AWSRequest keeps its headers in an email message and
     prepares itself anew at each read of its body, which cost more than the signature.
     """
-    from requests.structures import CaseInsensitiveDict
 
     class Signer(_botocore().auth.SigV4Auth):
         _signed = (None, None)  # the headers' items and botocore's headers_to_sign of them
@@ -98,10 +97,35 @@ def _signing():
 
         def __init__(self, method, url, headers, body):
             self.method, self.url, self.body = method, url, body
-            self.headers = CaseInsensitiveDict(headers)
+            self.headers = _Headers(headers)
             self.params, self.context = {}, {}
 
     return Signer, Request
+
+
+class _Headers:
+    """A request's headers as add_auth reads and writes them: by their names in any case, each
+    name in the case it was last set in (X-Amz-Date, Authorization)."""
+
+    __slots__ = ("_by_lower",)
+
+    def __init__(self, headers):
+        self._by_lower = {name.lower(): (name, value) for name, value in headers.items()}
+
+    def __contains__(self, name):
+        return name.lower() in self._by_lower
+
+    def __getitem__(self, name):
+        return self._by_lower[name.lower()][1]
+
+    def __setitem__(self, name, value):
+        self._by_lower[name.lower()] = (name, value)
+
+    def __delitem__(self, name):
+        del self._by_lower[name.lower()]
+
+    def items(self):
+        return self._by_lower.values()
 
 
 class Bedrock(Cloud):
@@ -115,6 +139,7 @@ class Bedrock(Cloud):
         self.region = region
         self.aws_profile = aws_profile
         self.betas = betas  # the beta flags passed on; None: all the client sends
+        self._host = None  # botocore's Host header for base_url, once it signed
 
     @classmethod
     def from_entry(cls, item, where):
@@ -184,9 +209,18 @@ class Bedrock(Cloud):
             raise BridgeError(
                 "api_error", f"the bridge could not get its AWS credentials: {type(error).__name__}", status=502
             ) from None
-        signer, request = _signing()
-        request = request(method, url, headers, data)
+        signer, request_type = _signing()
+        request = request_type(method, url, headers, data)
+        # The Host header botocore signs, which requests sends: botocore's, found once (a URL parse)
+        found = "host" not in request.headers and url.startswith(self.base_url + "/")
+        if found:
+            if self._host is None:
+                bare = request_type(method, self.base_url, {}, b"")
+                self._host = signer(frozen, "bedrock", self.region).headers_to_sign(bare)["host"]
+            request.headers["host"] = self._host
         signer(frozen, "bedrock", self.region).add_auth(request)
+        if found:
+            del request.headers["host"]
         return dict(request.headers.items())
 
     def decoder(self, max_event_bytes):

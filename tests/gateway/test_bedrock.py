@@ -466,13 +466,15 @@ def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_i
 
 
 @pytest.mark.parametrize(
-    "headers",
+    "base, headers",
     [
-        {"content-type": "application/json", "accept-encoding": "identity"},
-        {"content-type": "application/json", "X-Team": "  blue   team ", "x-request-id": "a,b", "connection": "close"},
+        (None, {"content-type": "application/json", "accept-encoding": "identity"}),
+        (None, {"content-type": "application/json", "X-Team": " blue  team ", "x-id": "a,b", "connection": "te"}),
+        ("https://Bedrock-Runtime.us-east-1.amazonaws.com:443", {"content-type": "application/json"}),
+        ("http://[::1]:8080", {"content-type": "application/json", "Host": "proxy.internal"}),
     ],
 )
-def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monkeypatch, headers):
+def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monkeypatch, base, headers):
     """The bridge hands botocore's SigV4Auth a lighter request than AWSRequest: the headers it
     sends, their Authorization and X-Amz-Date, are those of botocore's own request, to the byte."""
     import datetime
@@ -483,13 +485,14 @@ def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monke
     from bridge.gateway.bedrock import Bedrock
 
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: datetime.datetime(2026, 1, 2, 3, 4, 5))
-    cloud = Bedrock(REGION, bedrock.url)
-    url, data = f"{bedrock.url}/model/{MODEL}/invoke?x=1", b'{"messages": []}'
+    base = base or bedrock.url
+    cloud = Bedrock(REGION, base)
+    url, data = f"{base}/model/{MODEL}/invoke?x=1", b'{"messages": []}'
     request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
     botocore.auth.SigV4Auth(cloud.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
     assert cloud.sign("POST", url, headers, data) == dict(request.headers.items())
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")  # rotated: the day's key is another
-    rotated = Bedrock(REGION, bedrock.url)
+    rotated = Bedrock(REGION, base)
     request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
     botocore.auth.SigV4Auth(rotated.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
     assert rotated.sign("POST", url, headers, data) == dict(request.headers.items())
