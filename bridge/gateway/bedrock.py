@@ -36,6 +36,7 @@ from ..settings import SettingsError
 from .cloud import Cloud, endpoint_of, require_model
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
+_new_event = tuple.__new__  # Event(None, data) without the namedtuple's __new__, a Python function
 FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
 # Exception frames of a stream: the kind of error each is, and the status a
 # client is told.
@@ -264,7 +265,7 @@ class EventStreamDecoder:
             for headers, payload in self._frames.feed(data):
                 if headers.get(":message-type") == "event":
                     if headers.get(":event-type") == "chunk":
-                        events.append(Event(None, _chunk(payload)))
+                        events.append(_new_event(Event, (None, _chunk(payload))))
                 else:
                     raise _exception(headers, payload)
         except BridgeError as error:
