@@ -265,7 +265,11 @@ class EventStreamDecoder:
             for headers, payload in self._frames.feed(data):
                 if headers.get(":message-type") == "event":
                     if headers.get(":event-type") == "chunk":
-                        events.append(_new_event(Event, (None, _chunk(payload))))
+                        try:  # the usual chunk, read here: a call fewer a frame
+                            event = binascii.a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
+                        except (ValueError, KeyError, TypeError):
+                            event = _chunk(payload)  # the JSON orjson refuses, or the chunk's error
+                        events.append(_new_event(Event, (None, event)))
                 else:
                     raise _exception(headers, payload)
         except BridgeError as error:

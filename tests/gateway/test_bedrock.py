@@ -525,6 +525,37 @@ def test_an_error_frame_is_an_error_of_the_stream():
         decoder.feed(recorded_frame[20:])
 
 
+CHUNK = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
+
+
+@pytest.mark.parametrize(
+    "payload, event",
+    [
+        (b'{"bytes":"eyJ0eXBlIjoicGluZyJ9","p":"abc"}', b'{"type":"ping"}'),
+        (b'{"bytes": "eyJ0eXBlIjoicGluZyJ9", "n": NaN}', b'{"type":"ping"}'),  # orjson refuses, json reads
+        (b'{"bytes": "eyJ0eXBlIjoicGluZyJ9", "bytes": "e30="}', b"{}"),  # the last, as JSON reads it
+        (b'{"bytes": "e30=\\u0041"}', None),  # an escaped A after the padding: not strict base64
+        (b'{"bytes": "e3 0="}', None),
+        (b'{"bytes": "e30*"}', None),
+        (b'{"bytes": 5}', None),
+        (b'{"p": "e30="}', None),
+        (b'["e30="]', None),
+        (b'{"bytes": "e30=', None),
+        (b"\xff", None),
+    ],
+)
+def test_a_chunk_frame_is_its_base64_bytes_or_refused(payload, event):
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1 << 20)
+    if event is None:
+        with pytest.raises(BridgeError, match="upstream sent a chunk frame without its base64 bytes"):
+            decoder.feed(frame(CHUNK, payload))
+    else:
+        assert [e.data for e in decoder.feed(frame(CHUNK, payload))] == [event]
+
+
 def test_a_frame_larger_than_the_event_limit_is_refused_before_it_is_whole():
     from bridge.gateway.bedrock import EventStreamDecoder
     from bridge.protocols.errors import BridgeError
@@ -694,6 +725,9 @@ BROKEN_FRAMES = {
     "the stream ended inside a frame": GOOD[:-1],
     "a header of unknown value type 10": framed(b"\x01x\x0a", b"{}"),
     "headers cut short": framed(b"\x0d:message-type\x07\x00\x09event", b"{}"),
+    "a chunk frame without its base64 bytes": frame(
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}, b'{"bytes": "e30*"}'
+    ),
 }
 
 
