@@ -252,6 +252,7 @@ class EventStreamDecoder:
     def __init__(self, max_event_bytes):
         self._frames = eventstream.Reader(max_event_bytes)
         self._failure = None  # an exception frame's error, or a broken frame's, raised at the next feed
+        self._chunk_headers = None  # the last chunk frame's headers
 
     def feed(self, data):
         """The events of the frames `data` completes. A failure (an exception frame, a broken
@@ -263,15 +264,17 @@ class EventStreamDecoder:
         events = []
         try:
             for headers, payload in self._frames.feed(data):
-                if headers.get(":message-type") == "event":
-                    if headers.get(":event-type") == "chunk":
-                        try:  # the usual chunk, read here: a call fewer a frame
-                            event = binascii.a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
-                        except (ValueError, KeyError, TypeError):
-                            event = _chunk(payload)  # the JSON orjson refuses, or the chunk's error
-                        events.append(_new_event(Event, (None, event)))
-                else:
-                    raise _exception(headers, payload)
+                if headers is not self._chunk_headers:  # the reader hands equal headers as the same dict
+                    if headers.get(":message-type") != "event":
+                        raise _exception(headers, payload)
+                    if headers.get(":event-type") != "chunk":
+                        continue
+                    self._chunk_headers = headers
+                try:  # the usual chunk, read here: a call fewer a frame
+                    event = binascii.a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
+                except (ValueError, KeyError, TypeError):
+                    event = _chunk(payload)  # the JSON orjson refuses, or the chunk's error
+                events.append(_new_event(Event, (None, event)))
         except BridgeError as error:
             if not events:
                 raise

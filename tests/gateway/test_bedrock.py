@@ -556,6 +556,20 @@ def test_a_chunk_frame_is_its_base64_bytes_or_refused(payload, event):
         assert [e.data for e in decoder.feed(frame(CHUNK, payload))] == [event]
 
 
+def test_chunks_are_read_around_other_events_until_an_exception_frame():
+    """Frames of the same headers come as the same dict (the reader's): any other frame is read anew."""
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    ping = frame(CHUNK, b'{"bytes": "eyJ0eXBlIjoicGluZyJ9"}')
+    other = frame({":event-type": "metadata", ":message-type": "event"}, b'{"x": 1}')
+    decoder = EventStreamDecoder(1 << 20)
+    assert [e.data for e in decoder.feed(ping + other + ping + ping)] == [b'{"type":"ping"}'] * 3
+    assert len(decoder.feed(ping + exception("throttlingException", "slow down") + ping)) == 1
+    with pytest.raises(BridgeError, match="Bedrock throttlingException: slow down"):
+        decoder.feed(ping)
+
+
 def test_a_frame_larger_than_the_event_limit_is_refused_before_it_is_whole():
     from bridge.gateway.bedrock import EventStreamDecoder
     from bridge.protocols.errors import BridgeError
