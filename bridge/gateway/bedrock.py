@@ -167,6 +167,8 @@ class Bedrock(Cloud):
 
     def credentials(self, where="Bedrock"):
         """botocore's credentials (refreshable ones refresh themselves), or SettingsError."""
+        if self._credentials is not None:  # found: no lock to take
+            return self._credentials
         with self._lock:
             if self._credentials is None:
                 botocore = _botocore()
