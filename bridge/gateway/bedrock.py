@@ -24,7 +24,10 @@ a Bedrock deployment.
 
 import base64
 import binascii
+import functools
 from urllib.parse import quote
+
+import orjson
 
 from ..protocols import MESSAGES_COUNT_TOKENS, eventstream, json_codec
 from ..protocols.errors import BridgeError
@@ -33,6 +36,7 @@ from ..settings import SettingsError
 from .cloud import Cloud, endpoint_of, require_model
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
+_new_event = tuple.__new__  # Event(None, data) without the namedtuple's __new__, a Python function
 FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
 # Exception frames of a stream: the kind of error each is, and the status a
 # client is told.
@@ -49,11 +53,80 @@ _EXCEPTIONS = {
 def _botocore():
     try:
         import botocore.auth
-        import botocore.awsrequest
         import botocore.session
     except ImportError:
         raise SettingsError("a Bedrock deployment needs botocore: pip install 'bridge[bedrock]'") from None
     return botocore
+
+
+@functools.cache
+def _signing():
+    """(Signer, Request), made on first use (botocore is optional).
+
+    Signer is botocore's SigV4 signer, which reads the headers to sign twice a request (the
+    canonical request, then the Authorization header): botocore's answer for the same headers
+    is kept. One signer a request: sign() makes it. Its signing key, four HMACs of botocore's
+    from the secret, the day, the region and the service, is the same all day: botocore's
+    HMACs of it are kept, the signature's own is made each time. Request is what SigV4Auth.add_auth reads
+    and writes of a request: botocore's AWSRequest keeps its headers in an email message and
+    prepares itself anew at each read of its body, which cost more than the signature.
+    """
+
+    class Signer(_botocore().auth.SigV4Auth):
+        _signed = (None, None)  # the headers' items and botocore's headers_to_sign of them
+
+        _keys = {}  # (key, message) -> botocore's HMAC digest, for the signing key's steps
+
+        def _sign(self, key, msg, hex=False):
+            if hex:  # the signature
+                return super()._sign(key, msg, hex)
+            digest = Signer._keys.get((key, msg))
+            if digest is None:
+                if len(Signer._keys) >= 64:  # days, regions and rotated secrets gone by
+                    Signer._keys.clear()
+                digest = Signer._keys[key, msg] = super()._sign(key, msg)
+            return digest
+
+        def headers_to_sign(self, request):
+            items = tuple(request.headers.items())
+            if self._signed[0] != items:
+                self._signed = (items, super().headers_to_sign(request))
+            return self._signed[1]
+
+    class Request:
+        __slots__ = ("method", "url", "headers", "body", "params", "context")
+
+        def __init__(self, method, url, headers, body):
+            self.method, self.url, self.body = method, url, body
+            self.headers = _Headers(headers)
+            self.params, self.context = {}, {}
+
+    return Signer, Request
+
+
+class _Headers:
+    """A request's headers as add_auth reads and writes them: by their names in any case, each
+    name in the case it was last set in (X-Amz-Date, Authorization)."""
+
+    __slots__ = ("_by_lower",)
+
+    def __init__(self, headers):
+        self._by_lower = {name.lower(): (name, value) for name, value in headers.items()}
+
+    def __contains__(self, name):
+        return name.lower() in self._by_lower
+
+    def __getitem__(self, name):
+        return self._by_lower[name.lower()][1]
+
+    def __setitem__(self, name, value):
+        self._by_lower[name.lower()] = (name, value)
+
+    def __delitem__(self, name):
+        del self._by_lower[name.lower()]
+
+    def items(self):
+        return self._by_lower.values()
 
 
 class Bedrock(Cloud):
@@ -67,6 +140,7 @@ class Bedrock(Cloud):
         self.region = region
         self.aws_profile = aws_profile
         self.betas = betas  # the beta flags passed on; None: all the client sends
+        self._host = None  # botocore's Host header for base_url, once it signed
 
     @classmethod
     def from_entry(cls, item, where):
@@ -93,6 +167,8 @@ class Bedrock(Cloud):
 
     def credentials(self, where="Bedrock"):
         """botocore's credentials (refreshable ones refresh themselves), or SettingsError."""
+        if self._credentials is not None:  # found: no lock to take
+            return self._credentials
         with self._lock:
             if self._credentials is None:
                 botocore = _botocore()
@@ -130,15 +206,24 @@ class Bedrock(Cloud):
 
     def sign(self, method, url, headers, data):
         """`headers` and the SigV4 ones for these exact bytes."""
-        botocore = _botocore()
         try:
             frozen = self.credentials().get_frozen_credentials()
         except Exception as error:  # a refresh that failed: STS or the metadata service unreachable
             raise BridgeError(
                 "api_error", f"the bridge could not get its AWS credentials: {type(error).__name__}", status=502
             ) from None
-        request = botocore.awsrequest.AWSRequest(method=method, url=url, headers=dict(headers), data=data)
-        botocore.auth.SigV4Auth(frozen, "bedrock", self.region).add_auth(request)
+        signer, request_type = _signing()
+        request = request_type(method, url, headers, data)
+        # The Host header botocore signs, which requests sends: botocore's, found once (a URL parse)
+        found = "host" not in request.headers and url.startswith(self.base_url + "/")
+        if found:
+            if self._host is None:
+                bare = request_type(method, self.base_url, {}, b"")
+                self._host = signer(frozen, "bedrock", self.region).headers_to_sign(bare)["host"]
+            request.headers["host"] = self._host
+        signer(frozen, "bedrock", self.region).add_auth(request)
+        if found:
+            del request.headers["host"]
         return dict(request.headers.items())
 
     def decoder(self, max_event_bytes):
@@ -169,6 +254,7 @@ class EventStreamDecoder:
     def __init__(self, max_event_bytes):
         self._frames = eventstream.Reader(max_event_bytes)
         self._failure = None  # an exception frame's error, or a broken frame's, raised at the next feed
+        self._chunk_headers = None  # the last chunk frame's headers
 
     def feed(self, data):
         """The events of the frames `data` completes. A failure (an exception frame, a broken
@@ -180,11 +266,17 @@ class EventStreamDecoder:
         events = []
         try:
             for headers, payload in self._frames.feed(data):
-                if headers.get(":message-type") == "event":
-                    if headers.get(":event-type") == "chunk":
-                        events.append(Event(None, _chunk(payload)))
-                else:
-                    raise _exception(headers, payload)
+                if headers is not self._chunk_headers:  # the reader hands equal headers as the same dict
+                    if headers.get(":message-type") != "event":
+                        raise _exception(headers, payload)
+                    if headers.get(":event-type") != "chunk":
+                        continue
+                    self._chunk_headers = headers
+                try:  # the usual chunk, read here: a call fewer a frame
+                    event = binascii.a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
+                except (ValueError, KeyError, TypeError):
+                    event = _chunk(payload)  # the JSON orjson refuses, or the chunk's error
+                events.append(_new_event(Event, (None, event)))
         except BridgeError as error:
             if not events:
                 raise
@@ -201,8 +293,12 @@ class EventStreamDecoder:
 def _chunk(payload):
     """The Anthropic event's JSON bytes a chunk frame's {"bytes": base64} carries."""
     try:
-        return binascii.a2b_base64(json_codec.loads(payload)["bytes"], strict_mode=True)
-    except (ValueError, KeyError, TypeError):  # binascii.Error is a ValueError
+        try:
+            member = orjson.loads(payload)["bytes"]
+        except orjson.JSONDecodeError:
+            member = json_codec.loads(payload)["bytes"]  # what orjson refuses, read as the relay reads it
+        return binascii.a2b_base64(member, strict_mode=True)
+    except (ValueError, KeyError, TypeError):  # binascii.Error and orjson's are ValueErrors
         raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
 
 

@@ -147,7 +147,12 @@ class AnthropicRelay(_Relay):
         usual = self._usual
         if usual is not None and not self.done:
             data = event.data
-            text = usual.read(data if type(data) is str else translator.text_of(data) or "")
+            if type(data) is not str:  # Bedrock's event, UTF-8 bytes: translator.text_of, a call fewer
+                try:
+                    data = data.decode()
+                except UnicodeDecodeError:
+                    data = ""  # read by the full path, which refuses it
+            text = usual.read(data)
             if text is not None:
                 if text:
                     self.relayed += len(text) if text.isascii() else text_size(text)

@@ -42,38 +42,34 @@ class Reader:
         buffer = self._rest + data if self._rest else data
         size = len(buffer)
         start = 0
-        view = memoryview(buffer)
-        try:
-            while size - start >= 12:
-                total, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
-                if zlib.crc32(view[start : start + 8]) != prelude_crc:
-                    raise _malformed("its prelude's CRC32 does not match")
-                if total > self._max:
-                    raise BridgeError(
-                        "api_error",
-                        f"upstream sent a stream event larger than {self._max} bytes (BRIDGE_MAX_EVENT_BYTES)",
-                        status=502,
-                    )
-                if headers_length > MAX_HEADERS_BYTES:
-                    raise _malformed(f"headers longer than {MAX_HEADERS_BYTES} bytes")
-                if total < _SMALLEST + headers_length:
-                    raise _malformed("a total length shorter than its headers")
-                end = start + total
-                if end > size:
-                    break
-                if zlib.crc32(view[start : end - 4]) != _UINT32.unpack_from(buffer, end - 4)[0]:
-                    raise _malformed("its CRC32 does not match")
-                raw = buffer[start + 12 : start + 12 + headers_length]
-                if raw == self._last[0]:
-                    headers = self._last[1]
-                else:
-                    headers = _headers(raw)
-                    self._last = (raw, headers)
-                payload = buffer[start + 12 + headers_length : end - 4]
-                start = end
-                yield headers, payload
-        finally:
-            view.release()
+        while size - start >= 12:
+            total, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
+            if zlib.crc32(buffer[start : start + 8]) != prelude_crc:
+                raise _malformed("its prelude's CRC32 does not match")
+            if total > self._max:
+                raise BridgeError(
+                    "api_error",
+                    f"upstream sent a stream event larger than {self._max} bytes (BRIDGE_MAX_EVENT_BYTES)",
+                    status=502,
+                )
+            if headers_length > MAX_HEADERS_BYTES:
+                raise _malformed(f"headers longer than {MAX_HEADERS_BYTES} bytes")
+            if total < _SMALLEST + headers_length:
+                raise _malformed("a total length shorter than its headers")
+            end = start + total
+            if end > size:
+                break
+            if zlib.crc32(buffer[start : end - 4]) != _UINT32.unpack_from(buffer, end - 4)[0]:
+                raise _malformed("its CRC32 does not match")
+            raw = buffer[start + 12 : start + 12 + headers_length]
+            if raw == self._last[0]:
+                headers = self._last[1]
+            else:
+                headers = _headers(raw)
+                self._last = (raw, headers)
+            payload = buffer[start + 12 + headers_length : end - 4]
+            start = end
+            yield headers, payload
         self._rest = buffer[start:]
 
     def close(self):

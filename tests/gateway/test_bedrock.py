@@ -465,6 +465,43 @@ def test_the_configuration_a_reload_pickles_signs_in_the_worker_that_unpickles_i
     assert requests.post(url, data=b"{}", headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "base, headers",
+    [
+        (None, {"content-type": "application/json", "accept-encoding": "identity"}),
+        (None, {"content-type": "application/json", "X-Team": " blue  team ", "x-id": "a,b", "connection": "te"}),
+        ("https://Bedrock-Runtime.us-east-1.amazonaws.com:443", {"content-type": "application/json"}),
+        ("http://[::1]:8080", {"content-type": "application/json", "Host": "proxy.internal"}),
+    ],
+)
+def test_a_signature_is_the_one_botocore_signs_an_awsrequest_with(bedrock, monkeypatch, base, headers):
+    """The bridge hands botocore's SigV4Auth a lighter request than AWSRequest: the headers it
+    sends, their Authorization and X-Amz-Date, are those of botocore's own request, to the byte."""
+    import datetime
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+
+    from bridge.gateway.bedrock import Bedrock
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: datetime.datetime(2026, 1, 2, 3, 4, 5))
+    base = base or bedrock.url
+    cloud = Bedrock(REGION, base)
+    url, data = f"{base}/model/{MODEL}/invoke?x=1", b'{"messages": []}'
+    request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
+    botocore.auth.SigV4Auth(cloud.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
+    assert cloud.sign("POST", url, headers, data) == dict(request.headers.items())
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")  # rotated: the day's key is another
+    rotated = Bedrock(REGION, base)
+    request = AWSRequest(method="POST", url=url, headers=dict(headers), data=data)
+    botocore.auth.SigV4Auth(rotated.credentials().get_frozen_credentials(), "bedrock", REGION).add_auth(request)
+    assert rotated.sign("POST", url, headers, data) == dict(request.headers.items())
+    signed = request.headers["Authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"host", "x-amz-date", "x-amz-security-token"} | {name.lower() for name in headers} - {"connection"} == set(
+        signed
+    )
+
+
 def test_the_fakes_frames_are_botocores_test_vectors_byte_for_byte():
     """bench/clouds.frame, which tests/fake_clouds.py and the bench write Bedrock streams with, writes
     what AWS's format says (PROVENANCE.md: botocore's vectors)."""
@@ -486,6 +523,51 @@ def test_an_error_frame_is_an_error_of_the_stream():
     with pytest.raises(BridgeError, match="Bedrock code: message"):
         decoder.feed(recorded_frame[:20])
         decoder.feed(recorded_frame[20:])
+
+
+CHUNK = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
+
+
+@pytest.mark.parametrize(
+    "payload, event",
+    [
+        (b'{"bytes":"eyJ0eXBlIjoicGluZyJ9","p":"abc"}', b'{"type":"ping"}'),
+        (b'{"bytes": "eyJ0eXBlIjoicGluZyJ9", "n": NaN}', b'{"type":"ping"}'),  # orjson refuses, json reads
+        (b'{"bytes": "eyJ0eXBlIjoicGluZyJ9", "bytes": "e30="}', b"{}"),  # the last, as JSON reads it
+        (b'{"bytes": "e30=\\u0041"}', None),  # an escaped A after the padding: not strict base64
+        (b'{"bytes": "e3 0="}', None),
+        (b'{"bytes": "e30*"}', None),
+        (b'{"bytes": 5}', None),
+        (b'{"p": "e30="}', None),
+        (b'["e30="]', None),
+        (b'{"bytes": "e30=', None),
+        (b"\xff", None),
+    ],
+)
+def test_a_chunk_frame_is_its_base64_bytes_or_refused(payload, event):
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    decoder = EventStreamDecoder(1 << 20)
+    if event is None:
+        with pytest.raises(BridgeError, match="upstream sent a chunk frame without its base64 bytes"):
+            decoder.feed(frame(CHUNK, payload))
+    else:
+        assert [e.data for e in decoder.feed(frame(CHUNK, payload))] == [event]
+
+
+def test_chunks_are_read_around_other_events_until_an_exception_frame():
+    """Frames of the same headers come as the same dict (the reader's): any other frame is read anew."""
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    ping = frame(CHUNK, b'{"bytes": "eyJ0eXBlIjoicGluZyJ9"}')
+    other = frame({":event-type": "metadata", ":message-type": "event"}, b'{"x": 1}')
+    decoder = EventStreamDecoder(1 << 20)
+    assert [e.data for e in decoder.feed(ping + other + ping + ping)] == [b'{"type":"ping"}'] * 3
+    assert len(decoder.feed(ping + exception("throttlingException", "slow down") + ping)) == 1
+    with pytest.raises(BridgeError, match="Bedrock throttlingException: slow down"):
+        decoder.feed(ping)
 
 
 def test_a_frame_larger_than_the_event_limit_is_refused_before_it_is_whole():
@@ -657,6 +739,9 @@ BROKEN_FRAMES = {
     "the stream ended inside a frame": GOOD[:-1],
     "a header of unknown value type 10": framed(b"\x01x\x0a", b"{}"),
     "headers cut short": framed(b"\x0d:message-type\x07\x00\x09event", b"{}"),
+    "a chunk frame without its base64 bytes": frame(
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}, b'{"bytes": "e30*"}'
+    ),
 }
 
 
