@@ -230,6 +230,7 @@ class ChatRelay(_Relay):
 # The events that end a Responses stream, and the deltas that carry its output.
 _RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
 _TEXT_DELTA = "response.output_text.delta"
+_TEXT_DELTA_FRAME = b"event: response.output_text.delta\ndata: %s\n\n"
 _RESPONSES_DELTAS = {
     "response.output_text.delta",
     "response.refusal.delta",
@@ -285,7 +286,7 @@ class ResponsesRelay(_Relay):
         return self._pass_on(event)
 
     def fast_text(self, index, data):
-        return b"event: %s\ndata: %s\n\n" % (_TEXT_DELTA.encode(), data.encode())
+        return _TEXT_DELTA_FRAME % data.encode()
 
     def _learn_text(self, payload, text):
         """Learn the shape of a text delta whose data is what the full path writes of it, to the
