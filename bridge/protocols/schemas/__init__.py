@@ -75,10 +75,18 @@ class Integer(fields.Integer):
         return _integer
 
 
-def _integer(value):
-    if type(value) is int:
-        return value
-    raise Refer
+def _of_type(kind):
+    """A loader of the values of exactly `kind` (a bool is no int here, an int no bool)."""
+
+    def load(value):
+        if type(value) is kind:
+            return value
+        raise Refer
+
+    return load
+
+
+_integer = _of_type(int)
 
 
 class Flag(fields.Boolean):
@@ -93,10 +101,7 @@ class Flag(fields.Boolean):
         return _flag
 
 
-def _flag(value):
-    if type(value) is bool:
-        return value
-    raise Refer
+_flag = _of_type(bool)
 
 
 class Tagged(fields.Field):
@@ -342,10 +347,7 @@ def _plain_deserialize(field, raw):
     return field._deserialize(raw, None, None)
 
 
-def _string(raw):
-    if type(raw) is str:
-        return raw
-    raise Refer
+_string = _of_type(str)
 
 
 def _mapping(raw):
