@@ -60,10 +60,11 @@ class Gunicorn:
     checkout: gunicorn puts its working directory first on sys.path, and a checkout's bridge/
     there would shadow the installed package. `env` adds to the environment: BRIDGE_*
     settings, or PYTHONPATH to serve an install other than the venv's. It listens on a free
-    port, or on `port`: a bridge started again where one was.
+    port, or on `port`: a bridge started again where one was. `prefix` goes before the command
+    (taskset, to pin it to a core).
     """
 
-    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, **env):
+    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, prefix=(), **env):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir = pathlib.Path(workdir)
@@ -73,7 +74,15 @@ class Gunicorn:
         environ = {**os.environ, **upstream_env(upstream_url), "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [str(BIN / "gunicorn"), "--config", str(GUNICORN_CONF), "--bind", f"127.0.0.1:{self.port}", *flags],
+                [
+                    *prefix,
+                    str(BIN / "gunicorn"),
+                    "--config",
+                    str(GUNICORN_CONF),
+                    "--bind",
+                    f"127.0.0.1:{self.port}",
+                    *flags,
+                ],
                 cwd=cwd or workdir,
                 env=environ,
                 stdout=log,

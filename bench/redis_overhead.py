@@ -125,13 +125,11 @@ def round_trip(store, count=1000):
     return client.percentile(times, 0.5) * 1000
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=1000, help="calls per measurement")
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args(argv)
-    if not (1 <= args.calls <= 20000 and 1 <= args.rounds <= 50):
-        parser.error("bounded: at most 20,000 calls and 50 rounds")
+def measure(calls, rounds, core=None):
+    """The three targets side by side, `rounds` rounds of `calls` calls: {"rows": {target: the
+    medians over rounds of one_round's columns}, "ping": a Redis round trip's p50 in ms, "alone":
+    admissions()}. With `core`, each bridge runs pinned to it (taskset), and Redis, the upstream and
+    the client where this process runs, as in `make bench`."""
     upstream, upstream_url = start_upstream()
     workdir = tempfile.TemporaryDirectory(prefix="bridge-redis-bench-")
     redis_server = RedisServer(f"{workdir.name}/redis")
@@ -140,16 +138,18 @@ def main(argv=None):
         "routes": [{"models": ["bench-*"], "deployments": [{**deployment, "prices": {"input": 1, "output": 2}}]}]
     }
     common = {"BRIDGE_WORKERS": "1", "BRIDGE_LOG_LEVEL": "WARNING", "BRIDGE_ROUTES": json.dumps(document)}
+    pinned = ("taskset", "-c", str(core)) if core is not None else ()
     never = f"bench rpm={NEVER} tpm={NEVER} tpd={NEVER}"
     targets = {}
     try:
         store = redis.Redis.from_url(redis_server.url)
         targets["plain"] = Gunicorn(
-            f"{workdir.name}/plain", upstream_url, **common, BRIDGE_CLIENT_KEYS="bench:sk-bench"
+            f"{workdir.name}/plain", upstream_url, prefix=pinned, **common, BRIDGE_CLIENT_KEYS="bench:sk-bench"
         )
         targets["limited"] = Gunicorn(
             f"{workdir.name}/limited",
             upstream_url,
+            prefix=pinned,
             **common,
             BRIDGE_CLIENT_KEYS="bench:sk-bench",
             BRIDGE_REDIS_URL=redis_server.url,
@@ -167,6 +167,7 @@ def main(argv=None):
         targets["budgeted"] = Gunicorn(
             f"{workdir.name}/budgeted",
             upstream_url,
+            prefix=pinned,
             **common,
             BRIDGE_REDIS_URL=redis_server.url,
             BRIDGE_REDIS_KEYS="true",
@@ -174,12 +175,12 @@ def main(argv=None):
         )
         headers = {"plain": HEADERS, "limited": HEADERS, "budgeted": {"authorization": f"Bearer {held}"}}
         for name, server in targets.items():
-            one_round(server, min(args.calls, 200), headers[name], redis_server)  # warm-up
+            one_round(server, min(calls, 200), headers[name], redis_server)  # warm-up
         measured = {name: [] for name in targets}
         pings = []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for name, server in targets.items():
-                measured[name].append(one_round(server, args.calls, headers[name], redis_server))
+                measured[name].append(one_round(server, calls, headers[name], redis_server))
             pings.append(round_trip(store))
         alone = admissions(redis_server.url)
     finally:
@@ -192,21 +193,39 @@ def main(argv=None):
     rows = {
         name: [statistics.median(column) for column in zip(*values, strict=True)] for name, values in measured.items()
     }
-    print(f"{args.rounds} rounds of {args.calls} calls, medians over rounds; one worker each\n")
+    return {"rows": rows, "ping": statistics.median(pings), "alone": alone}
+
+
+def table(result):
+    """measure()'s result as Markdown lines: the targets, their differences, a round trip."""
+    rows = result["rows"]
     columns = "latency p50 (ms) | latency p99 (ms) | calls/s at c16 | bridge CPU ms a call | Redis CPU ms a call"
-    print(f"| target | {columns} |")
-    print("|---|---|---|---|---|---|")
+    out = [f"| target | {columns} |", "|---|---|---|---|---|---|"]
     for name, (p50, p99, rate, bridge_cpu, redis_cpu) in rows.items():
-        print(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} | {bridge_cpu:.3f} | {redis_cpu:.3f} |")
+        out.append(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} | {bridge_cpu:.3f} | {redis_cpu:.3f} |")
     for more, less in (("limited", "plain"), ("budgeted", "limited")):
         high, low = rows[more], rows[less]
-        print(
+        out.append(
             f"| {more} - {less} | {high[0] - low[0]:+.2f} | {high[1] - low[1]:+.2f} | "
             f"{(high[2] / low[2] - 1) * 100:+.1f}% | {high[3] - low[3]:+.3f} | {high[4] - low[4]:+.3f} |"
         )
-    print(f"\na Redis round trip (PING, p50): {statistics.median(pings):.2f} ms")
-    for name, (took, trips) in alone.items():
-        print(f"admission alone, {name}: {took:.3f} ms, {trips:g} round trips a call")
+    out += ["", f"A Redis round trip (PING, p50): {result['ping']:.2f} ms."]
+    for name, (took, trips) in result["alone"].items():
+        out.append(f"Admission alone, {name}: {took:.3f} ms, {trips:g} round trips a call.")
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1000, help="calls per measurement")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--core", type=int, help="pin each bridge to this core (taskset), as make bench does")
+    args = parser.parse_args(argv)
+    if not (1 <= args.calls <= 20000 and 1 <= args.rounds <= 50):
+        parser.error("bounded: at most 20,000 calls and 50 rounds")
+    result = measure(args.calls, args.rounds, args.core)
+    print(f"{args.rounds} rounds of {args.calls} calls, medians over rounds; one worker each\n")
+    print("\n".join(table(result)))
     return 0
 
 

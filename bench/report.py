@@ -4,7 +4,7 @@ import os
 import shlex
 import statistics
 
-from . import client, instructions, wrk
+from . import client, instructions, redis_overhead, wrk
 from .processes import ROOT
 
 
@@ -365,6 +365,37 @@ def thousands_section(thousands, env, plan):
     return out
 
 
+def redis_section(redis, plan):
+    """What client limits and budgets in Redis add to a call, against the same bridge without them."""
+    out = [
+        "## Limits in Redis",
+        "",
+        f"bench/redis_overhead.py, {plan.redis_rounds} round(s) of {plan.redis_calls:,} calls per target "
+        "(medians over rounds): three bridges with one worker each, pinned to the proxy core, in front of a "
+        "priced deployment; Redis, the client (bench/client.py) and the fake upstream on the other core. "
+        "*plain* has a client key and no Redis; *limited* adds limits in Redis on that key (rpm, tpm, tpd), "
+        "*budgeted* a key held in Redis with its own limits and budget, and team and user budgets; none high "
+        "enough to refuse. CPU is each bridge's (its worker and usage writer) and redis-server's.",
+        "",
+    ]
+    if redis.get("error"):
+        return out + [f"Not measured: `{redis['error']}`", ""]
+    plain, limited = redis["rows"]["plain"], redis["rows"]["limited"]
+    added, rate = limited[0] - plain[0], limited[2] / plain[2]
+    out += [
+        "| target | measured (limited vs plain) | goal | met |",
+        "|---|---|---|---|",
+        f"| added latency p50, c1 (ms) | {limited[0]:.2f} vs {plain[0]:.2f} → {added:+.2f} | ≤ +0.3 ms "
+        f"| {_verdict(added <= 0.3)} |",
+        f"| calls/s, c16 | {limited[2]:,.0f} vs {plain[2]:,.0f} → {rate:.2f}× | ≥ 0.95× (≤ 5% fewer) "
+        f"| {_verdict(rate >= 0.95)} |",
+        "",
+        *redis_overhead.table(redis),
+        "",
+    ]
+    return out
+
+
 def per_core_section(capacity, plan):
     """The capacity per core: one line per step, the floor beside the bridge, and the verdict."""
     limits = capacity["limits"]
@@ -420,7 +451,9 @@ def per_core_section(capacity, plan):
     return out
 
 
-def render(plan, args, titles, results, translations, counted, commands, seconds, env, thousands, capacity=None):
+def render(
+    plan, args, titles, results, translations, counted, commands, seconds, env, thousands, capacity=None, redis=None
+):
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "")
     pins = env["pinning"]
     pin_text = (
@@ -511,6 +544,8 @@ def render(plan, args, titles, results, translations, counted, commands, seconds
         ]
     if capacity:
         out += per_core_section(capacity, plan)
+    if redis:
+        out += redis_section(redis, plan)
     if titles or thousands:
         out += thousands_section(thousands, env, plan)
     return "\n".join(out) + "\n"

@@ -26,6 +26,7 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ import time
 import traceback
 from importlib import metadata
 
-from . import client, corpus, instructions, load, procstat, report, servers, translate, wrk
+from . import client, corpus, instructions, load, procstat, redis_overhead, report, servers, translate, wrk
 from .directions import CLOUD_DIRECTIONS, DIRECTIONS
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
@@ -94,6 +95,9 @@ class Plan:
     per_core_rate: int = 20  # events per second per stream
     per_core_opens: int = 200  # streams opened per second while a step ramps up
     per_core_seconds: float = 5.0  # measured, once every stream of the step is open
+    # What limits in Redis cost (bench/redis_overhead.py): calls per measurement, rounds.
+    redis_calls: int = 1000
+    redis_rounds: int = 3
 
 
 QUICK = Plan(
@@ -111,6 +115,8 @@ QUICK = Plan(
     other_rounds=1,
     per_core_steps=(50, 100),
     per_core_seconds=2.0,
+    redis_calls=200,
+    redis_rounds=1,
 )
 # Every tool started and every table filled, at toy scale (tests/deploy/test_bench_smoke.py).
 SMOKE = Plan(
@@ -135,6 +141,8 @@ SMOKE = Plan(
     other_rounds=1,
     per_core_steps=(5,),
     per_core_seconds=0.5,
+    redis_calls=20,
+    redis_rounds=1,
 )
 
 
@@ -594,6 +602,7 @@ def main(argv=None):
         log(f"capacity per core: {PER_CORE_DIRECTION}")
         capacity = per_core(plan, upstream, per_core_bridge, log)
         per_core_bridge.stop()
+        redis = None if args.per_core_only else redis_costs(plan, log)
         for name in [n for n in names if n in plan.main_directions]:  # fresh processes: idle memory
             for server in (relay, bridge):
                 server.stop()
@@ -630,6 +639,7 @@ def main(argv=None):
         env,
         many_streams,
         capacity,
+        redis,
     )
     print(text)
     out = pathlib.Path(out)
@@ -637,6 +647,19 @@ def main(argv=None):
     log(f"wrote {out}")
     log(f"took {(time.monotonic() - started) / 60:.1f} minutes")
     return 0
+
+
+def redis_costs(plan, log):
+    """bench/redis_overhead.py's measurement, each bridge on the proxy core, or why it was not taken."""
+    if not shutil.which("redis-server"):
+        return {"error": "redis-server is not installed (Debian's redis-server package)"}
+    log(f"limits in Redis: python -m bench.redis_overhead --calls {plan.redis_calls} --rounds {plan.redis_rounds}")
+    pins = servers.pinning()
+    try:
+        return redis_overhead.measure(plan.redis_calls, plan.redis_rounds, core=pins[0] if pins else None)
+    except Exception as exc:  # the rest of the run still stands
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}".strip()}
 
 
 def estimate(plan, names, counts, run_thousands):
@@ -661,6 +684,7 @@ def estimate(plan, names, counts, run_thousands):
     seconds += 200 if counts else 0  # callgrind: every direction in two runs per target, on both cores
     for streams in plan.per_core_steps:  # floor and bridge, often stopped before the last
         seconds += 2 * (max(1.0, streams / plan.per_core_opens) + 1.5 + plan.per_core_seconds)
+    seconds += 15 + (plan.redis_rounds + 1) * 3 * plan.redis_calls / 400  # sequential, then 16 at once
     for row in plan.thousands if run_thousands else ():
         length = row.ramp + plan.thousands_events * plan.thousands_pace_ms / 1000
         seconds += 15 + (2 + row.reference) * length

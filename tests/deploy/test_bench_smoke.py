@@ -34,6 +34,7 @@ def bench_upstream(tmp_path, monkeypatch):
 
 def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     program("wrk")  # the benchmark's load generator
+    program("redis-server")  # what limits in Redis cost
     out = tmp_path / "RESULTS.md"
     # One direction keeps it short; both share every piece of the bench but the request bodies.
     command = [
@@ -73,7 +74,20 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     ] * 2, commands
     assert str(ROOT) not in text, "the commands name paths relative to the checkout"
     _assert_per_core_section(text)
+    _assert_redis_section(text)
     _assert_thousands_section(text)
+
+
+def _assert_redis_section(text):
+    """Limits in Redis: both targets judged, and each bridge's row measured."""
+    section = text.split("## Limits in Redis", 1)[1].split("\n## ", 1)[0]
+    assert "Not measured" not in section, section
+    lines = section.splitlines()
+    verdicts = [line.split("|")[-2].strip() for line in lines if line.startswith(("| added latency", "| calls/s"))]
+    assert len(verdicts) == 2 and set(verdicts) <= {"yes", "**no**"}, section
+    for target in ("plain", "limited", "budgeted"):
+        (row,) = [line.split("|")[2:-1] for line in lines if line.startswith(f"| {target} |")]
+        assert len(_numbers(row)) == 5 and _numbers(row)[2] > 0, row  # calls/s measured
 
 
 def _assert_per_core_section(text):
