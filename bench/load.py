@@ -24,7 +24,9 @@ near that baseline: a leak grows it by every request served. While a round
 runs, a fresh connection asks /healthz every 0.1 s, as a load balancer would. A stream refused
 with a 503 (over capacity) is counted apart from one that failed. --reference first sends the
 same streams straight to the fake upstream: the delay the client and the upstream add on their
-own on this machine, the floor under the bridge's figures. The report is one JSON object; the
+own on this machine, the floor under the bridge's figures. --relay then sends them through the
+reference relay (bench/relay.py on gunicorn's gthread worker, with the same config and cores as
+the bridge): what a bare relay does with the same round. The report is one JSON object; the
 exit status is 0 only when nothing failed or was refused, every stream was complete and in
 order, and memory came back.
 
@@ -334,6 +336,9 @@ def parse(argv=None):
     parser.add_argument("--warm-up-events", type=int, help="text events per stream of the warm-up (--events)")
     parser.add_argument("--reference", action="store_true", help="first send the streams straight to the fake upstream")
     parser.add_argument(
+        "--relay", action="store_true", help="then send them through the reference relay (bench/relay.py)"
+    )
+    parser.add_argument(
         "--large",
         type=int,
         default=0,
@@ -368,6 +373,8 @@ def run(args):
                 report["reference_straight_to_upstream"] = reference
         finally:
             bridge.stop()
+        if args.relay:
+            report["through_the_relay"] = relayed(upstream_url, args, workdir.name)
     finally:
         upstream.terminate()
         upstream.wait()
@@ -399,6 +406,30 @@ def direct(upstream_url, args):
     streams, _ = one_round(upstream_url, argparse.Namespace(**{**vars(args), "requests": 0}))
     report = summary(streams, stream=True)
     return {key: report[key] for key in ("count", "refused", "failed", "problems", "ttfb_ms", "event_delay_ms")}
+
+
+def relayed(upstream_url, args, workdir):
+    """A warm-up and one round's streams through the reference relay, started as the bridge was."""
+    relay = Gunicorn(
+        f"{workdir}/relay",
+        upstream_url,
+        "--worker-class",
+        "gthread",
+        "bench.relay:app",
+        cwd=ROOT,
+        healthz=False,
+        BENCH_UPSTREAM=upstream_url,
+    )
+    try:
+        one_round(relay.url, args, args.warm_up_events or args.events)
+        health = HealthProbe(relay.url)  # it has no /healthz: how soon its 404 comes is the measure
+        try:
+            report = direct(relay.url, args)
+        finally:
+            answered = health.stop()
+        return {**report, "healthz_ms": answered}
+    finally:
+        relay.stop()
 
 
 def measure(bridge, args):

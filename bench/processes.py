@@ -61,16 +61,18 @@ class Gunicorn:
     there would shadow the installed package. `env` adds to the environment: BRIDGE_*
     settings, or PYTHONPATH to serve an install other than the venv's. It listens on a free
     port, or on `port`: a bridge started again where one was. `prefix` goes before the command
-    (taskset, to pin it to a core).
+    (taskset, to pin it to a core). With `healthz` false (an app without /healthz, the reference
+    relay), any answer says a worker has loaded the app.
     """
 
-    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, prefix=(), **env):
+    def __init__(self, workdir, upstream_url, *flags, cwd=None, port=None, prefix=(), healthz=True, **env):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir = pathlib.Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "gunicorn.log"
         self.metrics_dir = workdir / "metrics"
+        self.healthz = healthz
         environ = {**os.environ, **upstream_env(upstream_url), "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), **env}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -94,7 +96,8 @@ class Gunicorn:
         if self.process.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {self.process.returncode}:\n{self.log()}")
         try:  # the socket listens before a worker has loaded the app
-            return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
+            answer = requests.get(f"{self.url}/healthz", timeout=2)
+            return answer.status_code == 200 or not self.healthz
         except requests.RequestException:
             return False
 

@@ -293,7 +293,29 @@ def thousands_table(rows):
                 f"/ {reference['failed']:,} | {_cells(reference['ttfb_ms'], 'p50', 'p99')} "
                 f"| {_cells(reference['event_delay_ms'], 'p50', 'p99', 'max')} |" + " — |" * 5
             )
+        relay = result.get("through_the_relay")
+        if relay:
+            delays, health = relay["event_delay_ms"], relay["healthz_ms"]
+            lines.append(
+                f"| {label}, through the reference relay | {_held(relay):,} / {relay['refused']:,} "
+                f"/ {relay['failed']:,} | {_cells(relay['ttfb_ms'], 'p50', 'p99')} "
+                f"| {_cells(delays, 'p50', 'p99', 'max')} | {_cells(health, 'p99', 'max')} |" + " — |" * 4
+            )
     return "\n".join(lines)
+
+
+def burst_targets(row, result):
+    """The burst's targets (streams opened at once), the bridge beside the relay's same round."""
+    s, health, relay = result["streams"], result["healthz_ms"], result["through_the_relay"]
+    checks = ["| target | bridge | relay | goal | met |", "|---|---|---|---|---|"]
+    for label, bridge_ms, relay_ms, goal_ms in (
+        ("first byte p99 (ms)", s["ttfb_ms"]["p99"], relay["ttfb_ms"]["p99"], 1000),
+        ("/healthz max (ms)", health["max"], relay["healthz_ms"]["max"], 200),
+        ("event delay p99 (ms)", s["event_delay_ms"]["p99"], relay["event_delay_ms"]["p99"], 500),
+    ):
+        ok = None if bridge_ms is None else bridge_ms < goal_ms
+        checks.append(f"| {label} | {_fmt(bridge_ms, 0)} | {_fmt(relay_ms, 0)} | < {goal_ms:,} ms | {_verdict(ok)} |")
+    return "\n".join(checks)
 
 
 def thousands_targets(row, result):
@@ -354,6 +376,9 @@ def thousands_section(thousands, env, plan):
     target = next(((row, r) for row, r in measured if "reference_straight_to_upstream" in r), None)
     if target:
         out += [f"### Targets, {_start(target[0])}", "", thousands_targets(*target), ""]
+    for row, result in measured:
+        if "through_the_relay" in result:
+            out += [f"### Targets, {_start(row)} (a burst)", "", burst_targets(row, result), ""]
     if measured:
         row, result = max(measured, key=lambda item: item[0].streams)
         out += [

@@ -49,6 +49,7 @@ class Thousands:
     streams: int
     ramp: int  # seconds over which they start; 0: all at once
     reference: bool = False  # first the same streams straight to the fake upstream
+    relay: bool = False  # then through the reference relay
 
     def argv(self, plan):
         return [
@@ -56,6 +57,7 @@ class Thousands:
             "--pace", f"{plan.thousands_pace_ms / 1000:g}",
             "--rounds", "1", "--warm-up-events", str(plan.thousands_warm_up_events),
             *(["--ramp", str(self.ramp)] if self.ramp else []), *(["--reference"] if self.reference else []),
+            *(["--relay"] if self.relay else []),
         ]  # fmt: skip
 
 
@@ -81,7 +83,7 @@ class Plan:
         Thousands(500, 10),
         Thousands(1000, 10),
         Thousands(2000, 10, reference=True),
-        Thousands(2000, 0),
+        Thousands(2000, 0, relay=True),
         Thousands(4000, 10),
     )
     thousands_events: int = 400  # 20 s
@@ -135,7 +137,7 @@ SMOKE = Plan(
     translate_repeats=1,
     large_body_bytes=100_000,
     large_body_events=3,
-    thousands=(Thousands(20, 0, reference=True),),
+    thousands=(Thousands(20, 0, reference=True, relay=True),),
     thousands_events=5,
     thousands_warm_up_events=2,
     other_rounds=1,
@@ -687,7 +689,7 @@ def estimate(plan, names, counts, run_thousands):
     seconds += 15 + (plan.redis_rounds + 1) * 3 * plan.redis_calls / 400  # sequential, then 16 at once
     for row in plan.thousands if run_thousands else ():
         length = row.ramp + plan.thousands_events * plan.thousands_pace_ms / 1000
-        seconds += 15 + (2 + row.reference) * length
+        seconds += 15 + (2 + row.reference + 2 * row.relay) * length
     return seconds
 
 

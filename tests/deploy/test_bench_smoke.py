@@ -119,6 +119,11 @@ def _assert_thousands_section(text):
     targets = section.split("### Targets, ", 1)[1].split("###")[0]
     verdicts = [line.split("|")[-2].strip() for line in targets.splitlines() if line.startswith("| ")][1:]
     assert len(verdicts) == 4 and set(verdicts) <= {"yes", "**no**"}, targets
+    (relay,) = [line.split("|")[1:-1] for line in lines if "through the reference relay" in line]
+    assert len(_numbers(relay[1:5])) == 10 and sum(_numbers(relay[1:2])) == streams, relay  # with /healthz
+    burst = section.split("(a burst)", 1)[1].split("###")[0]
+    verdicts = [line.split("|")[-2].strip() for line in burst.splitlines() if line.startswith("| ")][1:]
+    assert len(verdicts) == 3 and set(verdicts) <= {"yes", "**no**"}, burst
     assert "### Where it breaks: the log of the" in section
     # Not the bench's own pinning: the bridge, the load client and the fake upstream on every core.
     assert f"share cores {', '.join(map(str, sorted(os.sched_getaffinity(0))))} of" in section
