@@ -26,7 +26,8 @@ with a 503 (over capacity) is counted apart from one that failed. --reference fi
 same streams straight to the fake upstream: the delay the client and the upstream add on their
 own on this machine, the floor under the bridge's figures. --relay then sends them through the
 reference relay (bench/relay.py on gunicorn's gthread worker, with the same config and cores as
-the bridge): what a bare relay does with the same round. The report is one JSON object; the
+the bridge, and a thread for each stream, which it holds to the end): what a bare relay does
+with the same round. The report is one JSON object; the
 exit status is 0 only when nothing failed or was refused, every stream was complete and in
 order, and memory came back.
 
@@ -409,7 +410,9 @@ def direct(upstream_url, args):
 
 
 def relayed(upstream_url, args, workdir):
-    """A warm-up and one round's streams through the reference relay, started as the bridge was."""
+    """A warm-up and one round's streams through the reference relay, started as the bridge was
+    but with a thread for each stream (it holds one for as long as the stream lasts)."""
+    workers = gunicorn_config()["workers"]
     relay = Gunicorn(
         f"{workdir}/relay",
         upstream_url,
@@ -419,6 +422,7 @@ def relayed(upstream_url, args, workdir):
         cwd=ROOT,
         healthz=False,
         BENCH_UPSTREAM=upstream_url,
+        BRIDGE_THREADS=str(max(gunicorn_config()["threads"], -(-args.streams // workers))),
     )
     try:
         one_round(relay.url, args, args.warm_up_events or args.events)
