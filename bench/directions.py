@@ -39,9 +39,14 @@ def _routed(upstream, make):
     return lambda model, stream: make(f"{upstream}/{model}", stream)
 
 
-def bridge_routes(upstream_url):
+# The bench's one client key: its clients send sk-bench, and a bridge with cloud credentials in its
+# routes does not start without client keys (it would be an open relay).
+CLIENT_KEYS = "bench:sk-bench"
+
+
+def bridge_routes(upstream_url, environ=os.environ):
     """BRIDGE_ROUTES for a bridge in front of the bench upstream at `upstream_url`, and of the
-    fake clouds (bench/clouds.py) when the environment names them (BENCH_CLOUDS)."""
+    fake clouds (bench/clouds.py) when `environ` names them (BENCH_CLOUDS)."""
     routes = [
         {
             "models": [f"{protocol}/*"],
@@ -49,8 +54,8 @@ def bridge_routes(upstream_url):
         }
         for protocol in ROUTED
     ]
-    if os.environ.get("BENCH_CLOUDS"):
-        routes += cloud_routes(os.environ["BENCH_CLOUDS"], os.environ["BENCH_VERTEX_KEY"])
+    if environ.get("BENCH_CLOUDS"):
+        routes += cloud_routes(environ["BENCH_CLOUDS"], environ["BENCH_VERTEX_KEY"])
     return json.dumps({"routes": routes})
 
 

@@ -21,7 +21,7 @@ import sys
 import time
 
 from . import servers
-from .directions import DIRECTIONS, bridge_routes
+from .directions import CLIENT_KEYS, DIRECTIONS, bridge_routes
 
 OUT = servers.ROOT / "bench" / "out"
 
@@ -90,7 +90,7 @@ def apps(upstream_url, log_level="WARNING"):
                 "BRIDGE_OPENAI_BASE_URL": f"{upstream_url}/v1",
                 "BRIDGE_ANTHROPIC_BASE_URL": upstream_url,
                 "BRIDGE_ROUTES": bridge_routes(upstream_url),
-                "BRIDGE_CLIENT_KEYS": "bench:sk-bench",
+                "BRIDGE_CLIENT_KEYS": CLIENT_KEYS,
                 "BRIDGE_MAX_BODY_BYTES": str(8 * 1024 * 1024),
                 "BRIDGE_MAX_JSON_VALUES": "200000",
                 "BRIDGE_MAX_MESSAGES": "2000",

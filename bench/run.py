@@ -35,7 +35,10 @@ import traceback
 from importlib import metadata
 
 from . import client, corpus, instructions, load, procstat, redis_overhead, report, servers, translate, wrk
+from . import clouds as clouds_module
 from .directions import CLOUD_DIRECTIONS, DIRECTIONS
+
+EVERY = {**DIRECTIONS, **CLOUD_DIRECTIONS}  # the bench upstream's directions, then the fake clouds'
 
 DEFAULT_OUT = servers.ROOT / "bench" / "RESULTS.md"
 QUICK_OUT = servers.ROOT / "bench" / "out" / "RESULTS-quick.md"
@@ -158,27 +161,28 @@ class Target:
     end: bytes
     pid: int
     broken: str = ""
+    route: object = None  # (model, stream) -> path, where the path names them (the clouds)
+
+    def at(self, model, stream):
+        return self.route(model, stream) if self.route else self.path
 
     def body(self, model, stream):
         return json.dumps(self.make_body(model, stream), ensure_ascii=False).encode()
 
     def send(self, model, stream, **options):
-        return client.run(self.url, self.path, self.body(model, stream), self.headers, **options)
+        return client.run(self.url, self.at(model, stream), self.body(model, stream), self.headers, **options)
 
 
 def targets_for(direction, upstream, relay, bridge):
     """direct, relay (unless None) and bridge, each sent its protocol's form of the conversation."""
     d = direction
+    upstream_side = (d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end)
     targets = [
-        Target(
-            "direct", upstream.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, upstream.pid
-        ),
+        Target("direct", upstream.url, *upstream_side, upstream.pid, route=d.upstream_route),
         Target("bridge", bridge.url, d.client_path, d.client_body, d.client_headers, d.client_end, bridge.pid),
     ]
     if relay:
-        relay_target = Target(
-            "relay", relay.url, d.upstream_path, d.upstream_body, d.upstream_headers, d.upstream_end, relay.pid
-        )
+        relay_target = Target("relay", relay.url, *upstream_side, relay.pid, route=d.upstream_route)
         targets.insert(1, relay_target)
     return targets
 
@@ -265,7 +269,11 @@ def throughput(key, model, stream, connections):
     def measure(target, plan, upstream_pid):
         cpu, upstream_cpu = procstat.cpu_seconds(target.pid), procstat.cpu_seconds(upstream_pid)
         out = wrk.run(
-            target.url + target.path, target.body(model, stream), target.headers, connections, plan.wrk_seconds
+            target.url + target.at(model, stream),
+            target.body(model, stream),
+            target.headers,
+            connections,
+            plan.wrk_seconds,
         )
         cpu = procstat.cpu_seconds(target.pid) - cpu
         upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream_cpu
@@ -535,7 +543,7 @@ def main(argv=None):
         f"or {QUICK_OUT.relative_to(servers.ROOT)} with --quick)",
     )
     parser.add_argument(
-        "--direction", choices=sorted(DIRECTIONS), action="append", help="measure only this direction (repeatable)"
+        "--direction", choices=sorted(EVERY), action="append", help="measure only this direction (repeatable)"
     )
     parser.add_argument(
         "--logs",
@@ -559,7 +567,7 @@ def main(argv=None):
         return 2
     plan = SMOKE if args.smoke else QUICK if args.quick else Plan()
     out = args.out or (PER_CORE_OUT if args.per_core_only else QUICK_OUT if args.quick or args.smoke else DEFAULT_OUT)
-    names = [] if args.per_core_only else args.direction or list(DIRECTIONS)
+    names = [] if args.per_core_only else args.direction or list(EVERY)
     counts = instructions.available() and not (args.smoke or args.quick)
     run_thousands = not (args.no_thousands or args.per_core_only)
     servers.LOGS = pathlib.Path(args.logs)
@@ -575,7 +583,7 @@ def main(argv=None):
     log(f"estimated duration: {estimate(plan, names, counts, run_thousands) / 60:.1f} minutes")
 
     translations = {}
-    for name in names:
+    for name in [n for n in names if n in DIRECTIONS]:  # a cloud's request is its Messages client's
         log(f"in-process validate+translate: {name}")
         try:
             translations[name] = translate.measure(name, plan.translate_repeats)
@@ -595,11 +603,23 @@ def main(argv=None):
         relay = start("relay, one worker (per request and per stream)", servers.relay(upstream.url, workers=1))
         bridge = start("bridge, one worker (per request and per stream)", servers.bridge(upstream.url, workers=1))
         results = {}
-        for name in names:
+        for name in [n for n in names if n in DIRECTIONS]:
             log(f"direction {name}")
             results[name] = measure_direction(DIRECTIONS[name], plan, upstream, relay, bridge, log)
         for server in (relay, bridge):  # the capacity per core has the proxy core to itself
             server.stop()
+        clouds = [n for n in names if n in CLOUD_DIRECTIONS]
+        if clouds:  # the relay has one upstream: the fake clouds get a relay and a bridge of their own
+            fake = clouds_module.start()
+            running.append(fake)  # its scratch directory removed at the end
+            start("fake clouds", fake.server)
+            relay = start("relay to the fake clouds, one worker", servers.relay(fake.url, workers=1))
+            bridge = start("bridge, one worker, with the clouds' routes", servers.bridge(upstream.url, 1, fake.env))
+            for name in clouds:
+                log(f"direction {name}")
+                results[name] = measure_direction(CLOUD_DIRECTIONS[name], plan, fake.server, relay, bridge, log)
+            for server in (relay, bridge):
+                server.stop()
         per_core_bridge = start("bridge, one worker (capacity per core)", servers.bridge(upstream.url, workers=1))
         log(f"capacity per core: {PER_CORE_DIRECTION}")
         capacity = per_core(plan, upstream, per_core_bridge, log)
@@ -616,7 +636,7 @@ def main(argv=None):
         if counts:
             # A direction a target did not answer (a pair not written yet) has nothing to count.
             answered = [name for name in names if not any(target.broken for target in results[name][0])]
-            counting = answered + list(CLOUD_DIRECTIONS)
+            counting = [n for n in answered if n in DIRECTIONS] + list(CLOUD_DIRECTIONS)
             log(f"instructions per request and per upstream event (callgrind): {', '.join(counting)}")
             counted = instructions.measure_all(counting)
     except Exception:
@@ -632,7 +652,7 @@ def main(argv=None):
     text = report.render(
         plan,
         args,
-        {n: DIRECTIONS[n].title for n in names},
+        {n: EVERY[n].title for n in names},
         results,
         translations,
         counted,

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from . import processes, servers
-from .directions import DIRECTIONS, bridge_routes
+from .directions import CLIENT_KEYS, DIRECTIONS, bridge_routes
 from .profile import encode
 
 WARM_UP = 60
@@ -58,6 +58,7 @@ def _proxy(target, direction, upstream_url, port, scratch):
     else:
         argv = servers.gunicorn_argv(port)
         env.update(processes.upstream_env(upstream_url), BRIDGE_ROUTES=bridge_routes(upstream_url))
+        env["BRIDGE_CLIENT_KEYS"] = CLIENT_KEYS
         call = (d.client_path, encode(d.client_body(MODEL, False)), d.client_headers)
     return argv, env, call
 

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from .directions import bridge_routes
+from .directions import CLIENT_KEYS, bridge_routes
 from .processes import BIN, GUNICORN_CONF, ROOT, accepts, free_port, upstream_env, wait_for
 
 LOGS = ROOT / "bench" / "out"  # each server's output, as <name>.log
@@ -114,9 +114,11 @@ def relay(upstream_url, workers=None):
     )
 
 
-def bridge(upstream_url, workers=None):
+def bridge(upstream_url, workers=None, clouds=None):
+    """The bridge in front of the bench upstream, and of the fake clouds with `clouds` (their env)."""
     port = free_port()
-    env = _env({**upstream_env(upstream_url), "BRIDGE_ROUTES": bridge_routes(upstream_url)})
+    env = _env({**upstream_env(upstream_url), "BRIDGE_CLIENT_KEYS": CLIENT_KEYS, **(clouds or {})})
+    env["BRIDGE_ROUTES"] = bridge_routes(upstream_url, env)
     return Server(_name("bridge", workers), gunicorn_argv(port), env, port, _workers(workers))
 
 

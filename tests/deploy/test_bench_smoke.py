@@ -44,6 +44,8 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
         "--smoke",
         "--direction",
         "chat_to_messages",
+        "--direction",
+        "messages_to_bedrock",  # a cloud's: its own fake, relay and bridge
         "--out",
         str(out),
         "--logs",
@@ -69,13 +71,22 @@ def test_bench_runs_every_measurement_and_writes_results(tmp_path):
     assert all(int(cell) > 0 for cell in held.strip("|").split("|")[1:]), held  # relay and bridge hold streams
     # Per-request metrics on one worker for the proxy's one core, capacity on the config as it is.
     commands = [line for line in text.splitlines() if line.startswith(("- relay,", "- bridge,"))]
-    assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == [(True, False)] * 3 + [
+    assert [("BRIDGE_WORKERS=1 " in line, "default config" in line) for line in commands] == [(True, False)] * 4 + [
         (False, True)
     ] * 2, commands
+    _assert_cloud_section(text)
     assert str(ROOT) not in text, "the commands name paths relative to the checkout"
     _assert_per_core_section(text)
     _assert_redis_section(text)
     _assert_thousands_section(text)
+
+
+def _assert_cloud_section(text):
+    """A cloud's direction: latency and requests/s at c16 through the relay and the bridge."""
+    section = text.split("## messages → bedrock", 1)[1].split("\n## ", 1)[0]
+    for label in ("latency p50, concurrency 1", "requests/s, concurrency 16", "server CPU per request (ms, c16"):
+        (row,) = [line.split("|")[2:-1] for line in section.splitlines() if line.startswith(f"| {label}")]
+        assert len(_numbers(row)) == 4, row  # direct, relay, bridge, the ratio
 
 
 def _assert_redis_section(text):
