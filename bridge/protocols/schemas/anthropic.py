@@ -20,6 +20,7 @@ from . import (
     Refer,
     Schema,
     Tagged,
+    deserialize_fields,
     json_type,
     load_fields,
     loader,
@@ -183,7 +184,7 @@ class ToolField(fields.Field):
         kind = value.get("type")
         if kind is not None and not isinstance(kind, str):
             raise ValidationError({"type": ["Not a valid string."]})
-        return load_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
+        return deserialize_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
 
     def fast_loader(self):
         custom, server = schema_loader(_CUSTOM_TOOL), schema_loader(_SERVER_TOOL)

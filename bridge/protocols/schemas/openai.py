@@ -309,6 +309,18 @@ class ToolChoice(fields.Field):
             return value
         return self.named.deserialize(value, attr, data, **kwargs)
 
+    def fast_loader(self):
+        named = loader(self.named)
+
+        def load(value):
+            if type(value) is str:
+                if value in ("auto", "none", "required"):
+                    return value
+                raise Refer
+            return named(value)
+
+        return load
+
 
 CHAT_TOOL_CHOICE = Tagged(
     {"function": NamedToolChoice()},
