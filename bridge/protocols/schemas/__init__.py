@@ -30,6 +30,7 @@ import math
 import marshmallow
 from marshmallow import EXCLUDE, ValidationError, fields, missing, validate
 
+from .. import json_values
 from ..errors import invalid
 
 
@@ -206,12 +207,16 @@ def load_fields(schema, value):
     The keys present are looked up in the schema's table of loaders (a request sends a few of
     the dozens of fields its schema declares). A loader that does not take its value, at any
     depth, gives up the whole load: the value is loaded again marshmallow's way, once, from the
-    top (deserialize_fields), which says why in load's words and order.
+    top (deserialize_fields), which says why in load's words and order. That second load decodes
+    the JSON documents inside the value again, so it gets back what the first took of the
+    request's budget of them (json_values).
     """
+    mark = json_values.budget_mark()
     try:
         return schema_loader(schema)(value)
     except (Refer, ValidationError):
         pass
+    json_values.rewind(mark)
     return deserialize_fields(schema, value)
 
 
