@@ -20,6 +20,7 @@ from . import (
     Refer,
     Schema,
     Tagged,
+    deserialize,
     deserialize_fields,
     json_type,
     load_fields,
@@ -40,7 +41,7 @@ class Content(fields.Field):
         if isinstance(value, str):
             return value
         if isinstance(value, list):
-            return self.blocks.deserialize(value)
+            return deserialize(self.blocks, value)
         raise ValidationError(f"expected a string or an array of content blocks, got {json_type(value)}")
 
     def fast_loader(self):
