@@ -33,8 +33,8 @@ TOP_LEVEL = [
 
 
 def schemas_loaded_field_by_field():
-    """Every schema instance validation hands to load_fields: the requests', and those of tagged unions,
-    tools and schemas.Nested fields."""
+    """Every schema instance validation loads field by field (load_fields, deserialize_fields): the
+    requests', and those of tagged unions, tools and schemas.Nested fields."""
     found, seen = {id(s): s for s in TOP_LEVEL}, set()
     todo = list(TOP_LEVEL)
     while todo:
@@ -348,7 +348,7 @@ def outcome(load, value):
 @pytest.mark.parametrize("field, value", KIND_VALUES)
 def test_loading_a_value_of_each_kind_gives_what_schema_load_gives(field, value):
     """The loaders' way and marshmallow's give the same loaded value, or the same words in the
-    same places for a bad one (load_fields goes marshmallow's way for what a loader does not take)."""
+    same places for a bad one (load_fields goes marshmallow's way once a loader does not take a value)."""
     schema = one_field_schema(field)
     for data in ({"f": value}, {"f": value, "g": 1}, {"f": [value]}, {}):
         assert outcome(functools.partial(load_fields, schema), data) == outcome(schema.load, data)
