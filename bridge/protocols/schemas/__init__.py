@@ -248,7 +248,8 @@ def schema_loader(schema):
 
 
 class Refer(Exception):
-    """Raised by a field's loader for a value it does not take as it is: deserialize decides."""
+    """Raised by a field's loader for a value it does not take as it is: load_fields then loads
+    the whole request marshmallow's way, which decides."""
 
 
 def deserialize_fields(schema, value):
