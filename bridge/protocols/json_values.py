@@ -29,13 +29,24 @@ def set_budget(limit, left):
 class _Budget:
     limit: int  # BRIDGE_MAX_JSON_VALUES
     left: int  # what the body and the documents decoded so far left of it
-    # The documents counted, by id, each kept alive so that no other takes its id: a refusal
-    # loads a request's fields again (schemas/__init__.py) and must not count one twice.
-    counted: dict = dataclasses.field(default_factory=dict)
 
 
 # The JSON values the request being served may still decode; each request body sets it anew.
 _budget = contextvars.ContextVar("bridge_json_values", default=None)
+
+
+def budget_mark():
+    """Where the budget of the request being served stands, for rewind."""
+    budget = _budget.get()
+    return budget, None if budget is None else budget.left
+
+
+def rewind(mark):
+    """The budget back where budget_mark found it: the documents decoded since are decoded
+    again, and counted again (a refusal loads a request a second time, schemas/__init__.py)."""
+    budget, left = mark
+    if budget is not None:
+        budget.left = left
 
 
 def loads_decoded(text, what, loads=json_codec.loads):
@@ -49,8 +60,7 @@ def loads_decoded(text, what, loads=json_codec.loads):
     request (no body counted) nothing is counted.
     """
     budget = _budget.get()
-    if budget is not None and id(text) not in budget.counted:
-        budget.counted[id(text)] = text
+    if budget is not None:
         raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         count = count_values(raw, budget.left)
         if count > budget.left:

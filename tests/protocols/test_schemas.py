@@ -1,5 +1,6 @@
 """schemas.load_fields: what Schema.load returns, for the schemas the tagged unions load with it."""
 
+import collections
 import functools
 
 import pytest
@@ -32,8 +33,8 @@ TOP_LEVEL = [
 
 
 def schemas_loaded_field_by_field():
-    """Every schema instance validation hands to load_fields: the requests', and those of tagged unions,
-    tools and schemas.Nested fields."""
+    """Every schema instance validation loads field by field (load_fields, deserialize_fields): the
+    requests', and those of tagged unions, tools and schemas.Nested fields."""
     found, seen = {id(s): s for s in TOP_LEVEL}, set()
     todo = list(TOP_LEVEL)
     while todo:
@@ -347,7 +348,7 @@ def outcome(load, value):
 @pytest.mark.parametrize("field, value", KIND_VALUES)
 def test_loading_a_value_of_each_kind_gives_what_schema_load_gives(field, value):
     """The loaders' way and marshmallow's give the same loaded value, or the same words in the
-    same places for a bad one (load_fields goes marshmallow's way for what a loader does not take)."""
+    same places for a bad one (load_fields goes marshmallow's way once a loader does not take a value)."""
     schema = one_field_schema(field)
     for data in ({"f": value}, {"f": value, "g": 1}, {"f": [value]}, {}):
         assert outcome(functools.partial(load_fields, schema), data) == outcome(schema.load, data)
@@ -456,3 +457,70 @@ def test_each_front_refuses_in_schema_loads_words(validate, schema, body):
     expected = schemas.refusal(loaded.value)
     assert (caught.value.message, caught.value.param) == (expected.message, expected.param)
     assert caught.value.message.count(": ") >= 12
+
+
+LOADS = collections.Counter()  # how many times each value a Noted field holds was loaded, either way
+
+
+class Noted(fields.String):
+    """A string that counts its loads: the loaders' way and marshmallow's."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        LOADS[value] += 1
+        return super()._deserialize(value, attr, data, **kwargs)
+
+    def fast_loader(self):
+        def load(value):
+            LOADS[value] += 1
+            if type(value) is str:
+                return value
+            raise schemas.Refer
+
+        return load
+
+
+class Leaf(Point):
+    note = Noted()
+
+
+class Branch(Point):
+    note = Noted()
+    leaves = schemas.List(schemas.Tagged({"leaf": Leaf()}))
+
+
+class Stem(Point):
+    note = Noted()
+    branch = schemas.Nested(Branch)
+
+
+class Tree(Point):
+    note = Noted()
+    stems = schemas.List(schemas.Nested(Stem))
+
+
+def test_a_refusal_deep_down_loads_each_value_twice_at_most():
+    """The loaders' way until the first value one does not take, then marshmallow's way once,
+    from the top: not again at every level above the bad value (a request's values parsed
+    twice its depth times)."""
+    leaf = {"type": "leaf", "note": "leaf"}
+    tree = {
+        "note": "tree",
+        "x": 1,
+        "stems": [
+            {
+                "note": "stem",
+                "x": 1,
+                "branch": {"note": "branch", "x": 1, "leaves": [{**leaf, "x": 1}, {**leaf, "x": "1"}]},
+            }
+        ],
+    }
+    refused = outcome(Tree().load, tree)
+    assert refused == ("refused", {"stems": {0: {"branch": {"leaves": {1: {"x": ["Not a valid integer."]}}}}}})
+    LOADS.clear()
+    assert outcome(functools.partial(load_fields, Tree()), tree) == refused
+    assert LOADS == {
+        "tree": 2,
+        "stem": 2,
+        "branch": 2,
+        "leaf": 4,
+    }  # two leaves: each the loaders' way, then marshmallow's

@@ -19,8 +19,9 @@ the same words:
 - `load_fields`, `loader`, `deserialize`, `List`, `Nested`: marshmallow's loading
   without the machinery that validation of thousands of blocks pays for. Each
   schema's fields get a loader, made once, that takes the values marshmallow
-  would take as they are (a string for a String...); any other value goes
-  marshmallow's way, which words the refusal.
+  would take as they are (a string for a String...); at the first value one does
+  not take, anywhere in the request, the whole request goes marshmallow's way
+  (`deserialize_fields`), once, which words the refusal.
 """
 
 import functools
@@ -29,6 +30,7 @@ import math
 import marshmallow
 from marshmallow import EXCLUDE, ValidationError, fields, missing, validate
 
+from .. import json_values
 from ..errors import invalid
 
 
@@ -129,7 +131,7 @@ class Tagged(fields.Field):
             expected = ", ".join(sorted(self.schemas))
             problem = "missing" if tag is None else f"{tag!r} is not a supported {self.what} {self.key}"
             raise ValidationError({self.key: [f"{problem}; expected one of: {expected}"]})
-        loaded = load_fields(schema, value)
+        loaded = deserialize_fields(schema, value)
         loaded[self.key] = tag
         return loaded
 
@@ -203,15 +205,25 @@ def load_fields(schema, value):
     is deserialising each field present, and the errors are the same dict load raises.
 
     The keys present are looked up in the schema's table of loaders (a request sends a few of
-    the dozens of fields its schema declares); a field whose loader does not take its value goes
-    marshmallow's way (deserialize), which says why in load's words and order.
+    the dozens of fields its schema declares). A loader that does not take its value, at any
+    depth, gives up the whole load: the value is loaded again marshmallow's way, once, from the
+    top (deserialize_fields), which says why in load's words and order. That second load decodes
+    the JSON documents inside the value again, so it gets back what the first took of the
+    request's budget of them (json_values).
     """
-    return schema_loader(schema)(value)
+    mark = json_values.budget_mark()
+    try:
+        return schema_loader(schema)(value)
+    except (Refer, ValidationError):
+        pass
+    json_values.rewind(mark)
+    return deserialize_fields(schema, value)
 
 
 def schema_loader(schema):
-    """load_fields for `schema`, made once (schemas live as long as the process): its table
-    of loaders, and the fields it requires."""
+    """load_fields for `schema` as long as every loader takes its value, made once (schemas live
+    as long as the process): its table of loaders, and the fields it requires. Anything else
+    raises Refer, or a part's ValidationError, up to load_fields."""
     try:
         return schema.__dict__["_bridge_loader"]
     except KeyError:
@@ -220,18 +232,15 @@ def schema_loader(schema):
     required = frozenset(name for name, field in schema.fields.items() if field.required)
 
     def load(value):
-        if not isinstance(value, dict):
-            raise ValidationError({"_schema": ["Invalid input type."]})
+        if type(value) is not dict:
+            raise Refer
         loaded = {}
-        try:
-            for name, raw in value.items():
-                take = loaders.get(name)
-                if take is not None:
-                    loaded[name] = take(raw)
-        except (Refer, ValidationError):
-            return _load_failed(schema, loaders, value)
+        for name, raw in value.items():
+            take = loaders.get(name)
+            if take is not None:
+                loaded[name] = take(raw)
         if required and not value.keys() >= required:
-            return _load_failed(schema, loaders, value)
+            raise Refer
         return loaded
 
     schema._bridge_loader = load
@@ -239,30 +248,25 @@ def schema_loader(schema):
 
 
 class Refer(Exception):
-    """Raised by a field's loader for a value it does not take as it is: deserialize decides."""
+    """Raised by a field's loader for a value it does not take as it is: load_fields then loads
+    the whole request marshmallow's way, which decides."""
 
 
-def _load_failed(schema, loaders, value):
-    """`value` loaded field by field in the schema's order, each field its loader's way or, where
-    that does not take its value, marshmallow's: load's errors, or what it loads."""
+def deserialize_fields(schema, value):
+    """What `schema.load(value)` returns or raises, each field loaded marshmallow's way
+    (deserialize) in the order the schema declares them, the schemas inside it too: a refusal's
+    words, and their order, are load's."""
+    if not isinstance(value, dict):
+        raise ValidationError({"_schema": ["Invalid input type."]})
     loaded, errors = {}, {}
     for name, field in schema.fields.items():
         raw = value.get(name, missing)
         if raw is missing and not field.required:
             continue
-        if raw is not missing:
-            try:
-                loaded[name] = loaders[name](raw)
-                continue
-            except (Refer, ValidationError):
-                pass
         try:
-            result = deserialize(field, raw, name, value)
+            loaded[name] = deserialize(field, raw, name, value)
         except ValidationError as error:
             errors[name] = error.messages
-        else:
-            if result is not missing:
-                loaded[name] = result
     if errors:
         raise ValidationError(errors)
     return loaded
@@ -411,10 +415,10 @@ class List(fields.List):
 
 
 class Nested(fields.Nested):
-    """fields.Nested through load_fields: a function tool's definition loads field by field too."""
+    """fields.Nested through deserialize_fields: a function tool's definition loads field by field too."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return load_fields(self.schema, value)
+        return deserialize_fields(self.schema, value)
 
     def fast_loader(self):
         return schema_loader(self.schema)

@@ -20,6 +20,8 @@ from . import (
     Refer,
     Schema,
     Tagged,
+    deserialize,
+    deserialize_fields,
     json_type,
     load_fields,
     loader,
@@ -39,7 +41,7 @@ class Content(fields.Field):
         if isinstance(value, str):
             return value
         if isinstance(value, list):
-            return self.blocks.deserialize(value)
+            return deserialize(self.blocks, value)
         raise ValidationError(f"expected a string or an array of content blocks, got {json_type(value)}")
 
     def fast_loader(self):
@@ -183,7 +185,7 @@ class ToolField(fields.Field):
         kind = value.get("type")
         if kind is not None and not isinstance(kind, str):
             raise ValidationError({"type": ["Not a valid string."]})
-        return load_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
+        return deserialize_fields(_CUSTOM_TOOL if kind in (None, "custom") else _SERVER_TOOL, value)
 
     def fast_loader(self):
         custom, server = schema_loader(_CUSTOM_TOOL), schema_loader(_SERVER_TOOL)

@@ -307,7 +307,19 @@ class ToolChoice(fields.Field):
             if value not in ("auto", "none", "required"):
                 raise ValidationError(f"must be 'auto', 'none', 'required' or a named {self.what}, got {value!r}")
             return value
-        return self.named.deserialize(value, attr, data, **kwargs)
+        return deserialize(self.named, value, attr, data)
+
+    def fast_loader(self):
+        named = loader(self.named)
+
+        def load(value):
+            if type(value) is str:
+                if value in ("auto", "none", "required"):
+                    return value
+                raise Refer
+            return named(value)
+
+        return load
 
 
 CHAT_TOOL_CHOICE = Tagged(

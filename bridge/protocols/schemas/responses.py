@@ -28,7 +28,7 @@ whole output items back (`id`, `status`, `annotations`, `phase`...).
 from marshmallow import ValidationError, fields, validate
 
 from ..reasoning import carried
-from . import Flag, Integer, List, Nested, Number, Schema, Tagged, load_request, loader
+from . import Flag, Integer, List, Nested, Number, Schema, Tagged, deserialize, load_request, loader
 from .openai import (
     NAME,
     NO_LOGPROBS,
@@ -189,7 +189,7 @@ class Item(Tagged):
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, dict) and value.get("type", "message" if "role" in value else None) == "message":
-            return {"type": "message", **self.messages.deserialize(value)}
+            return {"type": "message", **deserialize(self.messages, value)}
         return super()._deserialize(value, attr, data, **kwargs)
 
     def fast_loader(self):
