@@ -132,7 +132,8 @@ DROPPED = Counter(
 # reservations' expiry, their id, their tokens and micro-dollars (0: none); then per budget
 # "day month soft label": its limits (0: none), 1 when soft, its label. The reservations' keys live
 # RESERVATION_SECONDS. Refused: {limit name, its count, held} or {"budget", label, window, spent,
-# held, limit}; admitted: {"", soft budgets passed as "label window"...}.
+# held, limit}; admitted: {"", soft budgets passed as "label window"...}. Numbers go to redis.call as
+# strings: Redis prints a Lua number with printf on every call.
 _ADMIT = """
 local rpm, tpm, tpd = string.match(ARGV[1], '^(%d+) (%d+) (%d+)$')
 local function held(set, sum)
@@ -146,12 +147,12 @@ local function held(set, sum)
     end
     return math.max(0, tonumber(redis.call('GET', sum) or '0'))
 end
-local soft = {''}
+local soft, windows = {''}, {'day', 'month'}
 for first = 6, #KEYS, 4 do
     local day_limit, month_limit, is_soft, label = string.match(ARGV[7 + (first - 6) / 4], '^(%d+) (%d+) (%d) (.*)$')
     local holding = held(KEYS[first], KEYS[first + 1])
-    for offset, window in ipairs({'day', 'month'}) do
-        local limit = tonumber(offset == 1 and day_limit or month_limit)
+    for offset, limit in ipairs({tonumber(day_limit), tonumber(month_limit)}) do
+        local window = windows[offset]
         local spent = tonumber(redis.call('GET', KEYS[first + 1 + offset]) or '0')
         if limit > 0 and spent + holding >= limit then
             if is_soft ~= '1' then return {'budget', label, window, spent, holding, limit} end
@@ -167,7 +168,7 @@ if tpm ~= '0' and tpm_count + tokens_held >= tonumber(tpm) then
     return {'tokens_per_minute', tpm_count, tokens_held}
 end
 local requests = redis.call('INCR', KEYS[1])
-if requests == 1 then redis.call('EXPIRE', KEYS[1], 120) end
+if requests == 1 then redis.call('EXPIRE', KEYS[1], '120') end
 if rpm ~= '0' and requests > tonumber(rpm) then
     redis.call('DECR', KEYS[1])
     return {'requests_per_minute', requests - 1, 0}
@@ -175,15 +176,16 @@ end
 if ARGV[5] ~= '0' then
     redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4] .. ':' .. ARGV[5])
     redis.call('INCRBY', KEYS[5], ARGV[5])
-    redis.call('EXPIRE', KEYS[4], RESERVATION_SECONDS)
-    redis.call('EXPIRE', KEYS[5], RESERVATION_SECONDS)
+    redis.call('EXPIRE', KEYS[4], 'RESERVATION_SECONDS')
+    redis.call('EXPIRE', KEYS[5], 'RESERVATION_SECONDS')
 end
 if ARGV[6] ~= '0' then
+    local member = ARGV[4] .. ':' .. ARGV[6]
     for first = 6, #KEYS, 4 do
-        redis.call('ZADD', KEYS[first], ARGV[3], ARGV[4] .. ':' .. ARGV[6])
+        redis.call('ZADD', KEYS[first], ARGV[3], member)
         redis.call('INCRBY', KEYS[first + 1], ARGV[6])
-        redis.call('EXPIRE', KEYS[first], RESERVATION_SECONDS)
-        redis.call('EXPIRE', KEYS[first + 1], RESERVATION_SECONDS)
+        redis.call('EXPIRE', KEYS[first], 'RESERVATION_SECONDS')
+        redis.call('EXPIRE', KEYS[first + 1], 'RESERVATION_SECONDS')
     end
 end
 return soft
