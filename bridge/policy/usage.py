@@ -49,6 +49,7 @@ import atexit
 import calendar
 import collections
 import functools
+import hashlib
 import logging
 import math
 import os
@@ -190,6 +191,7 @@ if ARGV[6] ~= '0' then
 end
 return soft
 """.replace("RESERVATION_SECONDS", str(RESERVATION_SECONDS))
+_ADMIT_SHA = hashlib.sha1(_ADMIT.encode()).hexdigest()
 
 # One batch of counts (_Tally), summed by key. KEYS: every key the batch writes; ARGV: the most
 # users a key may have in a day (further ones count as `other`, so that a trusted client cannot
@@ -372,8 +374,6 @@ class Accounts:
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        checks = self.limits or self.budgets or settings.redis_keys
-        self._admit = self.redis.register_script(_ADMIT) if checks else None
         self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
@@ -430,7 +430,7 @@ class Accounts:
             arguments.append(f"{day_limit} {month_limit} {int(budget.soft)} {budget.scope} {name}")
         reserved = reserved if tokens or micros else None
         try:
-            verdict = self._admit(keys, arguments)
+            verdict = self._admission(keys, arguments)
         except redis.RedisError as error:
             self._failed("admit", error)
             record.reserved = reserved  # Redis may still make it, late: released at the end all the same
@@ -452,6 +452,25 @@ class Accounts:
             _series(SOFT_BUDGETS, label.split()[0], window).inc()
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
+
+    def _admission(self, keys, arguments):
+        """The admission script's verdict, on a connection of the pool taken for this one call,
+        without redis-py's command path (its Script wrapper, retry wrapper and observability
+        hooks cost the request's thread more CPU than sending and reading). A connection that
+        failed is closed by redis-py, so that no late answer reaches the next call."""
+        pool = self.redis.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            try:
+                return connection.read_response()
+            except redis.exceptions.NoScriptError:  # Redis restarted, or its scripts were flushed
+                connection.send_command("SCRIPT", "LOAD", _ADMIT)
+                connection.read_response()
+            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            return connection.read_response()
+        finally:
+            pool.release(connection)
 
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
