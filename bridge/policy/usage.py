@@ -408,8 +408,6 @@ class Accounts:
             if price is not None:
                 micros = prices.micros((input_tokens * price.input + output_tokens * price.output) / prices.MILLION)
         hexid = ids.random_hex()[:16]
-        held = tuple(budget_keys(budget.scope, name, now)[:2] for budget, name in budgets)
-        reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, held)
         keys = [
             f"bridge:rpm:{client}:{minute}",
             f"bridge:tpm:{client}:{minute}",
@@ -424,11 +422,16 @@ class Accounts:
             tokens,
             micros,
         ]
+        held = []
         for budget, name in budgets:
-            keys.extend(budget_keys(budget.scope, name, now))
+            own = budget_keys(budget.scope, name, now)
+            keys.extend(own)
+            held.append(own[:2])
             day_limit, month_limit = prices.micros(budget.day), prices.micros(budget.month)
             arguments.append(f"{day_limit} {month_limit} {int(budget.soft)} {budget.scope} {name}")
-        reserved = reserved if tokens or micros else None
+        reserved = None
+        if tokens or micros:
+            reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
         try:
             verdict = self._admission(keys, arguments)
         except redis.RedisError as error:
