@@ -49,6 +49,7 @@ import atexit
 import calendar
 import collections
 import functools
+import hashlib
 import logging
 import math
 import os
@@ -132,7 +133,8 @@ DROPPED = Counter(
 # reservations' expiry, their id, their tokens and micro-dollars (0: none); then per budget
 # "day month soft label": its limits (0: none), 1 when soft, its label. The reservations' keys live
 # RESERVATION_SECONDS. Refused: {limit name, its count, held} or {"budget", label, window, spent,
-# held, limit}; admitted: {"", soft budgets passed as "label window"...}.
+# held, limit}; admitted: {"", soft budgets passed as "label window"...}. Numbers go to redis.call as
+# strings: Redis prints a Lua number with printf on every call.
 _ADMIT = """
 local rpm, tpm, tpd = string.match(ARGV[1], '^(%d+) (%d+) (%d+)$')
 local function held(set, sum)
@@ -146,12 +148,12 @@ local function held(set, sum)
     end
     return math.max(0, tonumber(redis.call('GET', sum) or '0'))
 end
-local soft = {''}
+local soft, windows = {''}, {'day', 'month'}
 for first = 6, #KEYS, 4 do
     local day_limit, month_limit, is_soft, label = string.match(ARGV[7 + (first - 6) / 4], '^(%d+) (%d+) (%d) (.*)$')
     local holding = held(KEYS[first], KEYS[first + 1])
-    for offset, window in ipairs({'day', 'month'}) do
-        local limit = tonumber(offset == 1 and day_limit or month_limit)
+    for offset, limit in ipairs({tonumber(day_limit), tonumber(month_limit)}) do
+        local window = windows[offset]
         local spent = tonumber(redis.call('GET', KEYS[first + 1 + offset]) or '0')
         if limit > 0 and spent + holding >= limit then
             if is_soft ~= '1' then return {'budget', label, window, spent, holding, limit} end
@@ -167,7 +169,7 @@ if tpm ~= '0' and tpm_count + tokens_held >= tonumber(tpm) then
     return {'tokens_per_minute', tpm_count, tokens_held}
 end
 local requests = redis.call('INCR', KEYS[1])
-if requests == 1 then redis.call('EXPIRE', KEYS[1], 120) end
+if requests == 1 then redis.call('EXPIRE', KEYS[1], '120') end
 if rpm ~= '0' and requests > tonumber(rpm) then
     redis.call('DECR', KEYS[1])
     return {'requests_per_minute', requests - 1, 0}
@@ -175,19 +177,21 @@ end
 if ARGV[5] ~= '0' then
     redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4] .. ':' .. ARGV[5])
     redis.call('INCRBY', KEYS[5], ARGV[5])
-    redis.call('EXPIRE', KEYS[4], RESERVATION_SECONDS)
-    redis.call('EXPIRE', KEYS[5], RESERVATION_SECONDS)
+    redis.call('EXPIRE', KEYS[4], 'RESERVATION_SECONDS')
+    redis.call('EXPIRE', KEYS[5], 'RESERVATION_SECONDS')
 end
 if ARGV[6] ~= '0' then
+    local member = ARGV[4] .. ':' .. ARGV[6]
     for first = 6, #KEYS, 4 do
-        redis.call('ZADD', KEYS[first], ARGV[3], ARGV[4] .. ':' .. ARGV[6])
+        redis.call('ZADD', KEYS[first], ARGV[3], member)
         redis.call('INCRBY', KEYS[first + 1], ARGV[6])
-        redis.call('EXPIRE', KEYS[first], RESERVATION_SECONDS)
-        redis.call('EXPIRE', KEYS[first + 1], RESERVATION_SECONDS)
+        redis.call('EXPIRE', KEYS[first], 'RESERVATION_SECONDS')
+        redis.call('EXPIRE', KEYS[first + 1], 'RESERVATION_SECONDS')
     end
 end
 return soft
 """.replace("RESERVATION_SECONDS", str(RESERVATION_SECONDS))
+_ADMIT_SHA = hashlib.sha1(_ADMIT.encode()).hexdigest()
 
 # One batch of counts (_Tally), summed by key. KEYS: every key the batch writes; ARGV: the most
 # users a key may have in a day (further ones count as `other`, so that a trusted client cannot
@@ -370,8 +374,6 @@ class Accounts:
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        checks = self.limits or self.budgets or settings.redis_keys
-        self._admit = self.redis.register_script(_ADMIT) if checks else None
         self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
@@ -406,8 +408,6 @@ class Accounts:
             if price is not None:
                 micros = prices.micros((input_tokens * price.input + output_tokens * price.output) / prices.MILLION)
         hexid = ids.random_hex()[:16]
-        held = tuple(budget_keys(budget.scope, name, now)[:2] for budget, name in budgets)
-        reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, held)
         keys = [
             f"bridge:rpm:{client}:{minute}",
             f"bridge:tpm:{client}:{minute}",
@@ -422,13 +422,18 @@ class Accounts:
             tokens,
             micros,
         ]
+        held = []
         for budget, name in budgets:
-            keys.extend(budget_keys(budget.scope, name, now))
+            own = budget_keys(budget.scope, name, now)
+            keys.extend(own)
+            held.append(own[:2])
             day_limit, month_limit = prices.micros(budget.day), prices.micros(budget.month)
             arguments.append(f"{day_limit} {month_limit} {int(budget.soft)} {budget.scope} {name}")
-        reserved = reserved if tokens or micros else None
+        reserved = None
+        if tokens or micros:
+            reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
         try:
-            verdict = self._admit(keys, arguments)
+            verdict = self._admission(keys, arguments)
         except redis.RedisError as error:
             self._failed("admit", error)
             record.reserved = reserved  # Redis may still make it, late: released at the end all the same
@@ -450,6 +455,25 @@ class Accounts:
             _series(SOFT_BUDGETS, label.split()[0], window).inc()
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
+
+    def _admission(self, keys, arguments):
+        """The admission script's verdict, on a connection of the pool taken for this one call,
+        without redis-py's command path (its Script wrapper, retry wrapper and observability
+        hooks cost the request's thread more CPU than sending and reading). A connection that
+        failed is closed by redis-py, so that no late answer reaches the next call."""
+        pool = self.redis.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            try:
+                return connection.read_response()
+            except redis.exceptions.NoScriptError:  # Redis restarted, or its scripts were flushed
+                connection.send_command("SCRIPT", "LOAD", _ADMIT)
+                connection.read_response()
+            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            return connection.read_response()
+        finally:
+            pool.release(connection)
 
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""

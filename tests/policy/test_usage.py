@@ -528,12 +528,9 @@ def test_only_admitted_requests_count_as_requests(limited, redis_server):
     assert today(redis_server, "team-a")["requests"] == "1"
 
 
-def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_server):
-    """After an admission timed out (Redis busy), Redis still runs it and answers late; the next
-    admission on that connection must read its own answer, not that one (a refusal would pass as
-    admitted)."""
-    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=3", BRIDGE_REDIS_TIMEOUT="0.2")
-    accounts = usage.Accounts(loaded, routes.load(loaded))
+def admits(accounts):
+    """A function telling whether `accounts` admits one more of team-a's requests (fail-open
+    admits one Redis did not check)."""
 
     def admitted():
         record = Record()
@@ -544,6 +541,15 @@ def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_se
             return False
         return record.admitted
 
+    return admitted
+
+
+def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_server):
+    """After an admission timed out (Redis busy), Redis still runs it and answers late; the next
+    admission on that connection must read its own answer, not that one (a refusal would pass as
+    admitted)."""
+    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=3", BRIDGE_REDIS_TIMEOUT="0.2")
+    admitted = admits(usage.Accounts(loaded, routes.load(loaded)))
     assert admitted()
     busy = (
         "local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1e6 + n[2] - s[2] > 6e5"
@@ -555,3 +561,16 @@ def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_se
         assert admitted()  # timed out: served (fail-open); Redis counts it late, the second
         running.result()
     assert [admitted() for _ in range(3)] == [True, False, False]
+
+
+def test_an_admission_after_redis_lost_its_scripts_gives_it_again_and_is_checked(redis_server):
+    """Redis forgets the admission script (SCRIPT FLUSH; a restart too): the next admission gives
+    it again and is counted and checked, not served unchecked as when Redis is away."""
+    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=2")
+    admitted = admits(usage.Accounts(loaded, routes.load(loaded)))
+    errors = lambda: usage.REDIS_ERRORS.labels("admit")._value.get()  # noqa: E731
+    before = errors()
+    assert admitted()
+    store(redis_server).script_flush()
+    assert [admitted(), admitted()] == [True, False]
+    assert errors() == before
