@@ -120,6 +120,7 @@ class _Relay(translator.StreamTranslator):
 
 class AnthropicRelay(_Relay):
     protocol = ANTHROPIC
+    _encoded = (None, None)  # the usual shape and its json_codec.Shape.encoded(), for Bedrock's bytes
 
     def feed(self, event_name, payload):
         kind = payload.get("type") if isinstance(payload, dict) else None
@@ -147,16 +148,26 @@ class AnthropicRelay(_Relay):
         usual = self._usual
         if usual is not None and not self.done:
             data = event.data
-            if type(data) is not str:  # Bedrock's event, UTF-8 bytes: translator.text_of, a call fewer
-                try:
-                    data = data.decode()
-                except UnicodeDecodeError:
-                    data = ""  # read by the full path, which refuses it
-            text = usual.read(data)
-            if text is not None:
-                if text:
-                    self.relayed += len(text) if text.isascii() else text_size(text)
-                return self.fast_text(self._usual_at, text)
+            if type(data) is str:
+                text = usual.read(data)
+                if text is not None:
+                    if text:
+                        self.relayed += len(text) if text.isascii() else text_size(text)
+                    return TEXT_DELTA_FRAME % (self._usual_at, text.encode())
+            else:  # Bedrock's event, UTF-8 bytes: read and written as bytes
+                encoded = self._encoded
+                if encoded[0] is not usual:
+                    encoded = self._encoded = (usual, usual.encoded())
+                text = encoded[1].read(data)
+                if text is not None:
+                    if text.isascii():
+                        self.relayed += len(text)
+                        return TEXT_DELTA_FRAME % (self._usual_at, text)
+                    try:
+                        self.relayed += text_size(text.decode())
+                    except UnicodeDecodeError:
+                        return self._pass_on(event)  # read by the full path, which refuses it
+                    return TEXT_DELTA_FRAME % (self._usual_at, text)
         return self._pass_on(event)
 
     def fast_text(self, index, text):
