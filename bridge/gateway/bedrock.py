@@ -23,8 +23,8 @@ a Bedrock deployment.
 """
 
 import base64
-import binascii
 import functools
+from binascii import a2b_base64
 from urllib.parse import quote
 
 import orjson
@@ -36,6 +36,7 @@ from ..settings import SettingsError
 from .cloud import Cloud, endpoint_of, require_model
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
+_SHARED = 96  # base64 characters (72 bytes, whole groups) a chunk's event usually shares with the last
 _new_event = tuple.__new__  # Event(None, data) without the namedtuple's __new__, a Python function
 FIELDS = ("region", "endpoint_url", "aws_profile", "betas")
 # Exception frames of a stream: the kind of error each is, and the status a
@@ -255,6 +256,9 @@ class EventStreamDecoder:
         self._frames = eventstream.Reader(max_event_bytes)
         self._failure = None  # an exception frame's error, or a broken frame's, raised at the next feed
         self._chunk_headers = None  # the last chunk frame's headers
+        # The first _SHARED base64 characters of the last chunk longer than that, and their bytes:
+        # a stream's chunks mostly begin alike (a text delta's type, index and delta type).
+        self._head, self._head_bytes = "\0", b""  # no chunk's base64 begins with it
 
     def feed(self, data):
         """The events of the frames `data` completes. A failure (an exception frame, a broken
@@ -273,8 +277,14 @@ class EventStreamDecoder:
                         continue
                     self._chunk_headers = headers
                 try:  # the usual chunk, read here: a call fewer a frame
-                    event = binascii.a2b_base64(orjson.loads(payload)["bytes"], strict_mode=True)
-                except (ValueError, KeyError, TypeError):
+                    encoded = orjson.loads(payload)["bytes"]
+                    if encoded.startswith(self._head):  # what the last chunk began with, decoded once
+                        event = self._head_bytes + a2b_base64(encoded[_SHARED:], strict_mode=True)
+                    else:
+                        event = a2b_base64(encoded, strict_mode=True)
+                        if len(encoded) > _SHARED:
+                            self._head, self._head_bytes = encoded[:_SHARED], event[: _SHARED // 4 * 3]
+                except (ValueError, KeyError, TypeError, AttributeError):  # AttributeError: "bytes" not a string
                     event = _chunk(payload)  # the JSON orjson refuses, or the chunk's error
                 events.append(_new_event(Event, (None, event)))
         except BridgeError as error:
@@ -297,7 +307,7 @@ def _chunk(payload):
             member = orjson.loads(payload)["bytes"]
         except orjson.JSONDecodeError:
             member = json_codec.loads(payload)["bytes"]  # what orjson refuses, read as the relay reads it
-        return binascii.a2b_base64(member, strict_mode=True)
+        return a2b_base64(member, strict_mode=True)
     except (ValueError, KeyError, TypeError):  # binascii.Error and orjson's are ValueErrors
         raise BridgeError("api_error", "upstream sent a chunk frame without its base64 bytes", status=502) from None
 

@@ -118,8 +118,15 @@ class _Relay(translator.StreamTranslator):
         raise error
 
 
+# TEXT_DELTA_FRAME in parts, around its block's index and its text: the fast path's bytes joined.
+_BEFORE_INDEX, _BETWEEN, _AFTER_TEXT = TEXT_DELTA_FRAME.replace(b"%s", b"%d").split(b"%d")
+
+
 class AnthropicRelay(_Relay):
     protocol = ANTHROPIC
+    # What fast() reads an event with, the usual shape (json_codec.Shape.encoded() of it for
+    # Bedrock's bytes), and the frame's bytes before the text.
+    _writing = (None, None)
 
     def feed(self, event_name, payload):
         kind = payload.get("type") if isinstance(payload, dict) else None
@@ -144,19 +151,26 @@ class AnthropicRelay(_Relay):
     def fast(self, event):
         """A text_delta of the learned shape, as the full path writes it (translator.py: the fast
         path, here without a translation): Bedrock's events need no JSON read and write either."""
-        usual = self._usual
-        if usual is not None and not self.done:
+        if self._usual is not None and not self.done:
             data = event.data
-            if type(data) is not str:  # Bedrock's event, UTF-8 bytes: translator.text_of, a call fewer
-                try:
-                    data = data.decode()
-                except UnicodeDecodeError:
-                    data = ""  # read by the full path, which refuses it
-            text = usual.read(data)
-            if text is not None:
-                if text:
-                    self.relayed += len(text) if text.isascii() else text_size(text)
-                return self.fast_text(self._usual_at, text)
+            shape, before = self._writing  # set with _usual (_learn_text)
+            if type(data) is str:
+                text = shape.read(data)
+                if text is not None:
+                    if text:
+                        self.relayed += len(text) if text.isascii() else text_size(text)
+                    return before + text.encode() + _AFTER_TEXT
+            else:  # Bedrock's event, UTF-8 bytes: read and written as bytes
+                text = shape.read(data)
+                if text is not None:
+                    if text.isascii():
+                        self.relayed += len(text)
+                        return before + text + _AFTER_TEXT
+                    try:
+                        self.relayed += text_size(text.decode())
+                    except UnicodeDecodeError:
+                        return self._pass_on(event)  # read by the full path, which refuses it
+                    return before + text + _AFTER_TEXT
         return self._pass_on(event)
 
     def fast_text(self, index, text):
@@ -168,7 +182,13 @@ class AnthropicRelay(_Relay):
         index = payload.get("index")
         written = sse.encode(json_codec.dumps(payload), "content_block_delta")
         if type(index) is int and self.fast_text(index, text) == written:
+            usual, encoded = self._usual, type(self._unread) is bytes
             self._learn(payload, "text", text, at=index, padded=True)
+            if self._usual is not usual:  # a new shape: the one fast() reads with, and the frame's head
+                self._writing = (
+                    self._usual.encoded() if encoded else self._usual,
+                    b"%s%d%s" % (_BEFORE_INDEX, index, _BETWEEN),
+                )
         else:
             self._unread = None
 

@@ -52,6 +52,35 @@ def _integer(text):
     return text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1)
 
 
+def _integer_bytes(text):
+    """_integer() of bytes."""
+    return text.isdigit() and (text[:1] != b"0" or len(text) == 1)
+
+
+_plain_bytes = re.compile(rb'[^"\\\x00-\x1f]*').fullmatch
+
+
+def _plain_utf8(value):
+    """plain() of UTF-8 bytes: a hole of an encoded Shape whose value is not handed on."""
+    if not _plain_bytes(value):
+        return False
+    try:
+        value.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# A Shape's hole checks (check, whether its value is read) -> an encoded Shape's: a value read is
+# the reader's to take as UTF-8.
+_UTF8_CHECKS = {
+    (plain, True): _plain_bytes,
+    (plain, False): _plain_utf8,
+    (_integer, True): _integer_bytes,
+    (_integer, False): _integer_bytes,
+}
+
+
 class Shape:
     """Compact JSON text learned from one document, to read the next ones that are the same text
     but for a few values (the holes): a stream's repeated event read without parsing it (an
@@ -131,10 +160,28 @@ class Shape:
             return None
         return value if keep else kept
 
+    def encoded(self):
+        """This shape reading its documents' UTF-8 bytes (Bedrock's events): `read` takes bytes
+        and gives the key's content as bytes, which the caller reads as UTF-8 (the other holes
+        are checked here)."""
+        twin = object.__new__(Shape)
+        twin.padded = self.padded
+        twin.head = self.head.encode()
+        twin.start = len(twin.head)
+        twin.holes = tuple(
+            (_UTF8_CHECKS[check, keep], after.encode(), first.encode(), len(after.encode()), keep)
+            for check, after, first, _, keep in self.holes
+        )
+        check, keep = self.last
+        twin.last = _UTF8_CHECKS[check, keep], keep
+        twin.tail = self.tail.encode()
+        twin.tail_length = len(twin.tail)
+        return twin
+
 
 def _unpadded(data):
     """`data` without JSON whitespace before its last character (a closing brace, if it is JSON)."""
-    return data[:-1].rstrip(" \t\n\r") + data[-1:]
+    return data[:-1].rstrip(b" \t\n\r" if type(data) is bytes else " \t\n\r") + data[-1:]
 
 
 def _hole(data, name):

@@ -556,6 +556,77 @@ def test_a_chunk_frame_is_its_base64_bytes_or_refused(payload, event):
         assert [e.data for e in decoder.feed(frame(CHUNK, payload))] == [event]
 
 
+def _decoded_alone(payload):
+    """A chunk's event as a decoder that saw no chunk before reads it, or the refusal's words."""
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    try:
+        return EventStreamDecoder(1 << 20).feed(frame(CHUNK, payload))[0].data
+    except BridgeError as error:
+        return str(error)
+
+
+def _encoded(event):
+    return b'{"bytes":"%s","p":"abcdefgh"}' % base64.b64encode(json.dumps(event, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        b"IjoiaGkifX0=",  # the usual: another text
+        b"",  # the head alone
+        b"IjoiaGkifX0",  # padding missing
+        b"=IjoiaGkifX0",  # padding first
+        b"IjoiaGkifX0==",  # too much
+        b"Ijoi aGkifX0=",
+        b"IjoiaGkifX0=\\u0041",  # an escaped character after the padding
+        b"\\u0049joiaGkifX0=",  # an escaped character the JSON reads as base64's I
+    ],
+)
+def test_a_chunk_that_begins_as_the_last_one_did_is_read_as_it_alone_is(rest):
+    """The chunks after the first decode only what follows their shared head: the same event as a
+    decoder that saw no chunk before reads, or the same refusal."""
+    from bridge.gateway.bedrock import EventStreamDecoder
+    from bridge.protocols.errors import BridgeError
+
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "first"}}
+    learned = _encoded(delta)
+    head = learned[len(b'{"bytes":"') :][:96]
+    payload = b'{"bytes":"%s%s"}' % (head, rest)
+    decoder = EventStreamDecoder(1 << 20)
+    assert [e.data for e in decoder.feed(frame(CHUNK, learned))] == [_decoded_alone(learned)]
+    alone = _decoded_alone(payload)
+    try:
+        assert [e.data for e in decoder.feed(frame(CHUNK, payload))] == [alone]
+    except BridgeError as error:
+        assert str(error) == alone
+    if rest == b"IjoiaGkifX0=":
+        assert alone.endswith(b'"hi"}}')
+
+
+def test_chunks_of_other_heads_are_read_whole():
+    """A chunk that does not begin as the last did (another index, another event) is decoded
+    whole, and its head kept for the next."""
+    from bridge.gateway.bedrock import EventStreamDecoder
+
+    deltas = [
+        {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: text}}
+        for index, kind, key, text in [
+            (0, "text_delta", "text", "one"),
+            (0, "text_delta", "text", "two"),
+            (1, "input_json_delta", "partial_json", '{"a": "é"}'),
+            (1, "input_json_delta", "partial_json", "1}"),
+            (0, "text_delta", "text", "three"),
+        ]
+    ]
+    payloads = [_encoded(delta) for delta in deltas] + [_encoded({"type": "message_stop"})] * 2
+    decoder = EventStreamDecoder(1 << 20)
+    events = [e.data for payload in payloads for e in decoder.feed(frame(CHUNK, payload))]
+    assert events == [_decoded_alone(payload) for payload in payloads]
+    assert [json.loads(event) for event in events] == deltas + [{"type": "message_stop"}] * 2
+
+
 def test_chunks_are_read_around_other_events_until_an_exception_frame():
     """Frames of the same headers come as the same dict (the reader's): any other frame is read anew."""
     from bridge.gateway.bedrock import EventStreamDecoder

@@ -509,6 +509,39 @@ def test_a_shape_reads_its_document_with_other_strings_only(data, read):
     assert shape.read(data) == read
 
 
+@pytest.mark.parametrize(
+    ("data", "read"),
+    [
+        (OPENAI_CHUNK % ("other text", "padding"), "other text"),
+        (OPENAI_CHUNK % ("é, 漢字, 😀", "pädding"), "é, 漢字, 😀"),
+        (OPENAI_CHUNK % ("", ""), ""),
+        (OPENAI_CHUNK % ("a\\u0022", "p"), None),
+        (OPENAI_CHUNK % ("a", 'p","x":"'), None),
+        ('{"id":"c","choices":[{"delta":{"content":"a"}}],"usage":{},"obfuscation":"p"}', None),
+    ],
+)
+def test_an_encoded_shape_reads_the_utf8_of_what_its_shape_reads(data, read):
+    """Bedrock's events, UTF-8 bytes, read without decoding them: what the text shape reads of
+    the text, as its UTF-8."""
+    shape = json_codec.Shape.learn(OPENAI_CHUNK % ("text", "pad"), "content", "text", ("obfuscation",))
+    assert shape.read(data) == read
+    assert shape.encoded().read(data.encode()) == (None if read is None else read.encode())
+
+
+def test_an_encoded_shape_takes_no_other_bytes():
+    """An integer that is not one, padding that is not JSON whitespace, a hole not read that is
+    not UTF-8: none is the shape; the hole read is its reader's to decode."""
+    learned = '{"type":"d","sequence_number":4,"delta":"x","o":"p"}'
+    shape = json_codec.Shape.learn(learned, "delta", "x", ("sequence_number", "o"), padded=True).encoded()
+    assert shape.read(learned.encode()) == b"x"
+    assert shape.read(b'{"type":"d","sequence_number":17,"delta":"y","o":"q"\n }') == b"y"
+    assert shape.read(b'{"type":"d","sequence_number":17,"delta":"y","o":"q"\xa0}') is None
+    for number in (b"", b"01", b"-1", b"1.5", "٣".encode(), b"null"):
+        assert shape.read(learned.encode().replace(b"4", number)) is None
+    assert shape.read(learned.encode().replace(b'"p"', b'"\xff"')) is None
+    assert shape.read(learned.encode().replace(b'"x"', b'"\xff"')) == b"\xff"
+
+
 def test_a_padded_shape_takes_any_whitespace_before_the_closing_brace():
     learned = '{"type":"d","delta":{"text":"x"}}'
     shape = json_codec.Shape.learn(learned, "text", "x", padded=True)
