@@ -151,27 +151,22 @@ class AnthropicRelay(_Relay):
     def fast(self, event):
         """A text_delta of the learned shape, as the full path writes it (translator.py: the fast
         path, here without a translation): Bedrock's events need no JSON read and write either."""
-        if self._usual is not None and not self.done:
-            data = event.data
-            shape, before = self._writing  # set with _usual (_learn_text)
-            if type(data) is str:
-                text = shape.read(data)
-                if text is not None:
-                    if text:
-                        self.relayed += len(text) if text.isascii() else text_size(text)
-                    return before + text.encode() + _AFTER_TEXT
-            else:  # Bedrock's event, UTF-8 bytes: read and written as bytes
-                text = shape.read(data)
-                if text is not None:
-                    if text.isascii():
-                        self.relayed += len(text)
-                        return before + text + _AFTER_TEXT
-                    try:
-                        self.relayed += text_size(text.decode())
-                    except UnicodeDecodeError:
-                        return self._pass_on(event)  # read by the full path, which refuses it
-                    return before + text + _AFTER_TEXT
-        return self._pass_on(event)
+        if self._usual is None or self.done:
+            return self._pass_on(event)
+        shape, before = self._writing  # set with _usual (_learn_text); Bedrock's reads bytes
+        text = shape.read(event.data)
+        if text is None:
+            return self._pass_on(event)
+        if text.isascii():
+            self.relayed += len(text)
+        elif type(text) is str:
+            self.relayed += text_size(text)
+        else:  # Bedrock's event, UTF-8 bytes: read and written as bytes
+            try:
+                self.relayed += text_size(text.decode())
+            except UnicodeDecodeError:
+                return self._pass_on(event)  # read by the full path, which refuses it
+        return before + (text.encode() if type(text) is str else text) + _AFTER_TEXT
 
     def fast_text(self, index, text):
         return TEXT_DELTA_FRAME % (index, text.encode())
