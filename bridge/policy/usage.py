@@ -338,6 +338,11 @@ Reservation = collections.namedtuple("Reservation", "member tokens money micros 
 # One admitted (or reserved) request's counts on their way to Redis (Accounts.store).
 Counted = collections.namedtuple("Counted", "client team user model used spent micros when admitted reserved")
 
+# Where a batch's counts of one client, team, user and model in one minute go (_Tally): its token
+# windows' counters, its day's usage hash, its spend hashes (the key's day and month, the day's by
+# user) and its budgets' spend counters (today's, this month's), and its `model|kind` fields.
+_Places = collections.namedtuple("_Places", "windows usage spends fields budgets")
+
 
 def budget_keys(scope, name, when):
     """A budget's reservations, their sum, and today's and this month's spend (micro-dollars)."""
@@ -586,56 +591,90 @@ class _Tally:
         self.counters = {}  # index: [amount, seconds it lives]
         self.hashes = collections.defaultdict(collections.Counter)  # (index, seconds it lives): {field: amount}
         self.spends = collections.defaultdict(collections.Counter)  # (hash, users, prefix, user): {model|kind: amount}
+        self._places = {}  # (client, team, user, model, minute): _Places, the batch's requests mostly share one
+        self._held = {}  # client: the indices of its reservations' keys
 
     def key(self, name):
         return self.keys.setdefault(name, len(self.keys) + 1)
 
     def count(self, counted):
-        client, reserved, when = counted.client, counted.reserved, counted.when
+        client, reserved = counted.client, counted.reserved
         if reserved is not None:
             if reserved.tokens:
-                self.released += (*map(self.key, held_keys(client)), reserved.member, reserved.tokens)
+                held = self._held.get(client) or self._held.setdefault(client, tuple(map(self.key, held_keys(client))))
+                self.released += (*held, reserved.member, reserved.tokens)
             if reserved.micros:
                 for held in reserved.budgets:
                     self.released += (*map(self.key, held), reserved.money, reserved.micros)
         if not counted.admitted:
             return
+        minute = int(counted.when // 60)
+        found = (client, counted.team, counted.user, counted.model, minute)
+        places = self._places.get(found) or self._placed(found)
         used = counted.used
         tokens = used["input"] + used["output"]
         if tokens:
-            self.add(f"bridge:tpm:{client}:{int(when // 60)}", tokens, 120)
-            self.add(f"bridge:tpd:{client}:{day(when)}", tokens, 2 * 86400)
-        usage = self.hashes[self.key(usage_key(client, when)), _DAY_KEPT]
-        usage.update({"requests": 1, **{kind: count for kind, count in used.items() if count}})
-        counts = {"requests": 1, **{kind: count for kind, count in counted.spent.items() if count}}
+            for counter in places.windows:
+                counter[0] += tokens
+        usage = places.usage
+        usage["requests"] += 1
+        for kind, count in used.items():
+            if count:
+                usage[kind] += count
+        fields = places.fields
+        counts = {fields["requests"]: 1}
+        for kind, count in counted.spent.items():
+            if count:
+                counts[fields.get(kind) or fields.setdefault(kind, f"{counted.model}|{kind}")] = count
         if counted.micros is None:
-            counts["unpriced"] = 1
+            counts[fields["unpriced"]] = 1
         elif counted.micros:
-            counts["micros"] = counted.micros
-        users = self.key(f"bridge:users:{day(when)}:{client}")
-        spend = self.spends[self.key(spend_key(when)), users, f"{client}|{counted.team}|", counted.user or "-"]
-        today, this_month = key_spend_keys(client, when)
-        for hash, seconds in ((today, 2 * 86400), (this_month, 63 * 86400)):
-            own = self.hashes[self.key(hash), seconds]
-            for kind, count in counts.items():
-                own[f"{counted.model}|{kind}"] += count
-        for kind, count in counts.items():
-            spend[f"{counted.model}|{kind}"] += count
+            counts[fields["micros"]] = counted.micros
+        for spend in places.spends:
+            for field, count in counts.items():
+                spend[field] += count
         if counted.micros:
-            for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
-                if name:
-                    _, _, today_key, month_key = budget_keys(scope, name, when)
-                    self.add(today_key, counted.micros, 2 * 86400)
-                    self.add(month_key, counted.micros, 63 * 86400)
+            for counter in places.budgets:
+                counter[0] += counted.micros
 
-    def add(self, name, amount, seconds):
-        self.counters.setdefault(self.key(name), [0, seconds])[0] += amount
+    def _placed(self, found):
+        """Where the counts of a client's requests in one minute go (their keys named once a batch,
+        not once a request)."""
+        client, team, user, model, minute = found
+        when = minute * 60  # the minute's day and month are the request's
+        today, this_month = key_spend_keys(client, when)
+        users = self.key(f"bridge:users:{day(when)}:{client}")
+        budgets = []
+        for scope, name in (("key", client), ("team", team), ("user", user)):
+            if name:
+                _, _, today_key, month_key = budget_keys(scope, name, when)
+                budgets += (self.counter(today_key, 2 * 86400), self.counter(month_key, 63 * 86400))
+        places = self._places[found] = _Places(
+            windows=(
+                self.counter(f"bridge:tpm:{client}:{minute}", 120),
+                self.counter(f"bridge:tpd:{client}:{day(when)}", 2 * 86400),
+            ),
+            usage=self.hashes[self.key(usage_key(client, when)), _DAY_KEPT],
+            spends=(
+                self.hashes[self.key(today), 2 * 86400],
+                self.hashes[self.key(this_month), 63 * 86400],
+                self.spends[self.key(spend_key(when)), users, f"{client}|{team}|", user or "-"],
+            ),
+            fields={kind: f"{model}|{kind}" for kind in ("requests", "unpriced", "micros")},
+            budgets=budgets,
+        )
+        return places
+
+    def counter(self, name, seconds):
+        """[amount, seconds it lives] of a counter key: one left at 0 is not written."""
+        return self.counters.setdefault(self.key(name), [0, seconds])
 
     def arguments(self):
         """Every run after the users' cap: its number of entries, then its entries (_COUNT)."""
-        arguments = [len(self.released) // 4, *self.released, len(self.counters)]
-        for index, (amount, seconds) in self.counters.items():
-            arguments += (index, amount, seconds)
+        counters = [(index, amount, seconds) for index, (amount, seconds) in self.counters.items() if amount]
+        arguments = [len(self.released) // 4, *self.released, len(counters)]
+        for counter in counters:
+            arguments += counter
         arguments.append(len(self.hashes))
         for (index, seconds), fields in self.hashes.items():
             pairs = [item for field, amount in fields.items() if amount for item in (field, amount)]

@@ -3,6 +3,7 @@ protocol before anything goes upstream, windows that reset, token counts as the 
 reported them, and Redis going away and coming back."""
 
 import base64
+import calendar
 import concurrent.futures
 import json
 import signal
@@ -508,6 +509,27 @@ def test_a_batch_counts_as_each_of_its_requests_would_alone(redis_server):
         ann = usage.budget_keys("user", "ann", time.time())[2]  # a user budget: both keys' ann
         assert store(redis_server).get(ann) == "40"
     assert today(redis_server, "team-b") == {}
+
+
+def test_a_batch_across_midnight_counts_each_request_in_its_own_minute_day_and_month(redis_server):
+    """A batch's counts on both sides of a minute, a day and a month go to the windows of each
+    request's own time, though usage._Tally names a client's keys once a batch for each minute."""
+    settings = load(BRIDGE_REDIS_URL=redis_server.url)
+    accounts = usage.Accounts(settings, routes.load(settings))
+    midnight = calendar.timegm((2026, 12, 1, 0, 0, 0))  # a month starts
+    before, after = midnight - 0.5, midnight + 0.5
+    counts = counts_of("team-a")
+    accounts.store([counts._replace(when=when) for when in (before, after, after + 1, before)])
+    redis_store = store(redis_server)
+    for when in (before, after):  # two requests each side
+        assert redis_store.get(f"bridge:tpm:team-a:{int(when // 60)}") == "74"
+        assert redis_store.get(f"bridge:tpd:team-a:{usage.day(when)}") == "74"
+        assert redis_store.hget(usage.usage_key("team-a", when), "requests") == "2"
+        for own in usage.key_spend_keys("team-a", when):
+            assert redis_store.hget(own, "claude-x|micros") == "20"
+        assert redis_store.hget(usage.spend_key(when), "team-a|team-a|-|claude-x|requests") == "2"
+        _, _, spent_today, spent_this_month = usage.budget_keys("key", "team-a", when)
+        assert redis_store.get(spent_today) == redis_store.get(spent_this_month) == "20"
 
 
 # -- what counts as a request -----------------------------------------------------------------------
