@@ -380,6 +380,7 @@ class Accounts:
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
         self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
+        self._connections = _Connections(self.redis.connection_pool) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
         for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
@@ -462,12 +463,12 @@ class Accounts:
         record.admitted, record.reserved = True, reserved
 
     def _admission(self, keys, arguments):
-        """The admission script's verdict, on a connection of the pool taken for this one call,
+        """The admission script's verdict, on a connection taken for this one call (_Connections),
         without redis-py's command path (its Script wrapper, retry wrapper and observability
         hooks cost the request's thread more CPU than sending and reading). A connection that
         failed is closed by redis-py, so that no late answer reaches the next call."""
-        pool = self.redis.connection_pool
-        connection = pool.get_connection()
+        connections = self._connections
+        connection = connections.take()
         try:
             connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
             try:
@@ -478,7 +479,7 @@ class Accounts:
             connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
             return connection.read_response()
         finally:
-            pool.release(connection)
+            connections.give_back(connection)
 
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
@@ -580,6 +581,38 @@ class Accounts:
         # The error names host and port, never the password.
         mode = "closed" if self.fail_closed else "open"
         log.warning("redis %s failed (BRIDGE_REDIS_FAILURE=%s): %s", operation, mode, error)
+
+
+class _Connections:
+    """A worker's idle connections to Redis for admission, one taken per call. redis-py's pool
+    takes a lock, checks the process twice and runs its observability hooks on every checkout
+    and release; this keeps what matters of it: a forked process starts with none of its
+    parent's, and a connection taken with data or a close waiting (a late answer, a Redis
+    restarted) is made again before the call, so that neither reaches it."""
+
+    def __init__(self, pool):
+        self._pool = pool  # redis-py's, for its connection class and settings
+        self._idle = []
+        self._pid = os.getpid()
+
+    def take(self):
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()  # pop and append are atomic: no lock
+        except IndexError:
+            connection = self._pool.connection_class(**self._pool.connection_kwargs)
+        try:
+            stale = connection.can_read()  # connects a new one
+        except redis.ConnectionError:  # closed by Redis
+            stale = True
+        if stale:
+            connection.disconnect()
+            connection.connect()
+        return connection
+
+    def give_back(self, connection):
+        self._idle.append(connection)
 
 
 class _Tally:

@@ -585,6 +585,20 @@ def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_se
     assert [admitted() for _ in range(3)] == [True, False, False]
 
 
+def test_an_admission_after_redis_restarted_connects_again_and_is_checked(redis_server):
+    """Redis restarted between two admissions, closing the connection the first used: the next
+    connects again before it sends, and is counted and checked, not failed and served unchecked."""
+    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=1")
+    admitted = admits(usage.Accounts(loaded, routes.load(loaded)))
+    errors = lambda: usage.REDIS_ERRORS.labels("admit")._value.get()  # noqa: E731
+    before = errors()
+    assert admitted()
+    redis_server.stop()
+    redis_server.start()  # empty: the minute counts from 0 again
+    assert [admitted(), admitted()] == [True, False]
+    assert errors() == before
+
+
 def test_an_admission_after_redis_lost_its_scripts_gives_it_again_and_is_checked(redis_server):
     """Redis forgets the admission script (SCRIPT FLUSH; a restart too): the next admission gives
     it again and is counted and checked, not served unchecked as when Redis is away."""
