@@ -249,6 +249,7 @@ for _ = 1, count() do
     redis.call('EXPIRE', hash, SPEND_KEPT)
 end
 """.replace("SPEND_KEPT", str(_SPEND_KEPT))
+_COUNT_SHA = hashlib.sha1(_COUNT.encode()).hexdigest()
 
 # A run of base64 this long is data (an image, a file, encrypted reasoning), not text: found in
 # a copy of the body where every base64 byte is `a` and any other a space (bytes.find runs at C
@@ -379,7 +380,6 @@ class Accounts:
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
         self._connections = _Connections(self.redis.connection_pool) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
@@ -439,7 +439,7 @@ class Accounts:
         if tokens or micros:
             reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
         try:
-            verdict = self._admission(keys, arguments)
+            verdict = self._script(_ADMIT_SHA, _ADMIT, keys, arguments)
         except redis.RedisError as error:
             self._failed("admit", error)
             record.reserved = reserved  # Redis may still make it, late: released at the end all the same
@@ -462,21 +462,21 @@ class Accounts:
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
 
-    def _admission(self, keys, arguments):
-        """The admission script's verdict, on a connection taken for this one call (_Connections),
+    def _script(self, sha, script, keys, arguments):
+        """A script's answer (`sha` its SHA1), on a connection taken for this one call (_Connections),
         without redis-py's command path (its Script wrapper, retry wrapper and observability
-        hooks cost the request's thread more CPU than sending and reading). A connection that
-        failed is closed by redis-py, so that no late answer reaches the next call."""
+        hooks cost the request's thread, and the writer's, more CPU than sending and reading). A
+        connection that failed is closed by redis-py, so that no late answer reaches the next call."""
         connections = self._connections
         connection = connections.take()
         try:
-            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
             try:
                 return connection.read_response()
             except redis.exceptions.NoScriptError:  # Redis restarted, or its scripts were flushed
-                connection.send_command("SCRIPT", "LOAD", _ADMIT)
+                connection.send_command("SCRIPT", "LOAD", script)
                 connection.read_response()
-            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
             return connection.read_response()
         finally:
             connections.give_back(connection)
@@ -574,7 +574,7 @@ class Accounts:
         tally = _Tally()
         for counted in batch:
             tally.count(counted)
-        self._count(list(tally.keys), [self.users_per_key, *tally.arguments()])
+        self._script(_COUNT_SHA, _COUNT, list(tally.keys), [self.users_per_key, *tally.arguments()])
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()
@@ -584,11 +584,12 @@ class Accounts:
 
 
 class _Connections:
-    """A worker's idle connections to Redis for admission, one taken per call. redis-py's pool
-    takes a lock, checks the process twice and runs its observability hooks on every checkout
-    and release; this keeps what matters of it: a forked process starts with none of its
-    parent's, and a connection taken with data or a close waiting (a late answer, a Redis
-    restarted) is made again before the call, so that neither reaches it."""
+    """A worker's idle connections to Redis for its scripts (admission, the writer's counts),
+    one taken per call. redis-py's pool takes a lock, checks the process twice and runs its
+    observability hooks on every checkout and release; this keeps what matters of it: a forked
+    process starts with none of its parent's, and a connection taken with data or a close
+    waiting (a late answer, a Redis restarted) is made again before the call, so that neither
+    reaches it."""
 
     def __init__(self, pool):
         self._pool = pool  # redis-py's, for its connection class and settings
