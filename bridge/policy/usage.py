@@ -311,8 +311,12 @@ def estimated(raw, body, output_cap):
         size -= end - start
         runs += 1
         start = marked.find(_DATA_RUN, end)
-    asked = next((body[name] for name in _MAX_OUTPUT if is_count(body.get(name))), output_cap)
-    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS, min(asked, output_cap)
+    asked = output_cap
+    for name in _MAX_OUTPUT:  # a loop, not next() over a generator: this runs for every call
+        if is_count(body.get(name)):
+            asked = min(body[name], output_cap)
+            break
+    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS, asked
 
 
 def model_labels(settings, table):
