@@ -789,14 +789,13 @@ class _Writer:
                 return
 
     def _taken(self, most):
-        """Up to `most` counts from the queue, without waiting."""
-        taken = []
-        while len(taken) < most:
-            try:
-                taken.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return taken
+        """Up to `most` counts from the queue, without waiting: all under its lock at once (a
+        get_nowait each, with its lock and notify, cost the writer as much as counting them).
+        Nothing waits for room (put_nowait drops), so none is told of it."""
+        waiting = self._queue
+        with waiting.mutex:
+            counts = waiting.queue
+            return [counts.popleft() for _ in range(min(most, len(counts)))]
 
     def _answers(self):
         try:
