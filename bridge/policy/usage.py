@@ -249,6 +249,7 @@ for _ = 1, count() do
     redis.call('EXPIRE', hash, SPEND_KEPT)
 end
 """.replace("SPEND_KEPT", str(_SPEND_KEPT))
+_COUNT_SHA = hashlib.sha1(_COUNT.encode()).hexdigest()
 
 # A run of base64 this long is data (an image, a file, encrypted reasoning), not text: found in
 # a copy of the body where every base64 byte is `a` and any other a space (bytes.find runs at C
@@ -310,8 +311,12 @@ def estimated(raw, body, output_cap):
         size -= end - start
         runs += 1
         start = marked.find(_DATA_RUN, end)
-    asked = next((body[name] for name in _MAX_OUTPUT if is_count(body.get(name))), output_cap)
-    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS, min(asked, output_cap)
+    asked = output_cap
+    for name in _MAX_OUTPUT:  # a loop, not next() over a generator: this runs for every call
+        if is_count(body.get(name)):
+            asked = min(body[name], output_cap)
+            break
+    return -(-size // CHARS_PER_TOKEN) + runs * IMAGE_TOKENS, asked
 
 
 def model_labels(settings, table):
@@ -337,6 +342,11 @@ Reservation = collections.namedtuple("Reservation", "member tokens money micros 
 
 # One admitted (or reserved) request's counts on their way to Redis (Accounts.store).
 Counted = collections.namedtuple("Counted", "client team user model used spent micros when admitted reserved")
+
+# Where a batch's counts of one client, team, user and model in one minute go (_Tally): its token
+# windows' counters, its day's usage hash, its spend hashes (the key's day and month, the day's by
+# user) and its budgets' spend counters (today's, this month's), and its `model|kind` fields.
+_Places = collections.namedtuple("_Places", "windows usage spends fields budgets")
 
 
 def budget_keys(scope, name, when):
@@ -374,7 +384,7 @@ class Accounts:
         self.fail_closed = settings.redis_failure == "closed"
         self.output_cap = settings.reserve_output_tokens
         self.redis = connect(settings) if settings.redis_url else None
-        self._count = self.redis.register_script(_COUNT) if self.redis is not None else None
+        self._connections = _Connections(self.redis.connection_pool) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
         for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
@@ -433,7 +443,7 @@ class Accounts:
         if tokens or micros:
             reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
         try:
-            verdict = self._admission(keys, arguments)
+            verdict = self._script(_ADMIT_SHA, _ADMIT, keys, arguments)
         except redis.RedisError as error:
             self._failed("admit", error)
             record.reserved = reserved  # Redis may still make it, late: released at the end all the same
@@ -456,24 +466,24 @@ class Accounts:
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
         record.admitted, record.reserved = True, reserved
 
-    def _admission(self, keys, arguments):
-        """The admission script's verdict, on a connection of the pool taken for this one call,
+    def _script(self, sha, script, keys, arguments):
+        """A script's answer (`sha` its SHA1), on a connection taken for this one call (_Connections),
         without redis-py's command path (its Script wrapper, retry wrapper and observability
-        hooks cost the request's thread more CPU than sending and reading). A connection that
-        failed is closed by redis-py, so that no late answer reaches the next call."""
-        pool = self.redis.connection_pool
-        connection = pool.get_connection()
+        hooks cost the request's thread, and the writer's, more CPU than sending and reading). A
+        connection that failed is closed by redis-py, so that no late answer reaches the next call."""
+        connections = self._connections
+        connection = connections.take()
         try:
-            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
             try:
                 return connection.read_response()
             except redis.exceptions.NoScriptError:  # Redis restarted, or its scripts were flushed
-                connection.send_command("SCRIPT", "LOAD", _ADMIT)
+                connection.send_command("SCRIPT", "LOAD", script)
                 connection.read_response()
-            connection.send_command("EVALSHA", _ADMIT_SHA, len(keys), *keys, *arguments)
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
             return connection.read_response()
         finally:
-            pool.release(connection)
+            connections.give_back(connection)
 
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
@@ -568,13 +578,46 @@ class Accounts:
         tally = _Tally()
         for counted in batch:
             tally.count(counted)
-        self._count(list(tally.keys), [self.users_per_key, *tally.arguments()])
+        self._script(_COUNT_SHA, _COUNT, list(tally.keys), [self.users_per_key, *tally.arguments()])
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()
         # The error names host and port, never the password.
         mode = "closed" if self.fail_closed else "open"
         log.warning("redis %s failed (BRIDGE_REDIS_FAILURE=%s): %s", operation, mode, error)
+
+
+class _Connections:
+    """A worker's idle connections to Redis for its scripts (admission, the writer's counts),
+    one taken per call. redis-py's pool takes a lock, checks the process twice and runs its
+    observability hooks on every checkout and release; this keeps what matters of it: a forked
+    process starts with none of its parent's, and a connection taken with data or a close
+    waiting (a late answer, a Redis restarted) is made again before the call, so that neither
+    reaches it."""
+
+    def __init__(self, pool):
+        self._pool = pool  # redis-py's, for its connection class and settings
+        self._idle = []
+        self._pid = os.getpid()
+
+    def take(self):
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()  # pop and append are atomic: no lock
+        except IndexError:
+            connection = self._pool.connection_class(**self._pool.connection_kwargs)
+        try:
+            stale = connection.can_read()  # connects a new one
+        except redis.ConnectionError:  # closed by Redis
+            stale = True
+        if stale:
+            connection.disconnect()
+            connection.connect()
+        return connection
+
+    def give_back(self, connection):
+        self._idle.append(connection)
 
 
 class _Tally:
@@ -586,56 +629,90 @@ class _Tally:
         self.counters = {}  # index: [amount, seconds it lives]
         self.hashes = collections.defaultdict(collections.Counter)  # (index, seconds it lives): {field: amount}
         self.spends = collections.defaultdict(collections.Counter)  # (hash, users, prefix, user): {model|kind: amount}
+        self._places = {}  # (client, team, user, model, minute): _Places, the batch's requests mostly share one
+        self._held = {}  # client: the indices of its reservations' keys
 
     def key(self, name):
         return self.keys.setdefault(name, len(self.keys) + 1)
 
     def count(self, counted):
-        client, reserved, when = counted.client, counted.reserved, counted.when
+        client, reserved = counted.client, counted.reserved
         if reserved is not None:
             if reserved.tokens:
-                self.released += (*map(self.key, held_keys(client)), reserved.member, reserved.tokens)
+                held = self._held.get(client) or self._held.setdefault(client, tuple(map(self.key, held_keys(client))))
+                self.released += (*held, reserved.member, reserved.tokens)
             if reserved.micros:
                 for held in reserved.budgets:
                     self.released += (*map(self.key, held), reserved.money, reserved.micros)
         if not counted.admitted:
             return
+        minute = int(counted.when // 60)
+        found = (client, counted.team, counted.user, counted.model, minute)
+        places = self._places.get(found) or self._placed(found)
         used = counted.used
         tokens = used["input"] + used["output"]
         if tokens:
-            self.add(f"bridge:tpm:{client}:{int(when // 60)}", tokens, 120)
-            self.add(f"bridge:tpd:{client}:{day(when)}", tokens, 2 * 86400)
-        usage = self.hashes[self.key(usage_key(client, when)), _DAY_KEPT]
-        usage.update({"requests": 1, **{kind: count for kind, count in used.items() if count}})
-        counts = {"requests": 1, **{kind: count for kind, count in counted.spent.items() if count}}
+            for counter in places.windows:
+                counter[0] += tokens
+        usage = places.usage
+        usage["requests"] += 1
+        for kind, count in used.items():
+            if count:
+                usage[kind] += count
+        fields = places.fields
+        counts = {fields["requests"]: 1}
+        for kind, count in counted.spent.items():
+            if count:
+                counts[fields.get(kind) or fields.setdefault(kind, f"{counted.model}|{kind}")] = count
         if counted.micros is None:
-            counts["unpriced"] = 1
+            counts[fields["unpriced"]] = 1
         elif counted.micros:
-            counts["micros"] = counted.micros
-        users = self.key(f"bridge:users:{day(when)}:{client}")
-        spend = self.spends[self.key(spend_key(when)), users, f"{client}|{counted.team}|", counted.user or "-"]
-        today, this_month = key_spend_keys(client, when)
-        for hash, seconds in ((today, 2 * 86400), (this_month, 63 * 86400)):
-            own = self.hashes[self.key(hash), seconds]
-            for kind, count in counts.items():
-                own[f"{counted.model}|{kind}"] += count
-        for kind, count in counts.items():
-            spend[f"{counted.model}|{kind}"] += count
+            counts[fields["micros"]] = counted.micros
+        for spend in places.spends:
+            for field, count in counts.items():
+                spend[field] += count
         if counted.micros:
-            for scope, name in (("key", client), ("team", counted.team), ("user", counted.user)):
-                if name:
-                    _, _, today_key, month_key = budget_keys(scope, name, when)
-                    self.add(today_key, counted.micros, 2 * 86400)
-                    self.add(month_key, counted.micros, 63 * 86400)
+            for counter in places.budgets:
+                counter[0] += counted.micros
 
-    def add(self, name, amount, seconds):
-        self.counters.setdefault(self.key(name), [0, seconds])[0] += amount
+    def _placed(self, found):
+        """Where the counts of a client's requests in one minute go (their keys named once a batch,
+        not once a request)."""
+        client, team, user, model, minute = found
+        when = minute * 60  # the minute's day and month are the request's
+        today, this_month = key_spend_keys(client, when)
+        users = self.key(f"bridge:users:{day(when)}:{client}")
+        budgets = []
+        for scope, name in (("key", client), ("team", team), ("user", user)):
+            if name:
+                _, _, today_key, month_key = budget_keys(scope, name, when)
+                budgets += (self.counter(today_key, 2 * 86400), self.counter(month_key, 63 * 86400))
+        places = self._places[found] = _Places(
+            windows=(
+                self.counter(f"bridge:tpm:{client}:{minute}", 120),
+                self.counter(f"bridge:tpd:{client}:{day(when)}", 2 * 86400),
+            ),
+            usage=self.hashes[self.key(usage_key(client, when)), _DAY_KEPT],
+            spends=(
+                self.hashes[self.key(today), 2 * 86400],
+                self.hashes[self.key(this_month), 63 * 86400],
+                self.spends[self.key(spend_key(when)), users, f"{client}|{team}|", user or "-"],
+            ),
+            fields={kind: f"{model}|{kind}" for kind in ("requests", "unpriced", "micros")},
+            budgets=budgets,
+        )
+        return places
+
+    def counter(self, name, seconds):
+        """[amount, seconds it lives] of a counter key: one left at 0 is not written."""
+        return self.counters.setdefault(self.key(name), [0, seconds])
 
     def arguments(self):
         """Every run after the users' cap: its number of entries, then its entries (_COUNT)."""
-        arguments = [len(self.released) // 4, *self.released, len(self.counters)]
-        for index, (amount, seconds) in self.counters.items():
-            arguments += (index, amount, seconds)
+        counters = [(index, amount, seconds) for index, (amount, seconds) in self.counters.items() if amount]
+        arguments = [len(self.released) // 4, *self.released, len(counters)]
+        for counter in counters:
+            arguments += counter
         arguments.append(len(self.hashes))
         for (index, seconds), fields in self.hashes.items():
             pairs = [item for field, amount in fields.items() if amount for item in (field, amount)]
@@ -712,14 +789,13 @@ class _Writer:
                 return
 
     def _taken(self, most):
-        """Up to `most` counts from the queue, without waiting."""
-        taken = []
-        while len(taken) < most:
-            try:
-                taken.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return taken
+        """Up to `most` counts from the queue, without waiting: all under its lock at once (a
+        get_nowait each, with its lock and notify, cost the writer as much as counting them).
+        Nothing waits for room (put_nowait drops), so none is told of it."""
+        waiting = self._queue
+        with waiting.mutex:
+            counts = waiting.queue
+            return [counts.popleft() for _ in range(min(most, len(counts)))]
 
     def _answers(self):
         try:

@@ -3,6 +3,7 @@ protocol before anything goes upstream, windows that reset, token counts as the 
 reported them, and Redis going away and coming back."""
 
 import base64
+import calendar
 import concurrent.futures
 import json
 import signal
@@ -510,6 +511,27 @@ def test_a_batch_counts_as_each_of_its_requests_would_alone(redis_server):
     assert today(redis_server, "team-b") == {}
 
 
+def test_a_batch_across_midnight_counts_each_request_in_its_own_minute_day_and_month(redis_server):
+    """A batch's counts on both sides of a minute, a day and a month go to the windows of each
+    request's own time, though usage._Tally names a client's keys once a batch for each minute."""
+    settings = load(BRIDGE_REDIS_URL=redis_server.url)
+    accounts = usage.Accounts(settings, routes.load(settings))
+    midnight = calendar.timegm((2026, 12, 1, 0, 0, 0))  # a month starts
+    before, after = midnight - 0.5, midnight + 0.5
+    counts = counts_of("team-a")
+    accounts.store([counts._replace(when=when) for when in (before, after, after + 1, before)])
+    redis_store = store(redis_server)
+    for when in (before, after):  # two requests each side
+        assert redis_store.get(f"bridge:tpm:team-a:{int(when // 60)}") == "74"
+        assert redis_store.get(f"bridge:tpd:team-a:{usage.day(when)}") == "74"
+        assert redis_store.hget(usage.usage_key("team-a", when), "requests") == "2"
+        for own in usage.key_spend_keys("team-a", when):
+            assert redis_store.hget(own, "claude-x|micros") == "20"
+        assert redis_store.hget(usage.spend_key(when), "team-a|team-a|-|claude-x|requests") == "2"
+        _, _, spent_today, spent_this_month = usage.budget_keys("key", "team-a", when)
+        assert redis_store.get(spent_today) == redis_store.get(spent_this_month) == "20"
+
+
 # -- what counts as a request -----------------------------------------------------------------------
 
 
@@ -561,6 +583,20 @@ def test_an_admission_that_timed_out_leaves_no_late_answer_for_the_next(redis_se
         assert admitted()  # timed out: served (fail-open); Redis counts it late, the second
         running.result()
     assert [admitted() for _ in range(3)] == [True, False, False]
+
+
+def test_an_admission_after_redis_restarted_connects_again_and_is_checked(redis_server):
+    """Redis restarted between two admissions, closing the connection the first used: the next
+    connects again before it sends, and is counted and checked, not failed and served unchecked."""
+    loaded = load(BRIDGE_REDIS_URL=redis_server.url, BRIDGE_CLIENT_LIMITS="team-a rpm=1")
+    admitted = admits(usage.Accounts(loaded, routes.load(loaded)))
+    errors = lambda: usage.REDIS_ERRORS.labels("admit")._value.get()  # noqa: E731
+    before = errors()
+    assert admitted()
+    redis_server.stop()
+    redis_server.start()  # empty: the minute counts from 0 again
+    assert [admitted(), admitted()] == [True, False]
+    assert errors() == before
 
 
 def test_an_admission_after_redis_lost_its_scripts_gives_it_again_and_is_checked(redis_server):
