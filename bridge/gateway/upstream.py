@@ -345,10 +345,38 @@ class _Answer(requests.Response):
 _NO_TIME = datetime.timedelta(0)
 
 
+# A request body up to this size goes out in the one write that carries its head (one system
+# call and one segment instead of two); a larger one is not copied to be joined.
+JOINED_BODY = 64 * 1024
+
+
 class _Watching:
     """urllib3's connection, whose wait for the answer's head watches the calling thread's client
-    (_watching) when it has one. Written against urllib3 2: its pool's ConnectionCls, and its
-    connection's getresponse(), which reads the status line from `sock` with `timeout`."""
+    (_watching) when it has one, and which sends a small body with its head. Written against
+    urllib3 2: its pool's ConnectionCls; its connection's request(), which sends the head with
+    one send() and a bytes body with one more, and getresponse(), which reads the status line
+    from `sock` with `timeout`."""
+
+    _held = None  # in request(): b"" until the head comes to send(), then the head until the body does
+
+    def request(self, method, url, body=None, headers=None, **options):
+        self._held = b"" if isinstance(body, bytes) and len(body) <= JOINED_BODY else None
+        try:
+            super().request(method, url, body, headers, **options)
+            held = self._held
+        finally:
+            self._held = None
+        if held:  # no body came to carry it (an empty one sends nothing)
+            super().send(held)
+
+    def send(self, data):
+        held = self._held
+        if held is not None:
+            if not held:
+                self._held = data
+                return
+            data, self._held = held + data, None
+        super().send(data)
 
     def getresponse(self):
         client = _watched.client

@@ -34,6 +34,8 @@ tests/serve/test_handover.py serves the app behind a layer handing every item on
 one handing on bytes only.
 """
 
+from gunicorn.http.wsgi import Response
+
 from .stream_loop import Parking
 
 
@@ -46,7 +48,7 @@ class Answer:
     """The app's answer as the worker iterates it, calling `free` as its last chunk goes to
     gunicorn's `response` (known by its Content-Length; else at its end, or when closed before
     it), and raising Parked when the relay yields its Parking (the stream loop iterates
-    `chunks` then)."""
+    `chunks` then). A body that comes whole in one chunk goes out with the head, in one write."""
 
     def __init__(self, body, free, response):
         self._body = body
@@ -67,9 +69,12 @@ class Answer:
         if item.__class__ is Parking:
             self.parking = item
             raise Parked
-        length = self._response.response_length
-        if length is not None and self._response.sent + len(item) >= length:
+        response = self._response
+        length = response.response_length
+        if length is not None and response.sent + len(item) >= length:
             self._free()  # before the write: once the client has it all, its next request may come
+            if len(item) == length <= JOINED_BODY and _writes_its_own_head(response):
+                _send_with_head(response, item)
         return item
 
     def close(self):
@@ -80,6 +85,40 @@ class Answer:
                 self._body.close()
         finally:
             self._free()
+
+
+# An answer's whole body up to this size goes out in the one write that carries its head (one
+# system call and one segment instead of two); a larger one is not copied to be joined.
+JOINED_BODY = 64 * 1024
+
+
+class _KeptHead:
+    """Stands in for the client's socket while gunicorn's Response writes its head: keeps it."""
+
+    data = b""
+
+    def sendall(self, data):
+        self.data = data
+
+
+def _writes_its_own_head(response):
+    """Whether gunicorn's `response` has its head still to write, on its socket (HTTP/1; an
+    HTTP/2 one writes through its connection's framing), and a body to write after it."""
+    return response.__class__ is Response and not response.headers_sent and not response._omits_body
+
+
+def _send_with_head(response, body):
+    """Send gunicorn's `response`, head and whole `body`, in one write where gunicorn would make
+    two: its send_headers writes the head to a stand-in, and its write of the body then finds it
+    all sent (Response.sent) and writes nothing."""
+    sock, response.sock = response.sock, _KeptHead()
+    try:
+        response.send_headers()
+        head = response.sock.data
+    finally:
+        response.sock = sock
+    sock.sendall(head + body)
+    response.sent = len(body)
 
 
 def park(state):

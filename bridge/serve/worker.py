@@ -42,7 +42,8 @@ gettimeout and sendall, status line first) and wait_for_and_dispatch_events (its
 wait, called with at most 1 s), uses its tpool, pending_conns, keepalived_conns, nr_conns,
 poller, method_queue, accept and _keepalive_after, TConn's initialized, data_ready, timeout,
 is_http2, sock, client and parser (its unreader's buf, as gthread's finish_request reads it),
-and Response's start_response, send_headers, response_length, chunked, sent, force_close and
+and Response's start_response, send_headers (which writes the head to its sock with one
+sendall), headers_sent, response_length, chunked, sent, _omits_body, force_close and
 should_close (a bound method of the Response is the start_response an app gets: its
 __self__), and that handle_request lets a BaseException through after its `finally`.
 tests/serve/test_worker.py fails on any other gunicorn version: read the new gthread.py

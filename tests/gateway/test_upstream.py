@@ -2,10 +2,11 @@
 
 import pytest
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from bridge import settings as settings_module
-from bridge.gateway.upstream import Upstream, _Adapter, _prepare
+from bridge.gateway.upstream import JOINED_BODY, Upstream, _Adapter, _HTTPConnection, _prepare
 from tests.fake_upstream import FakeUpstream, json_reply
 from tests.helpers.servers import bridge_env
 
@@ -67,3 +68,42 @@ def test_a_hosts_keep_alive_connection_outlives_calls_to_other_hosts(fake):
             other.close()
     first, again = (seen.peer for seen in fake.requests[-2:])
     assert first == again
+
+
+class _Writes:
+    """A connected socket's stand-in that keeps each write: what a connection sends, and how."""
+
+    def __init__(self):
+        self.writes = []
+
+    def settimeout(self, timeout):
+        pass
+
+    def sendall(self, data):
+        self.writes.append(bytes(data))
+
+
+def _sent(connection_class, body):
+    connection = connection_class("upstream.internal", 80)
+    connection.sock = _Writes()
+    connection.request("POST", "/v1/chat/completions", body=body, headers={"content-type": "application/json"})
+    return connection.sock.writes
+
+
+@pytest.mark.parametrize(
+    ("body", "writes"),
+    [
+        (b'{"model":"m","messages":[]}', 1),
+        (b"", 1),
+        (None, 1),
+        (b"x" * JOINED_BODY, 1),
+        (b"x" * (JOINED_BODY + 1), 2),  # not copied to be joined
+    ],
+)
+def test_a_small_body_goes_upstream_in_the_write_that_carries_its_head(body, writes):
+    """One system call and one segment a request instead of two; the bytes are urllib3's own."""
+    ours = _sent(_HTTPConnection, body)
+    theirs = _sent(urllib3.connection.HTTPConnection, body)
+    assert len(ours) == writes
+    assert b"".join(ours) == b"".join(theirs)
+    assert len(theirs) == (2 if body else 1)  # what the join saves
