@@ -54,6 +54,8 @@ import logging
 import math
 import os
 import queue
+import select
+import socket
 import threading
 import time
 
@@ -66,6 +68,7 @@ from requests.structures import CaseInsensitiveDict
 from ..protocols import ids
 from ..protocols.errors import BridgeError
 from ..protocols.shapes import is_count
+from ..serve.deadlines import timeval
 from ..serve.observability import _series, _tokens
 from ..settings import Limits
 from ..translate import model_map
@@ -593,12 +596,22 @@ class _Connections:
     observability hooks on every checkout and release; this keeps what matters of it: a forked
     process starts with none of its parent's, and a connection taken with data or a close
     waiting (a late answer, a Redis restarted) is made again before the call, so that neither
-    reaches it."""
+    reaches it.
+
+    Their sockets block, and the kernel bounds each send and receive by BRIDGE_REDIS_TIMEOUT
+    (SO_SNDTIMEO, SO_RCVTIMEO), where redis-py gives them a Python timeout: CPython then polls
+    before every send and receive, and redis-py's check for waiting data (can_read) switches the
+    socket to non-blocking and back around a receive. A call makes a poll, a send and a receive,
+    instead of seven system calls, each one letting go of the GIL. Redis stalling past the timeout
+    fails the call as redis-py's ConnectionError instead of its TimeoutError: the same RedisError
+    to the bridge. Written against redis-py 5 and later: its connection's `_sock`, which connect()
+    sets and disconnect() clears, and which its parser reads from."""
 
     def __init__(self, pool):
         self._pool = pool  # redis-py's, for its connection class and settings
         self._idle = []
         self._pid = os.getpid()
+        self._timeout = timeval(pool.connection_kwargs["socket_timeout"])
 
     def take(self):
         if self._pid != os.getpid():
@@ -607,17 +620,27 @@ class _Connections:
             connection = self._idle.pop()  # pop and append are atomic: no lock
         except IndexError:
             connection = self._pool.connection_class(**self._pool.connection_kwargs)
-        try:
-            stale = connection.can_read()  # connects a new one
-        except redis.ConnectionError:  # closed by Redis
-            stale = True
-        if stale:
+        sock = connection._sock
+        if sock is not None and _waiting(sock):
             connection.disconnect()
+            sock = None
+        if sock is None:
             connection.connect()
+            sock = connection._sock
+            sock.settimeout(None)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, self._timeout)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, self._timeout)
         return connection
 
     def give_back(self, connection):
         self._idle.append(connection)
+
+
+def _waiting(sock):
+    """Whether data or a close waits on an idle connection's socket."""
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class _Tally:

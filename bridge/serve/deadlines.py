@@ -38,7 +38,7 @@ class Deadlines:
         """A new connection: its sends time out after BRIDGE_CLIENT_STALL_TIMEOUT, and it must
         send its head by BRIDGE_CLIENT_HEADER_TIMEOUT from now (gthread's `timeout`, at which
         murder_pending closes it while it sends nothing)."""
-        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self.stall))
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval(self.stall))
         conn.timeout = now + self.header
 
     def reading_head(self, conn, now):
@@ -152,8 +152,8 @@ def _closing_if_cut(state, start_response):
     return start
 
 
-def _timeval(seconds):
-    """A struct timeval for SO_SNDTIMEO."""
+def timeval(seconds):
+    """A struct timeval for SO_SNDTIMEO and SO_RCVTIMEO."""
     whole = int(seconds)
     return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 

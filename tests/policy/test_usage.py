@@ -314,6 +314,19 @@ def test_a_redis_that_does_not_answer_is_given_up_on(limited):
         silent.close()
 
 
+def test_a_kept_connection_to_a_redis_that_stops_answering_is_given_up_on(limited, redis_server):
+    """A call on a connection made earlier is bounded by BRIDGE_REDIS_TIMEOUT too: its socket
+    blocks, and the kernel ends a send or receive that waits longer (SO_SNDTIMEO, SO_RCVTIMEO)."""
+    live = limited("team-a rpm=100", BRIDGE_REDIS_TIMEOUT="0.2")
+    assert call(live, "chat").status_code == 200  # its connection made, and kept
+    before = metric(live, "bridge_redis_errors_total", operation="admit")
+    store(redis_server).execute_command("CLIENT", "PAUSE", "4000", "ALL")  # every command waits 4 s
+    started = time.monotonic()
+    assert call(live, "chat").status_code == 200  # failing open
+    assert time.monotonic() - started < 3, "the admission waited for Redis past BRIDGE_REDIS_TIMEOUT"
+    assert metric(live, "bridge_redis_errors_total", operation="admit") == before + 1
+
+
 # -- tokens in flight -------------------------------------------------------------------------------
 
 # A Messages call whose Chat upstream reports 500 tokens, asking for at most 480 of output: its
