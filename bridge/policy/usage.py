@@ -599,13 +599,14 @@ class _Connections:
     reaches it.
 
     Their sockets block, and the kernel bounds each send and receive by BRIDGE_REDIS_TIMEOUT
-    (SO_SNDTIMEO, SO_RCVTIMEO), where redis-py gives them a Python timeout: CPython then polls
-    before every send and receive, and redis-py's check for waiting data (can_read) switches the
-    socket to non-blocking and back around a receive. A call makes a poll, a send and a receive,
-    instead of seven system calls, each one letting go of the GIL. Redis stalling past the timeout
-    fails the call as redis-py's ConnectionError instead of its TimeoutError: the same RedisError
-    to the bridge. Written against redis-py 5 and later: its connection's `_sock`, which connect()
-    sets and disconnect() clears, and which its parser reads from."""
+    (SO_SNDTIMEO, SO_RCVTIMEO), where redis-py gives them a Python timeout, before which CPython
+    polls at every send and receive: a call makes the idle check's poll, a send and a receive,
+    each letting go of the GIL, not five. The idle check is this class's own (_waiting), not
+    redis-py's can_read, which in some redis-py versions sets the socket's Python timeout again.
+    Redis stalling past the timeout fails the call as redis-py's ConnectionError instead of its
+    TimeoutError: the same RedisError to the bridge. Written against redis-py 5 and later: its
+    connection's `_sock`, which connect() sets and disconnect() clears, and which its parser
+    reads from."""
 
     def __init__(self, pool):
         self._pool = pool  # redis-py's, for its connection class and settings
