@@ -63,6 +63,7 @@ from requests.structures import CaseInsensitiveDict
 from ..protocols import json_codec
 from ..protocols.errors import BridgeError, kind_for_status, relayed_message, status_for_upstream
 from ..serve import observability
+from ..serve.handover import JOINED_BODY
 from ..serve.observability import escaped
 from ..serve.worker import peer_closed
 from ..settings import masked_url
@@ -343,11 +344,6 @@ class _Answer(requests.Response):
 
 
 _NO_TIME = datetime.timedelta(0)
-
-
-# A request body up to this size goes out in the one write that carries its head (one system
-# call and one segment instead of two); a larger one is not copied to be joined.
-JOINED_BODY = 64 * 1024
 
 
 class _Watching:

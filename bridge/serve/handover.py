@@ -87,8 +87,9 @@ class Answer:
             self._free()
 
 
-# An answer's whole body up to this size goes out in the one write that carries its head (one
-# system call and one segment instead of two); a larger one is not copied to be joined.
+# A body up to this size goes out in the one write that carries its head (one system call and
+# one segment instead of two), an answer's here and an upstream request's (gateway/upstream.py);
+# a larger one is not copied to be joined.
 JOINED_BODY = 64 * 1024
 
 

@@ -6,7 +6,8 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from bridge import settings as settings_module
-from bridge.gateway.upstream import JOINED_BODY, Upstream, _Adapter, _HTTPConnection, _prepare
+from bridge.gateway.upstream import Upstream, _Adapter, _HTTPConnection, _prepare
+from bridge.serve.handover import JOINED_BODY
 from tests.fake_upstream import FakeUpstream, json_reply
 from tests.helpers.servers import bridge_env
 
