@@ -19,12 +19,22 @@ class _Writes:
         self.writes.append(bytes(data))
 
 
-def _served(body, headers, method="POST", joined=True):
+class _Framed(wsgi.Response):
+    """A Response that writes its head through framing of its own, not its socket, as gunicorn's
+    HTTP/2 one does through its connection."""
+
+    def send_headers(self):
+        if not self.headers_sent:
+            self.sock.sendall(b"[framed head]")
+            self.headers_sent = True
+
+
+def _served(body, headers, method="POST", joined=True, response_class=None):
     """The writes gunicorn's gthread makes of an app's answer: its loop over the body, then close()."""
     cfg = Config()
     request = next(RequestParser(cfg, iter([f"{method} /v1/messages HTTP/1.1\r\nHost: b\r\n\r\n".encode()]), None))
     sock = _Writes()
-    response, _ = wsgi.create(request, sock, ("127.0.0.1", 1), ("127.0.0.1", 2), cfg)
+    response, _ = wsgi.create(request, sock, ("127.0.0.1", 1), ("127.0.0.1", 2), cfg, response_class)
     response.start_response("200 OK", headers)
     freed = []
     answer = Answer(body, lambda: freed.append(True), response) if joined else iter(body)
@@ -57,3 +67,10 @@ def test_an_answer_of_known_length_goes_out_with_its_head(body, headers, method,
     theirs = _served(body, headers, method, joined=False)
     assert len(ours) == writes
     assert b"".join(ours) == b"".join(theirs)
+
+
+def test_a_response_that_frames_its_own_head_is_left_to_write_it():
+    body, headers = [b'{"type":"message"}'], [("Content-Length", "18")]
+    ours = _served(body, headers, response_class=_Framed)
+    assert ours == _served(body, headers, joined=False, response_class=_Framed)
+    assert ours == [b"[framed head]", b'{"type":"message"}']
