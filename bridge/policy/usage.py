@@ -70,6 +70,7 @@ from ..protocols.errors import BridgeError
 from ..protocols.shapes import is_count
 from ..serve.deadlines import timeval
 from ..serve.observability import _series, _tokens
+from ..serve.worker import polled
 from ..settings import Limits
 from ..translate import model_map
 from ..translate.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
@@ -601,7 +602,7 @@ class _Connections:
     Their sockets block, and the kernel bounds each send and receive by BRIDGE_REDIS_TIMEOUT
     (SO_SNDTIMEO, SO_RCVTIMEO), where redis-py gives them a Python timeout, before which CPython
     polls at every send and receive: a call makes the idle check's poll, a send and a receive,
-    each letting go of the GIL, not five. The idle check is this class's own (_waiting), not
+    each letting go of the GIL, not five. The idle check is this class's own poll, not
     redis-py's can_read, which in some redis-py versions sets the socket's Python timeout again.
     Redis stalling past the timeout fails the call as redis-py's ConnectionError instead of its
     TimeoutError: the same RedisError to the bridge. Written against redis-py 5 and later: its
@@ -622,7 +623,7 @@ class _Connections:
         except IndexError:
             connection = self._pool.connection_class(**self._pool.connection_kwargs)
         sock = connection._sock
-        if sock is not None and _waiting(sock):
+        if sock is not None and polled(sock, select.POLLIN):  # data or a close waiting
             connection.disconnect()
             sock = None
         if sock is None:
@@ -635,13 +636,6 @@ class _Connections:
 
     def give_back(self, connection):
         self._idle.append(connection)
-
-
-def _waiting(sock):
-    """Whether data or a close waits on an idle connection's socket."""
-    poll = select.poll()
-    poll.register(sock, select.POLLIN)
-    return bool(poll.poll(0))
 
 
 class _Tally:

@@ -362,6 +362,11 @@ def peer_closed(sock):
     """Whether the client has closed its side (nginx never half-closes a request it still wants).
     Only a closed side counts, never bytes to read: a kept-alive connection may hold the client's
     next request already. Also what a call waiting for its upstream watches (bridge/gateway/upstream.py)."""
+    return polled(sock, select.POLLRDHUP)
+
+
+def polled(sock, events):
+    """Whether `events` (or a hang-up or an error, which always count) are on `sock` now."""
     poll = select.poll()
-    poll.register(sock, select.POLLRDHUP)
+    poll.register(sock, events)
     return bool(poll.poll(0))
