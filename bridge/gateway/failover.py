@@ -119,6 +119,7 @@ def send(state, route, prepare, passthrough=False, path=None):
         if cloud is not None:
             record.upstream_model = body.get("model")
             url, body, headers = cloud.request(path or GENERATE[deployment.protocol], body, headers, context.stream)
+        state.accounts.decide(record)  # its client's limits (admission.admit_body): asked while it was translated
         span = record.attempt(deployment.name, deployment.provider, body, headers)
         try:
             response = state.upstream.request(

@@ -20,7 +20,8 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
   worker and VM through Redis; a client over one gets a 429 before anything goes upstream.
   A request with a body (a POST) is checked once its body is read and parsed (admit_body),
   so that a call that may generate reserves what it may cost in the same round trip; any
-  other request at its start.
+  other request at its start. A call that may generate has its verdict read only once it is
+  translated, before it goes upstream.
 
 A request past all of them is admitted (its record says so): it counts as its client's
 request, in rpm, in `bridge usage` and in bridge_client_requests_total alike, whatever its
@@ -96,8 +97,14 @@ def _cap(settings, environ):
 
 def admit_body(bridge, raw, body, generates):
     """Check the client's limits for a request whose body `raw` is read and parsed (`body`),
-    reserving what a call that `generates` may cost (usage.estimate)."""
-    bridge.accounts.admit(observability.current(), (raw, body) if generates else None)
+    reserving what a call that `generates` may cost (usage.estimate). Such a call goes upstream
+    only through the gateway, which reads the verdict before it sends (failover.send): Redis's round
+    trip overlaps the call's translation. Any other request may be answered here, so it waits
+    for its verdict now."""
+    if generates:
+        bridge.accounts.ask(observability.current(), (raw, body))
+    else:
+        bridge.accounts.admit(observability.current())
 
 
 class _InFlight:

@@ -23,7 +23,8 @@ never settled (its worker killed) lapses after RESERVATION_SECONDS; one whose ad
 did not confirm in time (it may make it late) is released at the request's end all the same,
 as settling never releases twice. A client may still pass a
 token limit by the last call admitted under it, plus what each call in flight uses beyond its
-reservation. Admission is one round trip (a Lua script).
+reservation. Admission is one round trip (a Lua script); a call's overlaps its translation
+(Accounts.ask, Accounts.decide).
 
 Budgets (BRIDGE_BUDGETS): dollars per key, team and user per UTC day and calendar month, checked
 in the same script: the spend counted (prices.py prices each call at its end) plus what calls
@@ -343,6 +344,8 @@ def kinds(usage, tokens=None):
 # What admission reserved for one call: tokens (member in the client's sorted set) and money
 # (member in each budget's, `budgets` naming their keys).
 Reservation = collections.namedtuple("Reservation", "member tokens money micros budgets")
+# An admission sent and not yet read (Accounts.ask): what its verdict is read and judged with.
+_Asked = collections.namedtuple("_Asked", "connection keys arguments limits now reserved")
 
 # One admitted (or reserved) request's counts on their way to Redis (Accounts.store).
 Counted = collections.namedtuple("Counted", "client team user model used spent micros when admitted reserved")
@@ -403,6 +406,15 @@ class Accounts:
         one of its limits, or its key, team or user over a budget, its calls in flight counted
         by what they hold, or a 503 when Redis cannot say and the bridge fails closed. Reserve
         what a `call` (its body: raw bytes, parsed) may cost, to settle at the request's end."""
+        self.ask(record, call, now)
+        self.decide(record)
+
+    def ask(self, record, call=None, now=None):
+        """admit()'s question, sent: decide() reads the verdict. A call read in between, once
+        translated, has had Redis's round trip overlap its translation, where admit() would
+        wait for it (a thread asleep, and woken, once more a request). A request that ends
+        before decide() is decided by finished(), without a refusal: it counts as admitted, or
+        not, as Redis says."""
         client = record.client
         own = record.key.limits if record.key is not None else None
         limits = own or self.limits.get(client) or self.limits.get("*")
@@ -447,38 +459,74 @@ class Accounts:
         if tokens or micros:
             reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
         try:
-            verdict = self._script(_ADMIT_SHA, _ADMIT, keys, arguments)
+            connection = self._sent(_ADMIT_SHA, keys, arguments)
         except redis.RedisError as error:
-            self._failed("admit", error)
-            record.reserved = reserved  # Redis may still make it, late: released at the end all the same
-            if self.fail_closed:
-                raise refusal(
-                    "overloaded", "the bridge cannot check this client's limits: its Redis does not answer"
-                ) from None
-            record.admitted = True
+            self._unconfirmed(record, reserved, error, refuse=True)
             return
+        record.asking = _Asked(connection, keys, arguments, limits, now, reserved)
+
+    def decide(self, record, refuse=True):
+        """Read the verdict of ask(), if one is waiting: a refusal is raised (see admit), or only
+        counted when not `refuse` (the request has had its answer)."""
+        asked = record.asking
+        if asked is None:
+            return
+        record.asking = None
+        try:
+            verdict = self._answer(asked.connection, _ADMIT_SHA, _ADMIT, asked.keys, asked.arguments)
+        except redis.RedisError as error:
+            self._unconfirmed(record, asked.reserved, error, refuse)
+            return
+        client, now = record.client, asked.now
         if verdict[0] == "budget":
             label, window = verdict[1], verdict[2]
             _series(LIMITED, client, f"{label.split()[0]}_{window}_budget").inc()
-            raise over_budget(label, window, now, *verdict[3:])
+            if refuse:
+                raise over_budget(label, window, now, *verdict[3:])
+            return
         if verdict[0]:
             _series(LIMITED, client, verdict[0]).inc()
-            raise over_limit(verdict[0], getattr(limits, verdict[0]), now, *verdict[1:])
+            if refuse:
+                raise over_limit(verdict[0], getattr(asked.limits, verdict[0]), now, *verdict[1:])
+            return
         for passed in verdict[1:]:
             label, _, window = passed.rpartition(" ")
             _series(SOFT_BUDGETS, label.split()[0], window).inc()
             log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
-        record.admitted, record.reserved = True, reserved
+        record.admitted, record.reserved = True, asked.reserved
+
+    def _unconfirmed(self, record, reserved, error, refuse):
+        """Redis did not answer the admission: served (open) or refused (closed), counted."""
+        self._failed("admit", error)
+        record.reserved = reserved  # Redis may still make it, late: released at the end all the same
+        if not self.fail_closed:
+            record.admitted = True
+        elif refuse:
+            raise refusal(
+                "overloaded", "the bridge cannot check this client's limits: its Redis does not answer"
+            ) from None
 
     def _script(self, sha, script, keys, arguments):
-        """A script's answer (`sha` its SHA1), on a connection taken for this one call (_Connections),
+        """A script's answer (`sha` its SHA1): _sent, then _answer."""
+        return self._answer(self._sent(sha, keys, arguments), sha, script, keys, arguments)
+
+    def _sent(self, sha, keys, arguments):
+        """The connection a script call went out on, taken for this one call (_Connections),
         without redis-py's command path (its Script wrapper, retry wrapper and observability
-        hooks cost the request's thread, and the writer's, more CPU than sending and reading). A
-        connection that failed is closed by redis-py, so that no late answer reaches the next call."""
-        connections = self._connections
-        connection = connections.take()
+        hooks cost the request's thread, and the writer's, more CPU than sending and reading).
+        A connection that failed is closed by redis-py, so that no late answer reaches the
+        next call."""
+        connection = self._connections.take()
         try:
             connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
+        except BaseException:
+            self._connections.give_back(connection)
+            raise
+        return connection
+
+    def _answer(self, connection, sha, script, keys, arguments):
+        """The answer to the call _sent on `connection`, which goes back to the idle ones."""
+        try:
             try:
                 return connection.read_response()
             except redis.exceptions.NoScriptError:  # Redis restarted, or its scripts were flushed
@@ -487,7 +535,7 @@ class Accounts:
             connection.send_command("EVALSHA", sha, len(keys), *keys, *arguments)
             return connection.read_response()
         finally:
-            connections.give_back(connection)
+            self._connections.give_back(connection)
 
     def budgets_of(self, record):
         """(Budget, name) of each budget the request counts in: its key's, team's and user's."""
@@ -544,6 +592,7 @@ class Accounts:
     def finished(self, record):
         """Count what an admitted request used and cost: in Prometheus at once, in Redis through
         the writer, which also settles the request's reservation (admitted or not)."""
+        self.decide(record, refuse=False)  # a request that ended before its verdict was read
         client = record.client or "none"
         used = kinds(record.upstream_usage or record.usage, record.tokens)
         model = record.model if record.model in self.models else "other"

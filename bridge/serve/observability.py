@@ -203,6 +203,7 @@ class Record:
         self.stop_reason = None  # why the answer ended, as the upstream or the client was told: for its span
         self.admitted = False  # past admission (bridge/policy/admission.py): it counts as a client's request
         self.reserved = None  # the tokens admission reserved for it (usage.Reservation), settled at its end
+        self.asking = None  # its admission, sent to Redis, its verdict not read yet (usage.Accounts.ask)
 
     @property
     def label(self):

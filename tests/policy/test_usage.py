@@ -391,6 +391,30 @@ def test_a_reservation_is_released_when_the_upstream_fails(limited, fake, redis_
     wait_for(lambda: store(redis_server).get(f"bridge:tpd:team-a:{day}") == "500", "the answer counted")
 
 
+def test_a_call_refused_as_invalid_after_admission_counts_as_redis_said_and_holds_nothing(limited, fake, redis_server):
+    """Admission's verdict is read once the call is translated. A body found invalid before
+    then is the client's 400 all the same; what Redis said is still what counts: admitted, it
+    is the client's request (rpm and `bridge usage` count it) and its reservation is released;
+    refused, it counts as limited and as no request."""
+    live = limited("team-a rpm=1 tpd=100000")
+    requested = lambda: metric(live, "bridge_client_requests_total", client="team-a")  # noqa: E731
+    limited_count = lambda: metric(live, "bridge_client_limited_total", client="team-a")  # noqa: E731
+    before = requested(), limited_count()
+    invalid = {**FIVE_HUNDRED[1], "messages": [{"role": "robot", "content": "hi"}]}
+    answer = post(live, "/v1/messages", invalid)
+    assert is_anthropic_error(answer, 400, "invalid_request_error")
+    counted(redis_server, 1)
+    assert held(redis_server) == 0
+    assert (requested() - before[0], limited_count() - before[1]) == (1, 0)
+    assert is_anthropic_error(
+        post(live, *FIVE_HUNDRED), 429, "rate_limit_error"
+    )  # the invalid call took the minute's one
+    assert is_anthropic_error(post(live, "/v1/messages", invalid), 400, "invalid_request_error")
+    wait_for(lambda: limited_count() - before[1] == 2, "both refusals counted")
+    assert requested() - before[0] == 1 and today(redis_server, "team-a")["requests"] == "1"
+    assert held(redis_server) == 0 and not fake.requests
+
+
 def test_a_reservation_redis_made_after_its_timeout_is_released_all_the_same(limited, fake, redis_server):
     """Redis stopped (SIGSTOP) while a call is admitted: served (fail-open), not knowing whether
     its reservation was made; Redis goes on and makes it, late. The call's end releases it."""
