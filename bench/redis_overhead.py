@@ -3,8 +3,11 @@ them, side by side.
 
     python -m bench.redis_overhead                  # 5 rounds of 1,000 calls each way
     python -m bench.redis_overhead --calls 200 --rounds 1
+    python -m bench.redis_overhead --front messages  # Messages calls, translated to Chat
 
-Needs no wrk: bench/client.py drives them. Three gunicorn servers from deploy/gunicorn.conf.py
+Needs no wrk: bench/client.py drives them: Chat calls passed through to a Chat deployment, or
+with `--front messages` Messages calls translated to it, whose admission round trip overlaps
+their translation. Three gunicorn servers from deploy/gunicorn.conf.py
 with one worker each, in front of the bench upstream (a priced deployment), each with a client
 key: *plain* without Redis; *limited* with a redis-server on loopback and limits on that key
 high enough never to refuse (rpm, tpm and tpd: the Lua script runs with all three checks, and
@@ -29,7 +32,7 @@ import time
 
 import redis
 
-from bench import client, procstat
+from bench import client, corpus, procstat
 from bench.processes import Gunicorn, RedisServer
 from bridge import settings
 from bridge.gateway import routes
@@ -38,18 +41,24 @@ from bridge.serve import observability
 
 from .load import start_upstream
 
-BODY = json.dumps(
-    {"model": "bench-n1", "messages": [{"role": "user", "content": "Tell me about Galaxy Day."}]}
-).encode()
+QUESTION = [{"role": "user", "content": "Tell me about Galaxy Day."}]
+# The call measured, by client front (--front), both to the same Chat deployment: a question
+# passed through (chat), or the bench's everyday Messages call (a short tool-using
+# conversation: bench/corpus.py) translated, as Claude Code's calls are (messages).
+CALLS = {
+    "chat": ("/v1/chat/completions", json.dumps({"model": "bench-n1", "messages": QUESTION}).encode()),
+    "messages": ("/v1/messages", json.dumps(corpus.anthropic_small("bench-n1", False)).encode()),
+}
+BODY = CALLS["chat"][1]  # admissions()'s
 HEADERS = {"authorization": "Bearer sk-bench"}
 NEVER = 10**12  # a limit or budget no run reaches
 
 
-def one_round(server, calls, headers, redis_server):
+def one_round(server, call, calls, headers, redis_server):
     cpu = procstat.cpu_seconds(server.process.pid), procstat.cpu_seconds(redis_server.process.pid)
-    sequential = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=1)
+    sequential = client.run(server.url, *call, headers, total=calls, concurrency=1)
     started = time.monotonic()
-    concurrent = client.run(server.url, "/v1/chat/completions", BODY, headers, total=calls, concurrency=16)
+    concurrent = client.run(server.url, *call, headers, total=calls, concurrency=16)
     elapsed = time.monotonic() - started
     bridge_cpu = procstat.cpu_seconds(server.process.pid) - cpu[0]
     redis_cpu = procstat.cpu_seconds(redis_server.process.pid) - cpu[1]
@@ -128,8 +137,8 @@ def round_trip(store, count=1000):
     return client.percentile(times, 0.5) * 1000
 
 
-def measure(calls, rounds, core=None):
-    """The three targets side by side, `rounds` rounds of `calls` calls: {"rows": {target: the
+def measure(calls, rounds, core=None, front="chat"):
+    """The three targets side by side, `rounds` rounds of `calls` calls of CALLS[front]: {"rows": {target: the
     medians over rounds of one_round's columns}, "ping": a Redis round trip's p50 in ms, "alone":
     admissions()}. With `core`, each bridge runs pinned to it (taskset), and Redis, the upstream and
     the client where this process runs, as in `make bench`."""
@@ -178,12 +187,12 @@ def measure(calls, rounds, core=None):
         )
         headers = {"plain": HEADERS, "limited": HEADERS, "budgeted": {"authorization": f"Bearer {held}"}}
         for name, server in targets.items():
-            one_round(server, min(calls, 200), headers[name], redis_server)  # warm-up
+            one_round(server, CALLS[front], min(calls, 200), headers[name], redis_server)  # warm-up
         measured = {name: [] for name in targets}
         pings = []
         for _ in range(rounds):
             for name, server in targets.items():
-                measured[name].append(one_round(server, calls, headers[name], redis_server))
+                measured[name].append(one_round(server, CALLS[front], calls, headers[name], redis_server))
             pings.append(round_trip(store))
         alone = admissions(redis_server.url)
     finally:
@@ -223,11 +232,13 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=1000, help="calls per measurement")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--core", type=int, help="pin each bridge to this core (taskset), as make bench does")
+    parser.add_argument("--front", choices=CALLS, default="chat", help="the client front called (CALLS)")
     args = parser.parse_args(argv)
     if not (1 <= args.calls <= 20000 and 1 <= args.rounds <= 50):
         parser.error("bounded: at most 20,000 calls and 50 rounds")
-    result = measure(args.calls, args.rounds, args.core)
-    print(f"{args.rounds} rounds of {args.calls} calls, medians over rounds; one worker each\n")
+    result = measure(args.calls, args.rounds, args.core, args.front)
+    path = CALLS[args.front][0]
+    print(f"{args.rounds} rounds of {args.calls} calls to {path}, medians over rounds; one worker each\n")
     print("\n".join(table(result)))
     return 0
 
