@@ -113,13 +113,13 @@ def send(state, route, prepare, passthrough=False, path=None):
         body, context = prepare(deployment)
         body = cap_max_tokens(body, deployment.protocol, deployment.max_tokens)
         headers = auth.upstream_headers(state.settings, deployment, asked.headers, passthrough)
+        state.accounts.decide(record)  # its client's limits (admission.admit_body): asked while it was translated
         record.deployment = deployment.name
         url = deployment.url(path or GENERATE[deployment.protocol])
         cloud = deployment.cloud  # Bedrock, Vertex: their own URL, body and signature
         if cloud is not None:
             record.upstream_model = body.get("model")
             url, body, headers = cloud.request(path or GENERATE[deployment.protocol], body, headers, context.stream)
-        state.accounts.decide(record)  # its client's limits (admission.admit_body): asked while it was translated
         span = record.attempt(deployment.name, deployment.provider, body, headers)
         try:
             response = state.upstream.request(

@@ -26,7 +26,7 @@ from bridge.translate.tokens import IMAGE_TOKENS, count_tokens
 from tests.fake_upstream import json_reply, message, messages_stream
 from tests.helpers.directions import ANTHROPIC_HEADERS, is_anthropic_error, is_openai_error
 from tests.helpers.recorded import recorded
-from tests.helpers.servers import TextStream, metric, next_text
+from tests.helpers.servers import TextStream, access_lines, metric, next_text
 from tests.helpers.servers import openai_client as sdk_client
 
 KEYS = "team-a:sk-team-a,team-b:sk-team-b"
@@ -396,7 +396,7 @@ def test_a_call_refused_as_invalid_after_admission_counts_as_redis_said_and_hold
     then is the client's 400 all the same; what Redis said is still what counts: admitted, it
     is the client's request (rpm and `bridge usage` count it) and its reservation is released;
     refused, it counts as limited and as no request."""
-    live = limited("team-a rpm=1 tpd=100000")
+    live = limited("team-a rpm=1 tpd=100000", BRIDGE_LOG_LEVEL="INFO")
     requested = lambda: metric(live, "bridge_client_requests_total", client="team-a")  # noqa: E731
     limited_count = lambda: metric(live, "bridge_client_limited_total", client="team-a")  # noqa: E731
     before = requested(), limited_count()
@@ -406,9 +406,10 @@ def test_a_call_refused_as_invalid_after_admission_counts_as_redis_said_and_hold
     counted(redis_server, 1)
     assert held(redis_server) == 0
     assert (requested() - before[0], limited_count() - before[1]) == (1, 0)
-    assert is_anthropic_error(
-        post(live, *FIVE_HUNDRED), 429, "rate_limit_error"
-    )  # the invalid call took the minute's one
+    with access_lines() as lines:  # the invalid call took the minute's one
+        assert is_anthropic_error(post(live, *FIVE_HUNDRED), 429, "rate_limit_error")
+        wait_for(lambda: lines, "the refusal's access line")
+    assert lines[0]["status"] == 429 and lines[0]["deployment"] is None  # refused before one was chosen
     assert is_anthropic_error(post(live, "/v1/messages", invalid), 400, "invalid_request_error")
     wait_for(lambda: limited_count() - before[1] == 2, "both refusals counted")
     assert requested() - before[0] == 1 and today(redis_server, "team-a")["requests"] == "1"
