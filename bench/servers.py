@@ -114,12 +114,15 @@ def relay(upstream_url, workers=None):
     )
 
 
-def bridge(upstream_url, workers=None, clouds=None):
-    """The bridge in front of the bench upstream, and of the fake clouds with `clouds` (their env)."""
+def bridge(upstream_url, workers=None, clouds=None, settings=None, tree=None, name=None):
+    """The bridge in front of the bench upstream, and of the fake clouds with `clouds` (their env);
+    `settings` on top (BRIDGE_*), served from the checkout at `tree` when given, its log
+    bench/out/`name`.log when named."""
     port = free_port()
     env = _env({**upstream_env(upstream_url), "BRIDGE_CLIENT_KEYS": CLIENT_KEYS, **(clouds or {})})
     env["BRIDGE_ROUTES"] = bridge_routes(upstream_url, env)
-    return Server(_name("bridge", workers), gunicorn_argv(port), env, port, _workers(workers))
+    argv = gunicorn_argv(port, *(("--chdir", str(tree)) if tree else ()))
+    return Server(name or _name("bridge", workers), argv, env, port, {**_workers(workers), **(settings or {})})
 
 
 def _workers(count):
