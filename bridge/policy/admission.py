@@ -1,5 +1,6 @@
-"""Admission: requests turned away before any work is done for them, so that a busy bridge
-answers at once instead of making a client wait for a stream to end.
+"""Admission: requests turned away before anything goes upstream for them, and before any work
+is done for them where that can be, so that a busy bridge answers at once instead of making a
+client wait for a stream to end.
 
 Both refusals are errors in the client's protocol with `retry-after`, which both SDKs honour:
 
@@ -21,7 +22,8 @@ Both refusals are errors in the client's protocol with `retry-after`, which both
   A request with a body (a POST) is checked once its body is read and parsed (admit_body),
   so that a call that may generate reserves what it may cost in the same round trip; any
   other request at its start. A call that may generate has its verdict read only once it is
-  translated, before it goes upstream.
+  translated, before it goes upstream: a call over a limit is refused after its translation,
+  and one found invalid meanwhile gets its 400 (release_when_answered reads the verdict).
 
 A request past all of them is admitted (its record says so): it counts as its client's
 request, in rpm, in `bridge usage` and in bridge_client_requests_total alike, whatever its
@@ -77,7 +79,9 @@ def install(app, settings, exempt, accounts):
         """The client's count drops when the server has taken the answer's last byte, before it
         tells the client the answer is over: the client's next request must find it dropped.
         Or when a stream's relay hands it to the worker's stream loop, or when the server closes
-        the answer early."""
+        the answer early. A call answered before its limits' verdict was read (a 400 found in
+        its body) has it read now, on its thread, without a refusal: it counts as Redis said."""
+        accounts.decide(observability.current(), refuse=False)
         held = request._get_current_object().environ.pop(_HELD, None)
         if held is not None:
             response.response = _released_at_end(response.response, held)

@@ -42,8 +42,9 @@ at the worker's exit it writes what is left.
 A refusal is a 429 `rate_limit` in the client's protocol, never a 403 (Claude Code takes
 403 as a login problem), with `retry-after` and the rate-limit headers of the limit hit.
 Redis slow or down (BRIDGE_REDIS_TIMEOUT): BRIDGE_REDIS_FAILURE=open serves the request and
-counts the failure in bridge_redis_errors, `closed` answers 503. Neither waits longer than
-the timeout, and neither is a stack trace.
+counts the failure in bridge_redis_errors, `closed` answers 503 (a call found invalid before
+its verdict is read: its 400). Neither waits longer than the timeout, and neither is a stack
+trace.
 """
 
 import atexit
@@ -412,8 +413,8 @@ class Accounts:
     def ask(self, record, call=None, now=None):
         """admit()'s question, sent: decide() reads the verdict. A call read in between, once
         translated, has had Redis's round trip overlap its translation, where admit() would
-        wait for it (a thread asleep, and woken, once more a request). A request that ends
-        before decide() is decided by finished(), without a refusal: it counts as admitted, or
+        wait for it (a thread asleep, and woken, once more a request). A request answered
+        before decide() (admission.py) is decided without a refusal: it counts as admitted, or
         not, as Redis says."""
         client = record.client
         own = record.key.limits if record.key is not None else None
@@ -592,7 +593,6 @@ class Accounts:
     def finished(self, record):
         """Count what an admitted request used and cost: in Prometheus at once, in Redis through
         the writer, which also settles the request's reservation (admitted or not)."""
-        self.decide(record, refuse=False)  # a request that ended before its verdict was read
         client = record.client or "none"
         used = kinds(record.upstream_usage or record.usage, record.tokens)
         model = record.model if record.model in self.models else "other"
