@@ -40,6 +40,24 @@ def cpu_seconds(pid):
     return total / _TICK
 
 
+def voluntary_switches(pid):
+    """Voluntary context switches so far, over every thread of the tree rooted at pid: the
+    times one slept, on a socket, a lock or the GIL."""
+    total = 0
+    for member in tree(pid):
+        try:
+            tasks = os.listdir(f"/proc/{member}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{member}/task/{task}/status") as status:
+                    total += sum(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt"))
+            except OSError:
+                continue
+    return total
+
+
 def memory_mib(pid):
     """(RSS summed over the tree, PSS summed over the tree) in MiB."""
     rss = pss = 0

@@ -17,7 +17,6 @@ or the GIL.
 """
 
 import argparse
-import os
 import statistics
 import tempfile
 
@@ -35,23 +34,6 @@ def parse(variant):
     name, _, listed = variant.partition(":")
     settings = dict(item.split("=", 1) for item in listed.split(",") if item)
     return name, settings, settings.pop("TREE", None), settings.pop("REDIS", None) == "1"
-
-
-def switches(pid):
-    """Voluntary context switches so far, over every thread of the tree rooted at pid."""
-    total = 0
-    for member in procstat.tree(pid):
-        try:
-            tasks = os.listdir(f"/proc/{member}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{member}/task/{task}/status") as status:
-                    total += sum(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt"))
-            except OSError:
-                continue
-    return total
 
 
 def measure(variants, direction, rounds, seconds):
@@ -78,13 +60,12 @@ def measure(variants, direction, rounds, seconds):
         for _ in range(rounds):
             for variant, server in started.items():
                 pid = server.proc.pid
-                cpu, slept = procstat.cpu_seconds(pid), switches(pid)
+                cpu, slept = procstat.cpu_seconds(pid), procstat.voluntary_switches(pid)
                 result = wrk.run(server.url + call[0], *call[1:], 16, seconds)
                 assert result["errors"] == 0, f"{variant}: {result['errors']} errors"
                 calls = result["requests"]
-                measured[variant].append(
-                    (result["rps"], (procstat.cpu_seconds(pid) - cpu) / calls * 1e6, (switches(pid) - slept) / calls)
-                )
+                cpu = (procstat.cpu_seconds(pid) - cpu) / calls * 1e6
+                measured[variant].append((result["rps"], cpu, (procstat.voluntary_switches(pid) - slept) / calls))
         return measured
     finally:
         for server in started.values():
