@@ -115,6 +115,7 @@ class Settings:
     pool_size: int = 1280
     streams_per_worker: int = 1000
     log_level: str = "INFO"
+    access_log_flush: float = 0.2  # seconds access lines are held and written together (0: each at once)
     traces: bool = False  # the OTEL_* variables ask for OTLP traces (serve/tracing.py)
     otlp_metrics: bool = False  # they ask for OTLP metrics (serve/otlp_metrics.py)
     # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: prompts and answers in spans (serve/span_content.py)
@@ -458,6 +459,7 @@ _PARSERS = {
     "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_STREAMS_PER_WORKER": ("streams_per_worker", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_LOG_LEVEL": ("log_level", lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
+    "BRIDGE_ACCESS_LOG_FLUSH": ("access_log_flush", lambda n, v: _number(n, v, float, 0)),
     "BRIDGE_TRACE_CONTENT_LIMIT": ("trace_content_limit", lambda n, v: _number(n, v, int, 100)),
 }
 

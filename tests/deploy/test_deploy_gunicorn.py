@@ -189,8 +189,9 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
     fake.reply(fixture("anthropic/text.json"))
     assert chat(server).choices[0].message.content
 
-    streamed = [line for line in server.access_lines() if line["stream"]]
-    assert [(line["status"], line["error"], line["client"]) for line in streamed] == [(200, None, "team-a")]
+    streamed = lambda: [line for line in server.access_lines() if line["stream"]]  # noqa: E731
+    server.wait_for(streamed, "the old worker's access line, written as it exits")
+    assert [(line["status"], line["error"], line["client"]) for line in streamed()] == [(200, None, "team-a")]
     log = server.log()
     assert CLIENT_KEY not in log and UPSTREAM_KEY not in log and PROMPT not in log
 
@@ -204,6 +205,18 @@ def test_a_reload_cuts_a_stream_that_outlives_the_graceful_timeout(start, fake):
             list(chunks)
     assert not isinstance(cut.value, openai.APITimeoutError)
     assert "graceful_timeout (1s) is over; closing 1 open connection" in server.log()
+
+
+def test_access_lines_held_between_writes_are_all_written_when_gunicorn_stops(start, fake):
+    server = start(BRIDGE_ACCESS_LOG_FLUSH="60")
+    server.wait_for(lambda: len(booted_workers(server)) == 2, "2 workers")
+    for _ in range(6):  # new connections, so both workers take some
+        fake.reply(fixture("anthropic/text.json"))
+        chat(server)
+    called = lambda: [line for line in server.access_lines() if line["route"] == "/v1/chat/completions"]  # noqa: E731
+    assert called() == []  # the first five at least would be there, were they not held
+    server.stop()
+    assert len(called()) == 6 and {line["status"] for line in called()} == {200}
 
 
 def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restarted(start, fake):

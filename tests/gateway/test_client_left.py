@@ -81,8 +81,13 @@ def test_gunicorn_closes_a_plain_call_within_a_second_of_its_client_leaving_and_
     assert_closed_within_a_second(fake, left_at)
     assert direction.ask(server.url)  # the one thread is free at once: not a 503
     assert len(fake.requests) == 2
-    [left] = [line for line in server.access_lines() if line["direction"] == direction.name and line["status"] == 499]
-    assert_logged_as_left(left)
+
+    def left():
+        return [line for line in server.access_lines() if line["direction"] == direction.name and line["status"] == 499]
+
+    server.wait_for(left, "the access line of the call left")
+    [line] = left()
+    assert_logged_as_left(line)
     assert "Traceback" not in server.log()
 
 

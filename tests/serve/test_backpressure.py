@@ -107,8 +107,9 @@ def test_a_client_that_reads_nothing_for_the_stall_timeout_loses_its_upstream(tm
         with pytest.raises(openai.APIConnectionError):
             for _ in chunks:
                 pass
-        server.wait_for(lambda: server.access_lines(), "the access line")
-        (line,) = [line for line in server.access_lines() if line["request_id"] == request_id]
+        stalled = lambda: [line for line in server.access_lines() if line["request_id"] == request_id]  # noqa: E731
+        server.wait_for(stalled, "the access line")
+        (line,) = stalled()
         assert line["error"] == "client_stalled" and line["status"] == 200
         fake.reply(messages_stream("still here"))
         again = client.chat.completions.create(model="claude-sonnet-4-5", messages=[USER], stream=True)

@@ -176,8 +176,30 @@ def test_stderr_gets_the_bare_line_and_handlers_an_info_record_of_the_access_log
     assert (record.name, record.levelno, record.levelname) == ("bridge.access", logging.INFO, "INFO")
     assert (record.pathname, record.lineno) == ("", 0)  # README: no caller file or line
     assert json.loads(record.getMessage())["route"] == "/v1/messages"
-    written = [line for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    request_id = json.loads(record.getMessage())["request_id"]
+    written = []
+
+    def on_stderr():  # within BRIDGE_ACCESS_LOG_FLUSH, with lines of calls before it perhaps
+        written.extend(line for line in capsys.readouterr().err.splitlines() if request_id in line)
+        return written
+
+    wait_for(on_stderr, "the line on stderr")
     assert written == [record.getMessage()]
+
+
+def test_held_access_lines_are_written_together_once_they_pass_the_bound(capsys):
+    lines = observability._StderrLines()
+    lines.every = 60
+    record = logging.makeLogRecord({"msg": "x" * 999})
+    held = lines.HELD_BYTES // 1000
+    for _ in range(held):
+        lines.handle(record)
+    assert capsys.readouterr().err == ""
+    lines.handle(record)
+    assert capsys.readouterr().err == ("x" * 999 + "\n") * (held + 1)
+    lines.every = 0
+    lines.handle(record)
+    assert capsys.readouterr().err == "x" * 999 + "\n"
 
 
 @pytest.mark.parametrize("stamp", [0.0, 1764171288.5, 1764171288.999, 1764171289.0, 4102444799.25])
