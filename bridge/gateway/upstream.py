@@ -255,8 +255,13 @@ def _wait_for_answer(upstream, client, timeout):
 def _left_meanwhile(exc):
     """Whether requests' exception is the client leaving during the wait: urllib3 reports the
     _Departed it met in a read as a ProtocolError, which requests wraps in a ConnectionError."""
+    return _aborted_by(exc, _Departed)
+
+
+def _aborted_by(exc, error):
+    """Whether requests' exception is urllib3's ProtocolError around an `error` met mid-call."""
     cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
-    return isinstance(cause, urllib3.exceptions.ProtocolError) and isinstance(cause.args[-1], _Departed)
+    return isinstance(cause, urllib3.exceptions.ProtocolError) and isinstance(cause.args[-1], error)
 
 
 def _before_any_answer(exc, waited, settings):
@@ -445,6 +450,10 @@ def transport_error(exc):
         exc = exc.args[0]
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return BridgeError("timeout", f"upstream did not answer in time ({type(exc).__name__})", status=504)
+    if _aborted_by(exc, TimeoutError):  # urllib3 sends with the connect timeout
+        return BridgeError(
+            "timeout", "the upstream did not take the request in time (BRIDGE_CONNECT_TIMEOUT)", status=504
+        )
     if isinstance(
         exc,
         (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, urllib3.exceptions.IncompleteRead),

@@ -82,6 +82,23 @@ def full_backlog():
         yield port
 
 
+@contextlib.contextmanager
+def deaf_upstream():
+    """A port whose server accepts each connection and never reads from it: a request larger
+    than the kernel's buffers cannot be sent whole. Its receive buffer is made small."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # accepted sockets inherit it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        held = []
+        threading.Thread(target=lambda: held.extend(iter(listener.accept, None)), daemon=True).start()
+        try:
+            yield listener.getsockname()[1]
+        finally:
+            for sock, _ in held:
+                sock.close()
+
+
 def recorded_text(direction):
     """The text of the upstream's recorded stream, as the upstream's own SDK accumulates it."""
     name = f"{direction.upstream}/text.sse"
