@@ -45,6 +45,8 @@ def test_defaults_need_no_environment():
         ("BRIDGE_QUEUE_TIMEOUT", "a moment"),
         ("BRIDGE_STREAMS_PER_WORKER", "-1"),
         ("BRIDGE_STREAMS_PER_WORKER", "many"),
+        ("BRIDGE_ACCESS_LOG_FLUSH", "-0.1"),
+        ("BRIDGE_ACCESS_LOG_FLUSH", "soon"),
         ("BRIDGE_PROMPT_CACHE", "24h"),
         ("BRIDGE_MODEL_CAPABILITIES", "{not json"),
         ("BRIDGE_MODEL_CAPABILITIES", '{"claude-*": {"budget_tokens": "yes"}}'),
