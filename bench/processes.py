@@ -113,7 +113,9 @@ class Gunicorn:
             raise TimeoutError(f"{error}; gunicorn log ends:\n" + "\n".join(lines[-15:])) from None
 
     def access_lines(self):
-        return [json.loads(line) for line in self.log().splitlines() if line.startswith("{")]
+        """The access lines written so far (a line being written is left for the next read)."""
+        written = self.log()
+        return [json.loads(line) for line in written[: written.rfind("\n") + 1].splitlines() if line.startswith("{")]
 
     def signal(self, sig):
         self.process.send_signal(sig)

@@ -278,6 +278,14 @@ def _number(name, value, kind=float, minimum=0):
     return number
 
 
+def _flush_interval(name, value):
+    """0, or seconds a writer thread may sleep between writes: not so short that it spins."""
+    seconds = _number(name, value)
+    if seconds and not 0.01 <= seconds <= 60:
+        raise SettingsError(f"{name}: must be 0 or from 0.01 to 60 seconds, got {value!r}")
+    return seconds
+
+
 def _flag(name, value):
     lowered = value.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -459,7 +467,7 @@ _PARSERS = {
     "BRIDGE_POOL_SIZE": ("pool_size", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_STREAMS_PER_WORKER": ("streams_per_worker", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_LOG_LEVEL": ("log_level", lambda n, v: _choice(n, v.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
-    "BRIDGE_ACCESS_LOG_FLUSH": ("access_log_flush", lambda n, v: _number(n, v, float, 0)),
+    "BRIDGE_ACCESS_LOG_FLUSH": ("access_log_flush", _flush_interval),
     "BRIDGE_TRACE_CONTENT_LIMIT": ("trace_content_limit", lambda n, v: _number(n, v, int, 100)),
 }
 

@@ -25,6 +25,7 @@ import glob
 import logging
 import os
 import re
+import select
 import sys
 import threading
 import time
@@ -663,13 +664,8 @@ def install(app, settings, finished=None, priced=None, labels=_NO_LABELS, untrac
 
     Access lines are INFO records: BRIDGE_LOG_LEVEL=WARNING turns them off.
     """
-    if not access_log.handlers:
-        access_log.addHandler(_StderrLines())
-        access_log.propagate = False
+    _stderr_lines().every = settings.access_log_flush
     access_log.setLevel(settings.log_level)
-    for handler in access_log.handlers:
-        if isinstance(handler, _StderrLines):
-            handler.every = settings.access_log_flush
     app.after_request(_note_response)
     app.add_url_rule("/metrics", "metrics", metrics)
     traced = tracing.Tracing() if settings.traces else None
@@ -839,48 +835,95 @@ class _StderrLines(logging.Handler):
 
     Lines are held and written together every `every` seconds (BRIDGE_ACCESS_LOG_FLUSH; 0
     writes each at once), as nginx's `buffer=` and Envoy's access logs do: a write of its own
-    costs each request a system call and a hand-over of the GIL. HELD_BYTES bounds what waits;
-    logging.shutdown (at exit, and gunicorn's worker_exit) writes the rest.
+    costs each request a system call and a hand-over of the GIL. Each write is of whole lines
+    and at most PIPE_BUF bytes, which the kernel keeps whole in a pipe every worker writes to.
+    HELD_BYTES bounds what waits. A worker that begins to stop writes them at once from then
+    on (write_access_lines_at_once), and logging.shutdown writes what is left at exit.
     """
 
     HELD_BYTES = 256 * 1024
 
     def __init__(self):
         super().__init__()
-        self.every = 0.0
+        self._every = 0.0
         self._forked()
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self):
         """A child holds none of its parent's lines, and has no thread writing them yet."""
         self._held, self._size, self._writer = [], 0, None
+        self._wake = threading.Event()  # the writer's wait, cut short when `every` changes
+
+    @property
+    def every(self):
+        return self._every
+
+    @every.setter
+    def every(self, seconds):
+        self._every = seconds
+        self._wake.set()
 
     def emit(self, record):
         try:
             line = record.getMessage() + "\n"
-            if not self.every:
+            if not self._every and not self._held:
                 sys.stderr.write(line)
                 return
-            self._held.append(line)
+            self._held.append(line)  # those held before `every` became 0 go first
             self._size += len(line)
-            if self._size > self.HELD_BYTES:
+            if not self._every or self._size > self.HELD_BYTES:
                 self.flush()
             elif self._writer is None:
-                self._writer = threading.Thread(target=self._write_every, name="access-lines", daemon=True)
-                self._writer.start()
+                self._wake = threading.Event()  # not one set before the writer was there
+                writer = threading.Thread(target=self._write_every, name="access-lines", daemon=True)
+                writer.start()
+                self._writer = writer
         except Exception:
             self.handleError(record)
 
     def flush(self):
         with self.lock:  # emit holds it too: lines go out whole and in order
             held, self._held, self._size = self._held, [], 0
-            if held:
-                sys.stderr.write("".join(held))
+            for chunk in _pipe_writes(held):
+                sys.stderr.write(chunk)
 
     def _write_every(self):
         while True:
-            time.sleep(self.every or 1)  # set to 0 later (another app in this process): nothing is held
+            self._wake.wait(self._every or None)  # at 0, until `every` is set again
+            self._wake.clear()
             try:
                 self.flush()
             except (OSError, ValueError):  # stderr closed or broken: nowhere left to say so
                 pass
+
+
+def _pipe_writes(lines):
+    """`lines` joined into writes of whole lines of at most PIPE_BUF bytes (a longer line alone)."""
+    chunk, size = [], 0
+    for line in lines:
+        length = len(line) if line.isascii() else len(line.encode())
+        if chunk and size + length > select.PIPE_BUF:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line)
+        size += length
+    if chunk:
+        yield "".join(chunk)
+
+
+def write_access_lines_at_once():
+    """Each access line written as it comes from now on, and those held now soon after: this
+    worker is stopping, and the master's SIGKILL at the end of its graceful_timeout must find
+    none held (serve/worker.py)."""
+    _stderr_lines().every = 0
+
+
+def _stderr_lines():
+    """The access log's own handler, added once per process."""
+    for handler in access_log.handlers:
+        if isinstance(handler, _StderrLines):
+            return handler
+    handler = _StderrLines()
+    access_log.addHandler(handler)
+    access_log.propagate = False
+    return handler

@@ -332,6 +332,9 @@ class ThreadWorker(gthread.ThreadWorker):
         Requests waiting for a thread keep waiting, served or refused before half the drain
         (graceful_timeout) is over, so that none is still waiting when the worker exits."""
         self.queue.shorten(self.cfg.graceful_timeout / 2, time.monotonic())
+        from .observability import write_access_lines_at_once  # loaded with the app, long before
+
+        write_access_lines_at_once()
         for listener in self.sockets:
             listener.setblocking(False)
             while select.select([listener], [], [], 0)[0]:

@@ -192,6 +192,7 @@ def test_a_reload_lets_an_open_stream_finish_and_serves_new_requests(start, fake
     streamed = lambda: [line for line in server.access_lines() if line["stream"]]  # noqa: E731
     server.wait_for(streamed, "the old worker's access line, written as it exits")
     assert [(line["status"], line["error"], line["client"]) for line in streamed()] == [(200, None, "team-a")]
+    server.stop()  # every line written, the access lines too
     log = server.log()
     assert CLIENT_KEY not in log and UPSTREAM_KEY not in log and PROMPT not in log
 
@@ -217,6 +218,25 @@ def test_access_lines_held_between_writes_are_all_written_when_gunicorn_stops(st
     assert called() == []  # the first five at least would be there, were they not held
     server.stop()
     assert len(called()) == 6 and {line["status"] for line in called()} == {200}
+
+
+def test_a_stopping_worker_writes_its_held_access_lines_at_once(start, fake):
+    """The master kills its workers at graceful_timeout, open streams or not: a worker that begins
+    to stop writes what it holds then, not at its exit."""
+    server = start(BRIDGE_ACCESS_LOG_FLUSH="60", BRIDGE_GRACEFUL_TIMEOUT="30", BRIDGE_WORKERS="1")
+    for _ in range(4):
+        fake.reply(fixture("anthropic/text.json"))
+        chat(server)
+
+    def called():
+        return [line for line in server.access_lines() if line["route"] == "/v1/chat/completions"]
+
+    with stream_under_way(server, fake):
+        assert called() == []  # held
+        server.signal(signal.SIGTERM)
+        server.wait_for(lambda: len(called()) == 4, "the held lines, while the stream keeps the worker draining")
+        assert server.process.poll() is None
+    assert [line["status"] for line in called()] == [200] * 4
 
 
 def test_a_long_stream_outlives_the_worker_timeout_but_a_stuck_worker_is_restarted(start, fake):

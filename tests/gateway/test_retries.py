@@ -183,11 +183,12 @@ def test_a_connect_timeout_is_retried(start_bridge, caplog):
 
 def test_an_upstream_that_stops_reading_the_request_is_given_up_on(start_bridge):
     """A request's send is bounded like a read: by BRIDGE_CONNECT_TIMEOUT, urllib3's while it sends."""
-    with deaf_upstream() as port:
+    with deaf_upstream() as (port, connections):
         live = start_bridge(BRIDGE_OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", BRIDGE_CONNECT_TIMEOUT=0.5)
         prompt = "x" * (12 * 1024 * 1024)  # more than loopback's buffers hold
         body = {"model": "claude-x", "max_tokens": 16, "messages": [{"role": "user", "content": prompt}]}
         reply = requests.post(f"{live.url}/v1/messages", headers=ANTHROPIC_HEADERS, json=body, timeout=60)
+        assert len(connections) == 1  # not sent again (BRIDGE_RETRIES is 2)
     assert is_anthropic_error(reply, 504, "api_error")
     assert "did not take the request in time" in reply.json()["error"]["message"]
     assert requests.get(f"{live.url}/healthz", timeout=10).status_code == 200

@@ -84,8 +84,9 @@ def full_backlog():
 
 @contextlib.contextmanager
 def deaf_upstream():
-    """A port whose server accepts each connection and never reads from it: a request larger
-    than the kernel's buffers cannot be sent whole. Its receive buffer is made small."""
+    """(its port, the connections it accepted) of a server that accepts each connection and never
+    reads from it: a request larger than the kernel's buffers cannot be sent whole. Its receive
+    buffer is made small."""
     with socket.socket() as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # accepted sockets inherit it
         listener.bind(("127.0.0.1", 0))
@@ -93,7 +94,7 @@ def deaf_upstream():
         held = []
         threading.Thread(target=lambda: held.extend(iter(listener.accept, None)), daemon=True).start()
         try:
-            yield listener.getsockname()[1]
+            yield listener.getsockname()[1], held
         finally:
             for sock, _ in held:
                 sock.close()

@@ -4,6 +4,8 @@ import datetime
 import json
 import logging
 import re
+import select
+import sys
 
 import anthropic
 import openai
@@ -187,19 +189,44 @@ def test_stderr_gets_the_bare_line_and_handlers_an_info_record_of_the_access_log
     assert written == [record.getMessage()]
 
 
-def test_held_access_lines_are_written_together_once_they_pass_the_bound(capsys):
+class _Stderr:
+    """sys.stderr that keeps each write apart."""
+
+    def __init__(self):
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append(text)
+
+
+def test_held_access_lines_are_written_together_in_whole_lines_a_pipe_keeps_whole(monkeypatch):
+    stderr = _Stderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
     lines = observability._StderrLines()
     lines.every = 60
     record = logging.makeLogRecord({"msg": "x" * 999})
     held = lines.HELD_BYTES // 1000
     for _ in range(held):
         lines.handle(record)
-    assert capsys.readouterr().err == ""
-    lines.handle(record)
-    assert capsys.readouterr().err == ("x" * 999 + "\n") * (held + 1)
-    lines.every = 0
-    lines.handle(record)
-    assert capsys.readouterr().err == "x" * 999 + "\n"
+    assert stderr.writes == []
+    lines.handle(record)  # past the bound
+    assert "".join(stderr.writes) == ("x" * 999 + "\n") * (held + 1)
+    assert all(len(write) <= select.PIPE_BUF and write.endswith("\n") for write in stderr.writes)
+    assert len(stderr.writes) == -(-(held + 1) // (select.PIPE_BUF // 1000))
+
+
+def test_lines_held_when_the_interval_becomes_zero_go_before_the_next(monkeypatch):
+    stderr = _Stderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    lines = observability._StderrLines()
+    lines.every = 60
+    lines.handle(logging.makeLogRecord({"msg": "first"}))
+    assert stderr.writes == []
+    lines.every = 0  # a stopping worker's write_access_lines_at_once
+    lines.handle(logging.makeLogRecord({"msg": "second"}))
+    wait_for(lambda: "".join(stderr.writes) == "first\nsecond\n", "both lines, in order")
+    lines.handle(logging.makeLogRecord({"msg": "third"}))
+    assert stderr.writes[-1] == "third\n"  # at once, alone
 
 
 @pytest.mark.parametrize("stamp", [0.0, 1764171288.5, 1764171288.999, 1764171289.0, 4102444799.25])
