@@ -870,7 +870,7 @@ class _StderrLines(logging.Handler):
                 sys.stderr.write(line)
                 return
             self._held.append(line)  # those held before `every` became 0 go first
-            self._size += len(line)
+            self._size += _encoded_size(line)
             if not self._every or self._size > self.HELD_BYTES:
                 self.flush()
             elif self._writer is None:
@@ -901,7 +901,7 @@ def _pipe_writes(lines):
     """`lines` joined into writes of whole lines of at most PIPE_BUF bytes (a longer line alone)."""
     chunk, size = [], 0
     for line in lines:
-        length = len(line) if line.isascii() else len(line.encode())
+        length = _encoded_size(line)
         if chunk and size + length > select.PIPE_BUF:
             yield "".join(chunk)
             chunk, size = [], 0
@@ -909,6 +909,11 @@ def _pipe_writes(lines):
         size += length
     if chunk:
         yield "".join(chunk)
+
+
+def _encoded_size(line):
+    """Its bytes as stderr writes them (UTF-8: a line names what a client sent, in any script)."""
+    return len(line) if line.isascii() else len(line.encode())
 
 
 def write_access_lines_at_once():

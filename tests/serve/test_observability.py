@@ -215,6 +215,21 @@ def test_held_access_lines_are_written_together_in_whole_lines_a_pipe_keeps_whol
     assert len(stderr.writes) == -(-(held + 1) // (select.PIPE_BUF // 1000))
 
 
+def test_held_access_lines_are_bounded_in_bytes_not_characters(monkeypatch):
+    stderr = _Stderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    lines = observability._StderrLines()
+    lines.every = 60
+    record = logging.makeLogRecord({"msg": "é" * 499})  # 999 bytes with its newline, 500 characters
+    held = lines.HELD_BYTES // 1000
+    for _ in range(held):
+        lines.handle(record)
+    assert stderr.writes == []
+    lines.handle(record)  # past the bound in bytes, at half of it in characters
+    assert "".join(stderr.writes) == ("é" * 499 + "\n") * (held + 1)
+    assert all(len(write.encode()) <= select.PIPE_BUF for write in stderr.writes)
+
+
 def test_lines_held_when_the_interval_becomes_zero_go_before_the_next(monkeypatch):
     stderr = _Stderr()
     monkeypatch.setattr(sys, "stderr", stderr)
