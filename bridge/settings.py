@@ -106,6 +106,7 @@ class Settings:
     redis_keys: bool = False  # client keys also held in Redis, managed with `bridge keys` (policy/keys.py)
     redis_timeout: float = 0.25
     redis_failure: str = "open"
+    admit_ahead: float = 0.0  # a client under this share of its limits is admitted before Redis answers (usage.py)
     reserve_output_tokens: int = 8192  # of a call's max output, what admission reserves at most (usage.py)
     # A non-streamed answer is at most max_tokens of output: 128,000 tokens of text are 0.5-1 MB of JSON.
     max_upstream_body_bytes: int = 8 * 1024 * 1024
@@ -276,6 +277,14 @@ def _number(name, value, kind=float, minimum=0):
     if number < minimum:
         raise SettingsError(f"{name}: must be at least {minimum}, got {value!r}")
     return number
+
+
+def _share(name, value, most):
+    """A share from 0 to `most`: not nan, which every comparison would let through."""
+    share = _number(name, value)
+    if not share <= most:
+        raise SettingsError(f"{name}: must be from 0 to {most}, got {value!r}")
+    return share
 
 
 def _flush_interval(name, value):
@@ -459,6 +468,7 @@ _PARSERS = {
     "BRIDGE_MAX_USERS_PER_KEY": ("max_users_per_key", lambda n, v: _number(n, v, int, 1)),
     "BRIDGE_REDIS_TIMEOUT": ("redis_timeout", lambda n, v: _number(n, v, float, 0.01)),
     "BRIDGE_REDIS_FAILURE": ("redis_failure", lambda n, v: _choice(n, v.strip().lower(), ("open", "closed"))),
+    "BRIDGE_ADMIT_AHEAD": ("admit_ahead", lambda n, v: _share(n, v, 0.9)),
     "BRIDGE_RESERVE_OUTPUT_TOKENS": ("reserve_output_tokens", lambda n, v: _number(n, v, int, 0)),
     "BRIDGE_MAX_UPSTREAM_BODY_BYTES": ("max_upstream_body_bytes", lambda n, v: _number(n, v, int, 1024)),
     "BRIDGE_RETRIES": ("retries", lambda n, v: _number(n, v, int, 0)),

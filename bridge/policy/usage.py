@@ -26,6 +26,18 @@ token limit by the last call admitted under it, plus what each call in flight us
 reservation. Admission is one round trip (a Lua script); a call's overlaps its translation
 (Accounts.ask, Accounts.decide).
 
+Admitted ahead (BRIDGE_ADMIT_AHEAD, a share; 0, the default: never): each verdict says what
+share of its tightest limit or hard budget the client has used. A client that Redis said within
+FRESH_SECONDS used under that share, with what this worker sent for it since (this call
+included: _Standing), is admitted at once, and its admission script goes to Redis from the
+writer's thread, pipelined with the counts and before its own (its reservation is made before
+it is settled), so that a call no longer waits for Redis, nor its thread for the answer. At
+most AHEAD_MOST calls of a client go ahead unjudged per worker; a call near a limit waits for
+those to be judged, then for its own verdict, so one worker admits exactly to a limit. Across
+workers a client may pass one by the calls others let go ahead that Redis then refuses (served
+all the same, counted in bridge_client_admitted_ahead_total under the limit): only a client
+that went from under the share to past the limit before their verdicts came back.
+
 Budgets (BRIDGE_BUDGETS): dollars per key, team and user per UTC day and calendar month, checked
 in the same script: the spend counted (prices.py prices each call at its end) plus what calls
 in flight reserved (`estimated` input and output at the dearest prices that may serve the
@@ -89,6 +101,9 @@ QUEUED = 10_000  # usage counts a worker keeps for Redis at most
 _BATCH = 500  # counts the writer sends in one script call at most
 GATHER_SECONDS = 0.05  # the writer's wait for more counts to send with the first: one write per batch, not per request
 AWAY_RETRY_SECONDS = 5.0  # how often the writer asks a Redis that failed whether it is back
+FRESH_SECONDS = 1.0  # how old Redis's word on a client may be for its calls to go ahead on it
+AHEAD_MOST = 64  # calls of one client a worker lets go ahead while Redis has not judged them
+AHEAD_GATHER_SECONDS = 0.01  # the writer's gather once a call went ahead: its verdict is awaited
 RESERVE_PRICES_KEPT = 1000  # models whose reserve price a worker keeps (matching the routes' globs is dear)
 
 CLIENT_REQUESTS = Counter(
@@ -121,6 +136,12 @@ SOFT_BUDGETS = Counter(
     ["scope", "window"],
 )
 LIMITED = Counter("bridge_client_limited", "Requests refused by a client limit.", ["client", "limit"])
+ADMITTED_AHEAD = Counter(
+    "bridge_client_admitted_ahead",
+    "Requests admitted before Redis's verdict (BRIDGE_ADMIT_AHEAD), by client key name and that verdict when it "
+    "came: admitted, or the limit (or budget) Redis then found the client over.",
+    ["client", "verdict"],
+)
 REDIS_ERRORS = Counter(
     "bridge_redis_errors", "Redis calls that failed or timed out, by what they were for.", ["operation"]
 )
@@ -139,10 +160,15 @@ DROPPED = Counter(
 # reservations' expiry, their id, their tokens and micro-dollars (0: none); then per budget
 # "day month soft label": its limits (0: none), 1 when soft, its label. The reservations' keys live
 # RESERVATION_SECONDS. Refused: {limit name, its count, held} or {"budget", label, window, spent,
-# held, limit}; admitted: {"", soft budgets passed as "label window"...}. Numbers go to redis.call as
-# strings: Redis prints a Lua number with printf on every call.
+# held, limit}; admitted: {"", the largest share of a limit or hard budget now used or held, in
+# thousandths, soft budgets passed as "label window"...}. Numbers go to redis.call as strings: Redis
+# prints a Lua number with printf on every call.
 _ADMIT = """
 local rpm, tpm, tpd = string.match(ARGV[1], '^(%d+) (%d+) (%d+)$')
+local most = 0
+local function share(used, limit)
+    if limit > 0 then most = math.max(most, used / limit) end
+end
 local function held(set, sum)
     local lapsed = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[2])
     if #lapsed > 0 then
@@ -154,7 +180,7 @@ local function held(set, sum)
     end
     return math.max(0, tonumber(redis.call('GET', sum) or '0'))
 end
-local soft, windows = {''}, {'day', 'month'}
+local soft, windows = {'', 0}, {'day', 'month'}
 for first = 6, #KEYS, 4 do
     local day_limit, month_limit, is_soft, label = string.match(ARGV[7 + (first - 6) / 4], '^(%d+) (%d+) (%d) (.*)$')
     local holding = held(KEYS[first], KEYS[first + 1])
@@ -164,6 +190,8 @@ for first = 6, #KEYS, 4 do
         if limit > 0 and spent + holding >= limit then
             if is_soft ~= '1' then return {'budget', label, window, spent, holding, limit} end
             table.insert(soft, label .. ' ' .. window)
+        elseif is_soft ~= '1' then
+            share(spent + holding + tonumber(ARGV[6]), limit)
         end
     end
 end
@@ -180,6 +208,10 @@ if rpm ~= '0' and requests > tonumber(rpm) then
     redis.call('DECR', KEYS[1])
     return {'requests_per_minute', requests - 1, 0}
 end
+share(requests, tonumber(rpm))
+share(tpm_count + tokens_held + tonumber(ARGV[5]), tonumber(tpm))
+share(tpd_count + tokens_held + tonumber(ARGV[5]), tonumber(tpd))
+soft[2] = math.floor(most * 1000)
 if ARGV[5] ~= '0' then
     redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4] .. ':' .. ARGV[5])
     redis.call('INCRBY', KEYS[5], ARGV[5])
@@ -346,7 +378,13 @@ def kinds(usage, tokens=None):
 # (member in each budget's, `budgets` naming their keys).
 Reservation = collections.namedtuple("Reservation", "member tokens money micros budgets")
 # An admission sent and not yet read (Accounts.ask): what its verdict is read and judged with.
-_Asked = collections.namedtuple("_Asked", "connection keys arguments limits now reserved")
+# With BRIDGE_ADMIT_AHEAD, `standing` is its client's _Standing, `share` what it uses of the
+# client's tightest limit and `before` what the worker had sent then (_Standing.sending).
+_Asked = collections.namedtuple("_Asked", "connection keys arguments limits now reserved standing share before")
+
+# A call admitted before Redis's verdict, its admission on its way to Redis with the counts
+# (Accounts.store); `standing`, `share` and `before` as _Asked's.
+_Ahead = collections.namedtuple("_Ahead", "client request_id keys arguments share standing before")
 
 # One admitted (or reserved) request's counts on their way to Redis (Accounts.store).
 Counted = collections.namedtuple("Counted", "client team user model used spent micros when admitted reserved")
@@ -395,12 +433,18 @@ class Accounts:
         self._connections = _Connections(self.redis.connection_pool) if self.redis is not None else None
         self.users_per_key = settings.max_users_per_key
         self.writer = _Writer(self, settings.redis_timeout) if self.redis is not None else None
+        self.ahead = settings.admit_ahead if self.redis is not None else 0.0
+        self._standings = {}  # client: _Standing, while calls go ahead
+        self._ahead_lock = threading.Condition(threading.Lock())  # its waiters: calls waiting for those gone ahead
+        self._waits_ahead = settings.redis_timeout + AHEAD_GATHER_SECONDS
         for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
             _series(REDIS_ERRORS, operation)
         for name in {key.name for key in settings.client_keys}:
             if name in self.limits or "*" in self.limits:
                 for limit in _RESOURCE:
                     _series(LIMITED, name, limit)
+                if self.ahead:
+                    _series(ADMITTED_AHEAD, name, "admitted")
 
     def admit(self, record, call=None, now=None):
         """Admit the request of `record` (its client's), or raise a 429 when its client is over
@@ -450,21 +494,45 @@ class Accounts:
             micros,
         ]
         held = []
+        shares = [0.0]  # of each hard limit, what this call uses (for going ahead)
         for budget, name in budgets:
             own = budget_keys(budget.scope, name, now)
             keys.extend(own)
             held.append(own[:2])
             day_limit, month_limit = prices.micros(budget.day), prices.micros(budget.month)
             arguments.append(f"{day_limit} {month_limit} {int(budget.soft)} {budget.scope} {name}")
+            if self.ahead and not budget.soft:
+                shares += (_share(micros, day_limit), _share(micros, month_limit))
         reserved = None
         if tokens or micros:
             reserved = Reservation(f"{hexid}:{tokens}", tokens, f"{hexid}:{micros}", micros, tuple(held))
+        standing = share = before = None
+        if self.ahead:
+            shares += (
+                _share(1, limits.requests_per_minute),
+                _share(tokens, limits.tokens_per_minute),
+                _share(tokens, limits.tokens_per_day),
+            )
+            share = max(shares)
+            standing = self._standings.get(client) or self._standings.setdefault(client, _Standing())
+            before = self._goes_ahead(standing, share)
+            if before is not None:
+                ahead = _Ahead(client, record.request_id, keys, arguments, share, standing, before)
+                if self.writer.put(ahead, hurry=True):
+                    record.admitted, record.reserved = True, reserved
+                    return
+                self._landed(ahead, None)  # the writer's queue is full: it waits for its verdict instead
+            elif standing.bound(share) >= self.ahead:  # near a limit
+                self._judged_first(standing)
+            with self._ahead_lock:
+                before = standing.sending(share)
         try:
             connection = self._sent(_ADMIT_SHA, keys, arguments)
         except redis.RedisError as error:
+            self._read(standing, share, before, None)
             self._unconfirmed(record, reserved, error, refuse=True)
             return
-        record.asking = _Asked(connection, keys, arguments, limits, now, reserved)
+        record.asking = _Asked(connection, keys, arguments, limits, now, reserved, standing, share, before)
 
     def decide(self, record, refuse=True):
         """Read the verdict of ask(), if one is waiting: a refusal is raised (see admit), or only
@@ -476,8 +544,10 @@ class Accounts:
         try:
             verdict = self._answer(asked.connection, _ADMIT_SHA, _ADMIT, asked.keys, asked.arguments)
         except redis.RedisError as error:
+            self._read(asked.standing, asked.share, asked.before, None)
             self._unconfirmed(record, asked.reserved, error, refuse)
             return
+        self._read(asked.standing, asked.share, asked.before, verdict)
         client, now = record.client, asked.now
         if verdict[0] == "budget":
             label, window = verdict[1], verdict[2]
@@ -490,15 +560,61 @@ class Accounts:
             if refuse:
                 raise over_limit(verdict[0], getattr(asked.limits, verdict[0]), now, *verdict[1:])
             return
-        for passed in verdict[1:]:
-            label, _, window = passed.rpartition(" ")
-            _series(SOFT_BUDGETS, label.split()[0], window).inc()
-            log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", record.request_id, label, window)
+        _passed_soft(record.request_id, verdict[2:])
         record.admitted, record.reserved = True, asked.reserved
+
+    def _goes_ahead(self, standing, share):
+        """What the worker had sent (_Standing.sending) when a call that uses `share` of its
+        client's tightest limit is admitted without waiting for Redis, or None: Redis said within
+        FRESH_SECONDS what the client used, and with what the worker sent since, this call
+        included, that is under BRIDGE_ADMIT_AHEAD of every limit; and fewer than AHEAD_MOST of
+        its calls gone ahead wait for their verdicts."""
+        if time.monotonic() - standing.at > FRESH_SECONDS:
+            return None
+        with self._ahead_lock:
+            if standing.calls >= AHEAD_MOST or standing.bound(share) >= self.ahead:
+                return None
+            standing.calls += 1
+            return standing.sending(share)
+
+    def _judged_first(self, standing):
+        """Wait until Redis has judged the client's calls gone ahead (a gather and
+        BRIDGE_REDIS_TIMEOUT at most), so that a call near a limit is judged after them,
+        counting them: without, it could take what is left of the limit from those gone ahead."""
+        if standing.calls:  # read unlocked: wait_for reads it again under the lock
+            with self._ahead_lock:
+                self._ahead_lock.wait_for(lambda: not standing.calls, self._waits_ahead)
+
+    def _read(self, standing, share, before, verdict):
+        """A waiting admission's verdict read, or None when Redis gave none."""
+        if standing is not None:
+            with self._ahead_lock:
+                standing.judged(share, before, verdict)
+
+    def _landed(self, ahead, verdict):
+        """A call gone ahead, judged by Redis (`verdict`), or never to be (None: not sent, or
+        Redis did not answer): it no longer counts as waiting for its verdict."""
+        standing = ahead.standing
+        with self._ahead_lock:
+            standing.calls -= 1
+            standing.judged(ahead.share, ahead.before, verdict)
+            if not standing.calls:
+                self._ahead_lock.notify_all()
+        if verdict is None:
+            return
+        _series(ADMITTED_AHEAD, ahead.client, verdict[0] or "admitted").inc()
+        if not verdict[0]:
+            _passed_soft(ahead.request_id, verdict[2:])
+
+    def _stale(self):
+        """Nothing goes ahead on what Redis said before it failed, until it says more."""
+        for standing in list(self._standings.values()):
+            standing.at = 0.0
 
     def _unconfirmed(self, record, reserved, error, refuse):
         """Redis did not answer the admission: served (open) or refused (closed), counted."""
         self._failed("admit", error)
+        self._stale()
         record.reserved = reserved  # Redis may still make it, late: released at the end all the same
         if not self.fail_closed:
             record.admitted = True
@@ -506,10 +622,6 @@ class Accounts:
             raise refusal(
                 "overloaded", "the bridge cannot check this client's limits: its Redis does not answer"
             ) from None
-
-    def _script(self, sha, script, keys, arguments):
-        """A script's answer (`sha` its SHA1): _sent, then _answer."""
-        return self._answer(self._sent(sha, keys, arguments), sha, script, keys, arguments)
 
     def _sent(self, sha, keys, arguments):
         """The connection a script call went out on, taken for this one call (_Connections),
@@ -627,17 +739,121 @@ class Accounts:
     def store(self, batch):
         """Write a batch of requests' counts (those admitted): the token windows the limits read,
         the day's usage per kind, the spend for the budgets and per key, team, user and model;
-        and their reservations released. One script call, its counts summed by key (_Tally)."""
-        tally = _Tally()
-        for counted in batch:
-            tally.count(counted)
-        self._script(_COUNT_SHA, _COUNT, list(tally.keys), [self.users_per_key, *tally.arguments()])
+        and their reservations released. One script call, its counts summed by key (_Tally),
+        sent after the admissions of the calls in the batch that went ahead (_Ahead), in order:
+        a call's reservation is made before its count settles it."""
+        ahead = [item for item in batch if type(item) is _Ahead]
+        judged = 0
+        try:
+            tally = _Tally()
+            for item in batch:
+                if type(item) is not _Ahead:
+                    tally.count(item)
+            commands = [("EVALSHA", _ADMIT_SHA, len(item.keys), *item.keys, *item.arguments) for item in ahead]
+            if tally.keys:
+                keys = list(tally.keys)
+                commands.append(("EVALSHA", _COUNT_SHA, len(keys), *keys, self.users_per_key, *tally.arguments()))
+            replies = self._pipelined(commands)
+            for item, reply in zip(ahead, replies[: len(ahead)], strict=True):
+                if isinstance(reply, redis.RedisError):
+                    self._failed("admit", reply)
+                    reply = None
+                self._landed(item, reply)
+                judged += 1
+        except redis.RedisError:
+            self._stale()
+            raise
+        finally:
+            for item in ahead[judged:]:  # not judged, nor to be: the batch failed
+                self._landed(item, None)
+        if tally.keys and isinstance(replies[-1], redis.RedisError):
+            raise replies[-1]
+
+    def _pipelined(self, commands):
+        """The replies to script calls sent together on one connection, an error reply as its
+        exception. Those Redis had no script for (a restart, SCRIPT FLUSH) did not run: they
+        are sent again once it has both scripts."""
+        connection = self._connections.take()
+        try:
+            replies = _exchanged(connection, commands)
+            again = [at for at, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
+            if again:
+                _exchanged(connection, [("SCRIPT", "LOAD", _ADMIT), ("SCRIPT", "LOAD", _COUNT)])
+                for at, reply in zip(again, _exchanged(connection, [commands[at] for at in again]), strict=True):
+                    replies[at] = reply
+            return replies
+        finally:
+            self._connections.give_back(connection)
 
     def _failed(self, operation, error):
         _series(REDIS_ERRORS, operation).inc()
         # The error names host and port, never the password.
         mode = "closed" if self.fail_closed else "open"
         log.warning("redis %s failed (BRIDGE_REDIS_FAILURE=%s): %s", operation, mode, error)
+
+
+def _exchanged(connection, commands):
+    """`commands` sent in one write, and their replies read, an error reply as its exception
+    (the connection's own failures raise)."""
+    connection.send_packed_command(connection.pack_commands(commands))
+    replies = []
+    for _ in commands:
+        try:
+            replies.append(connection.read_response())
+        except redis.exceptions.ResponseError as error:
+            replies.append(error)
+    return replies
+
+
+def _share(amount, limit):
+    """What `amount` is of `limit` (0: no limit)."""
+    return amount / limit if limit else 0.0
+
+
+def _passed_soft(request_id, passed):
+    """Count and log the soft budgets ("label window") an admitted request is over."""
+    for budget in passed:
+        label, _, window = budget.rpartition(" ")
+        _series(SOFT_BUDGETS, label.split()[0], window).inc()
+        log.warning("request %s: %s is over its soft %s budget (BRIDGE_BUDGETS)", request_id, label, window)
+
+
+class _Standing:
+    """What one worker knows of how much a client has used of its tightest limit: a bound above
+    it, from the last verdict read and what the worker sent since.
+
+    A verdict's share counts every admission Redis ran before it. Of the worker's own calls,
+    those it ran later were sent after it, or before it and not judged yet when it was sent:
+    `base` is the verdict's share less what the worker had sent by then (`sent`, a running sum
+    of shares) plus what was then waiting for its verdict (`waiting`), so that `base + sent`
+    stays above what the client used as Redis counted it then plus what the worker sent since,
+    whatever order Redis ran them in. Other workers' calls since the verdict are not in it.
+    `at` is when the verdict was read (0: Redis failed since), `calls` the calls gone ahead
+    that wait for theirs. Read and written under Accounts._ahead_lock."""
+
+    __slots__ = ("at", "base", "sent", "waiting", "calls")
+
+    def __init__(self):
+        self.at, self.base, self.sent, self.waiting, self.calls = 0.0, 1.0, 0.0, 0.0, 0
+
+    def bound(self, share):
+        """What the client would have used with one more call that uses `share`, at most."""
+        return self.base + self.sent + share
+
+    def sending(self, share):
+        """A call that uses `share` is about to be sent: (sent, waiting) before it."""
+        before = self.sent, self.waiting
+        self.sent += share
+        self.waiting += share
+        return before
+
+    def judged(self, share, before, verdict):
+        """A call's verdict, read (None: none came): it waits no more, and its share bounds."""
+        self.waiting -= share
+        if verdict is not None:
+            sent, waiting = before
+            self.base = (1.0 if verdict[0] else verdict[1] / 1000) + waiting - sent - share
+            self.at = time.monotonic()
 
 
 class _Connections:
@@ -803,17 +1019,23 @@ class _Writer:
         self._pid = self._thread = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # a call went ahead: the gather is cut to AHEAD_GATHER_SECONDS
         self._away = False  # the last write failed: ask Redis before the next one
         for reason in ("queue_full", "redis", "error"):
             _series(DROPPED, reason)  # at zero, before anything is dropped
 
-    def put(self, counts):
+    def put(self, counts, hurry=False):
+        """Queue `counts` (an admission gone ahead, with `hurry`); False when the queue is full."""
         if self._pid != os.getpid():
             self._start()
         try:
             self._queue.put_nowait(counts)
         except queue.Full:
             _series(DROPPED, "queue_full").inc()
+            return False
+        if hurry:
+            self._hurry.set()
+        return True
 
     def _start(self):
         with self._lock:
@@ -827,7 +1049,10 @@ class _Writer:
 
     def close(self):
         """Write what is queued (the worker is exiting), waiting a few Redis timeouts at most."""
+        if self._thread is None:  # nothing was ever queued
+            return
         self._stop.set()
+        self._hurry.set()  # ends a gather
         try:
             self._queue.put_nowait(None)  # wakes the thread
         except queue.Full:
@@ -840,7 +1065,9 @@ class _Writer:
             if not batch:
                 batch.append(self._queue.get())
                 if self._queue.qsize() < _BATCH:  # the counts arriving meanwhile go in the same write
-                    self._stop.wait(GATHER_SECONDS)
+                    if type(batch[0]) is _Ahead or self._hurry.wait(GATHER_SECONDS):
+                        self._stop.wait(AHEAD_GATHER_SECONDS)  # an admission waits in it: a shorter gather
+                self._hurry.clear()
             batch = [counts for counts in batch + self._taken(_BATCH - len(batch)) if counts is not None]
             stopping = self._stop.is_set()  # None in the queue: close() woke the thread
             if self._away and not self._answers():

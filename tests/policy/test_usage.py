@@ -549,6 +549,15 @@ def test_a_batch_counts_as_each_of_its_requests_would_alone(redis_server):
     assert today(redis_server, "team-b") == {}
 
 
+def test_a_batch_after_redis_lost_its_scripts_gives_them_again_and_is_written_once(redis_server):
+    settings = load(BRIDGE_REDIS_URL=redis_server.url)
+    accounts = usage.Accounts(settings, routes.load(settings))
+    accounts.store([counts_of("team-e")])
+    store(redis_server).script_flush()
+    accounts.store([counts_of("team-e")])
+    assert today(redis_server, "team-e")["requests"] == "2"
+
+
 def test_a_batch_across_midnight_counts_each_request_in_its_own_minute_day_and_month(redis_server):
     """A batch's counts on both sides of a minute, a day and a month go to the windows of each
     request's own time, though usage._Tally names a client's keys once a batch for each minute."""
@@ -648,3 +657,144 @@ def test_an_admission_after_redis_lost_its_scripts_gives_it_again_and_is_checked
     store(redis_server).script_flush()
     assert [admitted(), admitted()] == [True, False]
     assert errors() == before
+
+
+# -- admitted ahead of Redis's verdict (BRIDGE_ADMIT_AHEAD) -----------------------------------------
+
+
+def ahead_accounts(redis_server, limits, ahead="0.5"):
+    loaded = load(
+        BRIDGE_REDIS_URL=redis_server.url,
+        BRIDGE_CLIENT_LIMITS=limits,
+        BRIDGE_ADMIT_AHEAD=ahead,
+        BRIDGE_REDIS_FAILURE="closed",  # a call that waits for a Redis that does not answer is refused
+        BRIDGE_REDIS_TIMEOUT="5",
+    )
+    return usage.Accounts(loaded, routes.load(loaded))
+
+
+def requests_counted(redis_server, client="team-a"):
+    return int(store(redis_server).get(f"bridge:rpm:{client}:{int(time.time() // 60)}") or 0)
+
+
+def ahead_verdicts(verdict, client="team-a"):
+    return usage.ADMITTED_AHEAD.labels(client, verdict)._value.get()
+
+
+def test_a_client_far_from_its_limits_is_admitted_without_waiting_and_counted_all_the_same(redis_server):
+    """Redis said the client used little of its limit: its next calls are admitted at once, even
+    while Redis does not answer, up to usage.AHEAD_MOST in flight; their admissions reach Redis
+    from the writer, each counted once, and the call past the bound waits for them and for its
+    own verdict."""
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a rpm=1000")
+    admitted = admits(accounts)
+    before = ahead_verdicts("admitted")
+    assert admitted()  # the first waits: Redis has said nothing of the client yet
+    store(redis_server).execute_command("CLIENT", "PAUSE", "2000", "ALL")
+    started = time.monotonic()
+    assert all(admitted() for _ in range(usage.AHEAD_MOST))
+    assert time.monotonic() - started < 1, "a call far from its limits waited for Redis"
+    assert admitted()  # past AHEAD_MOST in flight: judged by Redis once it answers again
+    assert time.monotonic() - started > 1, "the call past AHEAD_MOST did not wait for Redis"
+    wait_for(lambda: ahead_verdicts("admitted") - before == usage.AHEAD_MOST, "the calls gone ahead judged")
+    assert requests_counted(redis_server) == 1 + usage.AHEAD_MOST + 1
+    accounts.writer.close()
+
+
+def test_a_client_near_its_limit_waits_for_redis_and_gets_exactly_its_limit(redis_server):
+    """Calls go ahead only while the client and its calls in flight stay under half of every
+    limit; the calls after wait for those to be judged, then for their own verdict: a worker
+    admits exactly the limit."""
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a rpm=10")
+    admitted = admits(accounts)
+    before = ahead_verdicts("admitted")
+    assert [admitted() for _ in range(12)] == [True] * 10 + [False] * 2
+    assert ahead_verdicts("admitted") - before > 0  # some went ahead
+    assert requests_counted(redis_server) == 10
+    accounts.writer.close()
+
+
+def test_calls_still_waiting_for_their_verdicts_leave_no_room_to_go_ahead(redis_server):
+    """A call's verdict is read after its translation: of eight sent at once against rpm=10, the
+    one read first says 1 of 10, but the seven still waiting count too, so no call goes ahead of
+    Redis past the limit and the worker admits exactly 10."""
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a rpm=10")
+    store(redis_server).script_load(usage._ADMIT)  # each runs as it is sent (none answered NOSCRIPT)
+    before = ahead_verdicts("requests_per_minute")
+    waiting = [request_of("team-a") for _ in range(8)]
+    for record in waiting:
+        record.model = "claude-x"
+        accounts.ask(record)
+    accounts.decide(waiting[0])
+    admitted = admits(accounts)
+    assert [admitted() for _ in range(3)] == [True, True, False]
+    for record in waiting[1:]:
+        accounts.decide(record)
+    assert all(record.admitted for record in waiting)
+    assert requests_counted(redis_server) == 10
+    accounts.writer.close()
+    assert ahead_verdicts("requests_per_minute") == before
+
+
+def test_a_call_gone_ahead_that_redis_finds_over_the_limit_is_counted_and_the_next_waits(redis_server, monkeypatch):
+    """Another worker took the rest of the limit before this worker's call gone ahead was judged:
+    Redis refuses that admission (the call was served: one past the limit, the bound), it counts in
+    bridge_client_admitted_ahead_total under the limit, and this worker's next call waits for its
+    verdict, a refusal."""
+    fresh_minute(10)
+    monkeypatch.setattr(usage, "AHEAD_GATHER_SECONDS", 1.0)  # a call gone ahead is judged a second later
+    this = ahead_accounts(redis_server, "team-a rpm=50")
+    other = ahead_accounts(redis_server, "team-a rpm=50", ahead="0")  # waits for every verdict
+    before = ahead_verdicts("requests_per_minute")
+    assert admits(this)()  # 1 of 50: this worker may let calls go ahead
+    assert admits(this)()  # gone ahead, not judged yet
+    assert all(admits(other)() for _ in range(49))  # 50 of 50 as Redis counts
+    wait_for(lambda: ahead_verdicts("requests_per_minute") - before == 1, "the call gone ahead refused late")
+    assert not admits(this)()
+    assert requests_counted(redis_server) == 50
+    this.writer.close()
+
+
+def test_calls_gone_ahead_are_counted_and_hold_nothing_once_answered(limited, redis_server):
+    """Served calls admitted before their verdict count in the minute's requests and tokens as
+    any other, and release what they reserved once answered: each one's admission reaches Redis
+    before its count settles it (a reservation left would hold the client's tokens for
+    usage.RESERVATION_SECONDS)."""
+    live = limited("team-a rpm=1000 tpm=10000000", BRIDGE_ADMIT_AHEAD="0.5")
+    before = metric(live, "bridge_client_admitted_ahead_total", client="team-a", verdict="admitted")
+    assert all(post(live, *FIVE_HUNDRED).status_code == 200 for _ in range(10))
+    counted(redis_server, 10)
+    assert metric(live, "bridge_client_admitted_ahead_total", client="team-a", verdict="admitted") - before > 0
+    assert held(redis_server) == 0
+    assert requests_counted(redis_server) == 10
+    minute = int(time.time() // 60)
+    assert int(store(redis_server).get(f"bridge:tpm:team-a:{minute}")) == 10 * CHAT_ANSWER["usage"]["total_tokens"]
+
+
+def test_a_batch_that_cannot_be_written_leaves_no_call_gone_ahead_waiting(redis_server):
+    """A call gone ahead whose admission is in a batch dropped for a bad count is no longer
+    counted as waiting for its verdict: left so, it would hold the client's room to go ahead,
+    and make its calls near a limit wait, for ever."""
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a rpm=1000")
+    admitted = admits(accounts)
+    assert admitted()  # Redis has said what the client used: the next may go ahead
+    bad = counts_of("team-a")
+    accounts.writer.put(bad._replace(used={**bad.used, "input": "thirty"}))
+    assert admitted()  # gone ahead: its admission in the bad count's batch
+    standing = accounts._standings["team-a"]
+    wait_for(lambda: standing.calls == 0 and standing.waiting < 1e-9, "nothing left waiting")
+    accounts.writer.close()
+
+
+def test_without_admit_ahead_every_call_waits_for_its_verdict(redis_server):
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a rpm=1000", ahead="0")
+    before = ahead_verdicts("admitted")
+    admitted = admits(accounts)
+    assert all(admitted() for _ in range(20))
+    assert ahead_verdicts("admitted") == before
+    assert requests_counted(redis_server) == 20
