@@ -7,11 +7,13 @@ them, side by side.
 
 Needs no wrk: bench/client.py drives them: Chat calls passed through to a Chat deployment, or
 with `--front messages` Messages calls translated to it, whose admission round trip overlaps
-their translation. Three gunicorn servers from deploy/gunicorn.conf.py
+their translation. Four gunicorn servers from deploy/gunicorn.conf.py
 with one worker each, in front of the bench upstream (a priced deployment), each with a client
 key: *plain* without Redis; *limited* with a redis-server on loopback and limits on that key
 high enough never to refuse (rpm, tpm and tpd: the Lua script runs with all three checks, and
-the usage writer counts each answer); *budgeted* with the same Redis, its key held there
+the usage writer counts each answer); *ahead*, the same with BRIDGE_ADMIT_AHEAD (a key far
+from its limits admitted before Redis's verdict, its admission sent by the usage writer);
+*budgeted* with the same Redis, its key held there
 (BRIDGE_REDIS_KEYS: a model allow list, its own limits and budget), and budgets on its team and
 user too, all too high to refuse: admission reserves tokens and money in three budgets, the
 usage writer settles them and writes the spend. Rounds alternate; per round, non-streamed
@@ -52,6 +54,7 @@ CALLS = {
 BODY = CALLS["chat"][1]  # admissions()'s
 HEADERS = {"authorization": "Bearer sk-bench"}
 NEVER = 10**12  # a limit or budget no run reaches
+AHEAD = "0.5"  # the *ahead* target's BRIDGE_ADMIT_AHEAD
 
 
 def one_round(server, call, calls, headers, redis_server):
@@ -138,7 +141,7 @@ def round_trip(store, count=1000):
 
 
 def measure(calls, rounds, core=None, front="chat"):
-    """The three targets side by side, `rounds` rounds of `calls` calls of CALLS[front]: {"rows": {target: the
+    """The four targets side by side, `rounds` rounds of `calls` calls of CALLS[front]: {"rows": {target: the
     medians over rounds of one_round's columns}, "ping": a Redis round trip's p50 in ms, "alone":
     admissions()}. With `core`, each bridge runs pinned to it (taskset), and Redis, the upstream and
     the client where this process runs, as in `make bench`."""
@@ -167,6 +170,16 @@ def measure(calls, rounds, core=None, front="chat"):
             BRIDGE_REDIS_URL=redis_server.url,
             BRIDGE_CLIENT_LIMITS=never,
         )
+        targets["ahead"] = Gunicorn(
+            f"{workdir.name}/ahead",
+            upstream_url,
+            prefix=pinned,
+            **common,
+            BRIDGE_CLIENT_KEYS="bench:sk-bench",
+            BRIDGE_REDIS_URL=redis_server.url,
+            BRIDGE_CLIENT_LIMITS=never,
+            BRIDGE_ADMIT_AHEAD=AHEAD,
+        )
         held = keys.create(
             store,
             "held",
@@ -185,7 +198,12 @@ def measure(calls, rounds, core=None, front="chat"):
             BRIDGE_REDIS_KEYS="true",
             BRIDGE_BUDGETS=f"team:bench-team month={NEVER},user:bench-user day={NEVER}",
         )
-        headers = {"plain": HEADERS, "limited": HEADERS, "budgeted": {"authorization": f"Bearer {held}"}}
+        headers = {
+            "plain": HEADERS,
+            "limited": HEADERS,
+            "ahead": HEADERS,
+            "budgeted": {"authorization": f"Bearer {held}"},
+        }
         for name, server in targets.items():
             one_round(server, CALLS[front], min(calls, 200), headers[name], redis_server)  # warm-up
         measured = {name: [] for name in targets}
@@ -215,7 +233,7 @@ def table(result):
     out = [f"| target | {columns} |", "|---|---|---|---|---|---|"]
     for name, (p50, p99, rate, bridge_cpu, redis_cpu) in rows.items():
         out.append(f"| {name} | {p50:.2f} | {p99:.2f} | {rate:.0f} | {bridge_cpu:.3f} | {redis_cpu:.3f} |")
-    for more, less in (("limited", "plain"), ("budgeted", "limited")):
+    for more, less in (("limited", "plain"), ("ahead", "plain"), ("budgeted", "limited")):
         high, low = rows[more], rows[less]
         out.append(
             f"| {more} - {less} | {high[0] - low[0]:+.2f} | {high[1] - low[1]:+.2f} | "

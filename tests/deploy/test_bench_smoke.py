@@ -90,13 +90,13 @@ def _assert_cloud_section(text):
 
 
 def _assert_redis_section(text):
-    """Limits in Redis: both targets judged, and each bridge's row measured."""
+    """Limits in Redis: both targets judged for both limited bridges, and each bridge's row measured."""
     section = text.split("## Limits in Redis", 1)[1].split("\n## ", 1)[0]
     assert "Not measured" not in section, section
     lines = section.splitlines()
     verdicts = [line.split("|")[-2].strip() for line in lines if line.startswith(("| added latency", "| calls/s"))]
-    assert len(verdicts) == 2 and set(verdicts) <= {"yes", "**no**"}, section
-    for target in ("plain", "limited", "budgeted"):
+    assert len(verdicts) == 4 and set(verdicts) <= {"yes", "**no**"}, section
+    for target in ("plain", "limited", "ahead", "budgeted"):
         (row,) = [line.split("|")[2:-1] for line in lines if line.startswith(f"| {target} |")]
         assert len(_numbers(row)) == 5 and _numbers(row)[2] > 0, row  # calls/s measured
 
