@@ -436,7 +436,7 @@ class Accounts:
         self.ahead = settings.admit_ahead if self.redis is not None else 0.0
         self._standings = {}  # client: _Standing, while calls go ahead
         self._ahead_lock = threading.Condition(threading.Lock())  # its waiters: calls waiting for those gone ahead
-        self._waits_ahead = settings.redis_timeout + AHEAD_GATHER_SECONDS
+        self._waits_ahead = 2 * settings.redis_timeout + AHEAD_GATHER_SECONDS  # a batch's write and read
         for operation in ("admit", "count", "usage"):  # at zero, so that an alert tells none from absent
             _series(REDIS_ERRORS, operation)
         for name in {key.name for key in settings.client_keys}:
@@ -522,10 +522,10 @@ class Accounts:
                     record.admitted, record.reserved = True, reserved
                     return
                 self._landed(ahead, None)  # the writer's queue is full: it waits for its verdict instead
-            elif standing.bound(share) >= self.ahead:  # near a limit
-                self._judged_first(standing)
             with self._ahead_lock:
                 before = standing.sending(share)
+            if standing.bound(0) >= self.ahead:  # near a limit
+                self._judged_first(standing)
         try:
             connection = self._sent(_ADMIT_SHA, keys, arguments)
         except redis.RedisError as error:
@@ -569,8 +569,8 @@ class Accounts:
         FRESH_SECONDS what the client used, and with what the worker sent since, this call
         included, that is under BRIDGE_ADMIT_AHEAD of every limit; and fewer than AHEAD_MOST of
         its calls gone ahead wait for their verdicts."""
-        if time.monotonic() - standing.at > FRESH_SECONDS:
-            return None
+        if time.monotonic() - standing.at > FRESH_SECONDS or self.writer.queued() > _BATCH:
+            return None  # a call gone ahead is to be judged in the writer's next batch
         with self._ahead_lock:
             if standing.calls >= AHEAD_MOST or standing.bound(share) >= self.ahead:
                 return None
@@ -583,7 +583,8 @@ class Accounts:
         counting them: without, it could take what is left of the limit from those gone ahead."""
         if standing.calls:  # read unlocked: wait_for reads it again under the lock
             with self._ahead_lock:
-                self._ahead_lock.wait_for(lambda: not standing.calls, self._waits_ahead)
+                if not self._ahead_lock.wait_for(lambda: not standing.calls, self._waits_ahead):
+                    standing.forget()  # Redis is slow: nothing more goes ahead until it says more
 
     def _read(self, standing, share, before, verdict):
         """A waiting admission's verdict read, or None when Redis gave none."""
@@ -602,14 +603,18 @@ class Accounts:
                 self._ahead_lock.notify_all()
         if verdict is None:
             return
-        _series(ADMITTED_AHEAD, ahead.client, verdict[0] or "admitted").inc()
+        outcome = f"{verdict[1].split()[0]}_{verdict[2]}_budget" if verdict[0] == "budget" else verdict[0]
+        _series(ADMITTED_AHEAD, ahead.client, outcome or "admitted").inc()
         if not verdict[0]:
             _passed_soft(ahead.request_id, verdict[2:])
 
-    def _stale(self):
-        """Nothing goes ahead on what Redis said before it failed, until it says more."""
-        for standing in list(self._standings.values()):
-            standing.at = 0.0
+    def _stale(self, client=None):
+        """Nothing goes ahead on what Redis said before it failed (of `client`, or of any),
+        until it says more."""
+        with self._ahead_lock:
+            for standing in [self._standings.get(client)] if client else list(self._standings.values()):
+                if standing is not None:
+                    standing.forget()
 
     def _unconfirmed(self, record, reserved, error, refuse):
         """Redis did not answer the admission: served (open) or refused (closed), counted."""
@@ -720,6 +725,8 @@ class Accounts:
             spent = prices.split(record.upstream_usage or record.usage, record.tokens)
             # A call that used nothing (a model list) costs nothing; one that used tokens without a price is unpriced.
             micros = None if record.cost is None and any(spent.values()) else prices.micros(record.cost or 0)
+            if self.ahead and _beyond(record.reserved, used, micros):
+                self._stale(record.client)  # its standing does not know of what it used beyond
             # Tokens count in the window where they were reported.
             self.writer.put(
                 Counted(
@@ -758,8 +765,8 @@ class Accounts:
                 if isinstance(reply, redis.RedisError):
                     self._failed("admit", reply)
                     reply = None
-                self._landed(item, reply)
                 judged += 1
+                self._landed(item, reply)
         except redis.RedisError:
             self._stale()
             raise
@@ -805,6 +812,14 @@ def _exchanged(connection, commands):
     return replies
 
 
+def _beyond(reserved, used, micros):
+    """Whether a call used more tokens or money than its admission reserved."""
+    if reserved is None:
+        return False
+    tokens = used["input"] + used["output"]
+    return bool(reserved.tokens and tokens > reserved.tokens or reserved.micros and (micros or 0) > reserved.micros)
+
+
 def _share(amount, limit):
     """What `amount` is of `limit` (0: no limit)."""
     return amount / limit if limit else 0.0
@@ -828,21 +843,27 @@ class _Standing:
     of shares) plus what was then waiting for its verdict (`waiting`), so that `base + sent`
     stays above what the client used as Redis counted it then plus what the worker sent since,
     whatever order Redis ran them in. Other workers' calls since the verdict are not in it.
-    `at` is when the verdict was read (0: Redis failed since), `calls` the calls gone ahead
-    that wait for theirs. Read and written under Accounts._ahead_lock."""
+    `at` is when that verdict's admission was sent (0: forgotten since), `since` when what Redis
+    said was last forgotten, `calls` the calls gone ahead that wait for theirs. Read and written
+    under Accounts._ahead_lock."""
 
-    __slots__ = ("at", "base", "sent", "waiting", "calls")
+    __slots__ = ("at", "base", "sent", "waiting", "calls", "since")
 
     def __init__(self):
-        self.at, self.base, self.sent, self.waiting, self.calls = 0.0, 1.0, 0.0, 0.0, 0
+        self.at, self.base, self.sent, self.waiting, self.calls, self.since = 0.0, 1.0, 0.0, 0.0, 0, 0.0
+
+    def forget(self):
+        """Nothing goes ahead on what Redis said so far (it failed, or a call used more than it
+        reserved): only on a verdict sent from now on."""
+        self.at, self.since = 0.0, time.monotonic()
 
     def bound(self, share):
         """What the client would have used with one more call that uses `share`, at most."""
         return self.base + self.sent + share
 
     def sending(self, share):
-        """A call that uses `share` is about to be sent: (sent, waiting) before it."""
-        before = self.sent, self.waiting
+        """A call that uses `share` is about to be sent: (sent, waiting) before it, and when."""
+        before = self.sent, self.waiting, time.monotonic()
         self.sent += share
         self.waiting += share
         return before
@@ -850,10 +871,9 @@ class _Standing:
     def judged(self, share, before, verdict):
         """A call's verdict, read (None: none came): it waits no more, and its share bounds."""
         self.waiting -= share
-        if verdict is not None:
-            sent, waiting = before
+        if verdict is not None and before[2] > self.since:
+            sent, waiting, self.at = before
             self.base = (1.0 if verdict[0] else verdict[1] / 1000) + waiting - sent - share
-            self.at = time.monotonic()
 
 
 class _Connections:
@@ -1036,6 +1056,10 @@ class _Writer:
         if hurry:
             self._hurry.set()
         return True
+
+    def queued(self):
+        """How many counts and admissions wait for the writer."""
+        return self._queue.qsize()
 
     def _start(self):
         with self._lock:

@@ -21,6 +21,7 @@ from bridge import settings as settings_module
 from bridge.gateway import routes
 from bridge.policy import usage
 from bridge.protocols.errors import BridgeError
+from bridge.serve import meters
 from bridge.serve.observability import Record
 from bridge.translate.tokens import IMAGE_TOKENS, count_tokens
 from tests.fake_upstream import json_reply, message, messages_stream
@@ -787,6 +788,24 @@ def test_a_batch_that_cannot_be_written_leaves_no_call_gone_ahead_waiting(redis_
     assert admitted()  # gone ahead: its admission in the bad count's batch
     standing = accounts._standings["team-a"]
     wait_for(lambda: standing.calls == 0 and standing.waiting < 1e-9, "nothing left waiting")
+    accounts.writer.close()
+
+
+def test_a_call_that_used_more_than_it_reserved_lets_no_call_go_ahead_on_what_redis_said_before(redis_server):
+    """A call's reservation is its estimate; one that used far more (output past
+    BRIDGE_RESERVE_OUTPUT_TOKENS) makes what Redis said before it of no use to go ahead on: the
+    next call waits for a verdict that counts it, and is refused as before."""
+    fresh_minute(10)
+    accounts = ahead_accounts(redis_server, "team-a tpm=100000")
+    first = request_of("team-a")
+    first.model = "claude-x"
+    accounts.admit(first, (b"{}", {"max_tokens": 8000}))  # reserves about 8,000 of 100,000
+    first.tokens = (10, 120000)  # and used 120,010
+    first.written = meters.Batch()  # Record.finish's, for the request's metric writes
+    accounts.finished(first)
+    wait_for(lambda: held(redis_server) == 0, "its count written, its reservation settled")
+    with pytest.raises(BridgeError, match="tokens"):
+        accounts.admit(request_of("team-a"), (b"{}", {"max_tokens": 8000}))
     accounts.writer.close()
 
 
