@@ -161,24 +161,11 @@ def measure(calls, rounds, core=None, front="chat"):
         targets["plain"] = Gunicorn(
             f"{workdir.name}/plain", upstream_url, prefix=pinned, **common, BRIDGE_CLIENT_KEYS="bench:sk-bench"
         )
-        targets["limited"] = Gunicorn(
-            f"{workdir.name}/limited",
-            upstream_url,
-            prefix=pinned,
-            **common,
-            BRIDGE_CLIENT_KEYS="bench:sk-bench",
-            BRIDGE_REDIS_URL=redis_server.url,
-            BRIDGE_CLIENT_LIMITS=never,
-        )
+        limits = {**common, "BRIDGE_CLIENT_KEYS": "bench:sk-bench", "BRIDGE_REDIS_URL": redis_server.url}
+        limits["BRIDGE_CLIENT_LIMITS"] = never
+        targets["limited"] = Gunicorn(f"{workdir.name}/limited", upstream_url, prefix=pinned, **limits)
         targets["ahead"] = Gunicorn(
-            f"{workdir.name}/ahead",
-            upstream_url,
-            prefix=pinned,
-            **common,
-            BRIDGE_CLIENT_KEYS="bench:sk-bench",
-            BRIDGE_REDIS_URL=redis_server.url,
-            BRIDGE_CLIENT_LIMITS=never,
-            BRIDGE_ADMIT_AHEAD=AHEAD,
+            f"{workdir.name}/ahead", upstream_url, prefix=pinned, **limits, BRIDGE_ADMIT_AHEAD=AHEAD
         )
         held = keys.create(
             store,
