@@ -118,13 +118,15 @@ def test_metrics_count_every_workers_requests_whichever_worker_answers(start, fa
     for _ in range(6):  # new connections, so both workers take some
         fake.reply(fixture("anthropic/text.json"))
         chat(server)
+
+    def counted():
+        wanted = {"direction": "chat_to_messages", "status": "200"}
+        return [s.value for s in samples(server, "bridge_requests_total") if s.labels == wanted]
+
+    # A request counts when its worker closes the answer, just after the client has read it.
+    server.wait_for(lambda: counted() == [6.0], "the last request counted")
     for _ in range(4):  # each scrape may land on either worker
-        counted = [
-            s
-            for s in samples(server, "bridge_requests_total")
-            if s.labels == {"direction": "chat_to_messages", "status": "200"}
-        ]
-        assert [s.value for s in counted] == [6.0]
+        assert counted() == [6.0]
 
 
 def test_a_metrics_file_a_worker_has_only_just_created_does_not_fail_the_scrape(start, fake):
